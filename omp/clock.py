@@ -1,0 +1,28 @@
+"""Wall-clock helpers. Times on disk are ISO-8601 UTC with milliseconds, like the TypeScript tool."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+Clock = Callable[[], float]
+
+
+def now() -> float:
+    return time.time()
+
+
+def iso(ts: float | None = None) -> str:
+    """`2026-11-29T23:53:52.449Z` for a POSIX timestamp (default: now)."""
+    t = time.time() if ts is None else ts
+    dt = datetime.fromtimestamp(t, UTC)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def parse_iso(text: str) -> float | None:
+    """POSIX seconds for an ISO string written by omp or the TypeScript tool; None if unparseable."""
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except (ValueError, AttributeError):
+        return None
