@@ -1,4 +1,4 @@
-"""Wall-clock helpers. Times on disk are ISO-8601 UTC with milliseconds, like the TypeScript tool."""
+"""Wall-clock helpers. Times on disk are ISO-8601 UTC with milliseconds, as in the TS tool."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def iso(ts: float | None = None) -> str:
 
 
 def parse_iso(text: str) -> float | None:
-    """POSIX seconds for an ISO string written by omp or the TypeScript tool; None if unparseable."""
+    """POSIX seconds for an ISO time written by omp or the TS tool; None if unparseable."""
     try:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
     except (ValueError, AttributeError):

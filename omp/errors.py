@@ -12,7 +12,7 @@ EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 
-# Error codes that mean "the input itself is wrong" (exit 2); every other code is a refusal (exit 1).
+# Codes meaning "the input itself is wrong" (exit 2); every other code is a refusal (exit 1).
 USAGE_CODES = frozenset(
     {
         "usage",

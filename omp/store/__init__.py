@@ -1,0 +1,1 @@
+"""Files: safe directories, atomic JSON writes, JSONL append under flock, byte-offset readers."""

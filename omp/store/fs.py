@@ -1,0 +1,149 @@
+"""Private, fail-closed file access.
+
+Directories are 0700 and files 0600. A symlinked or foreign-owned path under the state tree is
+refused with `unsafe_path` and never followed or repaired: omp state may sit in a shared checkout,
+and a planted symlink must not turn an append into a write somewhere else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from omp.errors import OmpError
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _unsafe(path: Path, why: str) -> OmpError:
+    return OmpError("unsafe_path", f"refusing {path}: {why}", path=str(path))
+
+
+def storage_error(path: Path, exc: OSError) -> OmpError:
+    reason = exc.strerror or str(exc)
+    return OmpError("storage_error", f"cannot write {path}: {reason}", path=str(path))
+
+
+def check_entry(path: Path, *, want_dir: bool) -> bool:
+    """True if `path` exists as a safe entry of the wanted kind, False if it does not exist."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        raise _unsafe(path, "it is a symlink")
+    if st.st_uid != os.geteuid():
+        raise _unsafe(path, f"it is owned by uid {st.st_uid}, not by you")
+    if want_dir and not stat.S_ISDIR(st.st_mode):
+        raise _unsafe(path, "it is not a directory")
+    if not want_dir and not stat.S_ISREG(st.st_mode):
+        raise _unsafe(path, "it is not a regular file")
+    return True
+
+
+def ensure_dir(path: Path, *, base: Path) -> Path:
+    """Create `path` (and its parents up to `base`) 0700, refusing symlinks and foreign owners.
+
+    `base` itself (the project root) is trusted as given; every component below it is checked.
+    """
+    rel = path.relative_to(base)
+    cur = base
+    for part in rel.parts:
+        cur = cur / part
+        if not check_entry(cur, want_dir=True):
+            try:
+                os.mkdir(cur, DIR_MODE)
+            except FileExistsError:
+                pass  # a concurrent creator won the race; the check below judges what it made
+            except OSError as exc:
+                raise storage_error(cur, exc) from exc
+            check_entry(cur, want_dir=True)
+    return path
+
+
+def open_file(path: Path, flags: int, *, create: bool = False) -> int:
+    """Open a regular file without following a symlink; refuse foreign owners."""
+    mode = flags | _NOFOLLOW | _CLOEXEC | (os.O_CREAT if create else 0)
+    try:
+        fd = os.open(path, mode, FILE_MODE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _unsafe(path, "it is a symlink") from exc
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _unsafe(path, "it is not a regular file")
+        if st.st_uid != os.geteuid():
+            raise _unsafe(path, f"it is owned by uid {st.st_uid}, not by you")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_bytes(path: Path) -> bytes | None:
+    """The whole file, or None if it does not exist."""
+    try:
+        fd = open_file(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_json(path: Path) -> Any | None:
+    """Parsed JSON, or None if the file is missing or does not parse."""
+    data = read_bytes(path)
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write via a temp file in the same directory and `os.replace`: readers see old or new."""
+    check_entry(path, want_dir=False)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise storage_error(path, exc) from exc
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, FILE_MODE)
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, path)
+    except OSError as exc:
+        if fd >= 0:
+            os.close(fd)
+        _unlink_quietly(Path(tmp))
+        raise storage_error(path, exc) from exc
+
+
+def write_json_atomic(path: Path, obj: Any, *, pretty: bool = True) -> None:
+    text = json.dumps(obj, indent=2 if pretty else None, ensure_ascii=False)
+    write_atomic(path, (text + "\n").encode())
+
+
+def _unlink_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)

@@ -1,0 +1,162 @@
+"""Append-only JSONL files shared by many processes, read through byte-offset cursors.
+
+Writers: O_APPEND + `flock(LOCK_EX)` + the whole line in one `os.write` (looping on a short write
+while still holding the lock), so concurrent writers never tear or interleave a line. If the file
+does not end in a newline, a writer died mid-line: a newline goes first so that fragment stays a
+single bad line and the new line is whole.
+
+Readers: consume only complete lines; a partial tail waits for its newline. A line that does not
+parse is skipped and counted, never fatal, and never blocks the lines after it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omp.store import fs
+
+
+def encode(record: dict[str, Any]) -> bytes:
+    # json.dumps never emits a raw newline, so one record is always one line.
+    return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+@contextmanager
+def locked(path: Path, *, create: bool = True) -> Iterator[int]:
+    """An O_APPEND descriptor of `path` holding the exclusive flock for a compound update."""
+    try:
+        fd = fs.open_file(path, os.O_RDWR | os.O_APPEND, create=create)
+    except OSError as exc:
+        raise fs.storage_error(path, exc) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)  # closing the last descriptor releases the flock
+
+
+def append_locked(fd: int, data: bytes, path: Path) -> int:
+    """Append under a lock the caller holds; returns the offset the data starts at."""
+    try:
+        end = os.fstat(fd).st_size
+        if end and os.pread(fd, 1, end - 1) != b"\n":
+            end += _write_all(fd, b"\n")
+        _write_all(fd, data)
+    except OSError as exc:
+        _truncate_back(fd, end if "end" in locals() else None)
+        raise fs.storage_error(path, exc) from exc
+    return end
+
+
+def append(path: Path, record: dict[str, Any]) -> int:
+    """Append one record as one line; returns its byte offset."""
+    data = encode(record)
+    with locked(path) as fd:
+        return append_locked(fd, data, path)
+
+
+def _write_all(fd: int, data: bytes) -> int:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    return len(data)
+
+
+def _truncate_back(fd: int, end: int | None) -> None:
+    # A short write that then failed (ENOSPC) would leave a fragment that glues onto the next
+    # writer's line; cut it back while we still hold the lock. Best effort: if even this fails the
+    # next writer's newline repair still keeps later lines whole.
+    if end is None:
+        return
+    try:
+        if os.fstat(fd).st_size > end:
+            os.ftruncate(fd, end)
+    except OSError:
+        pass
+
+
+@dataclass
+class Chunk:
+    """What one read from a cursor produced."""
+
+    records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (offset, record)
+    bad: int = 0
+    start: int = 0  # where reading began (0 after a truncation reset)
+    end: int = 0  # offset just past the last complete line: the next cursor
+    reset: bool = False  # the file was shorter than the cursor, so it was read again from 0
+
+
+def parse_lines(data: bytes, base: int, chunk: Chunk) -> None:
+    """Parse complete lines of `data` (which starts at file offset `base`) into `chunk`."""
+    pos = 0
+    n = len(data)
+    while pos < n:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            break
+        raw = data[pos:nl]
+        if raw.strip():
+            try:
+                rec = json.loads(raw)
+            except ValueError:
+                rec = None
+            if isinstance(rec, dict):
+                chunk.records.append((base + pos, rec))
+            else:
+                chunk.bad += 1
+        pos = nl + 1
+    chunk.end = base + pos
+
+
+def read_from(path: Path, offset: int = 0) -> Chunk:
+    """Complete lines from `offset` to the end of the file (missing file: nothing)."""
+    chunk = Chunk(start=offset, end=offset)
+    try:
+        fd = fs.open_file(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return chunk
+    try:
+        size = os.fstat(fd).st_size
+        if size < offset:  # truncated or replaced: start again from the top
+            offset = 0
+            chunk.start = chunk.end = 0
+            chunk.reset = True
+        data = os.pread(fd, size - offset, offset) if size > offset else b""
+    finally:
+        os.close(fd)
+    parse_lines(data, offset, chunk)
+    return chunk
+
+
+def read_cursor(path: Path) -> int:
+    """A cursor file `{"bytesRead": N}` (the TypeScript tool's format); 0 if missing or bad."""
+    obj = fs.read_json(path)
+    if isinstance(obj, dict):
+        val = obj.get("bytesRead")
+        if isinstance(val, int) and val >= 0:
+            return val
+    return 0
+
+
+def write_cursor(path: Path, offset: int) -> None:
+    fs.write_json_atomic(path, {"bytesRead": offset}, pretty=False)
+
+
+def read_new(path: Path, cursor: Path) -> Chunk:
+    """Read past the cursor and move it (at-least-once: the cursor moves after the read)."""
+    chunk = read_from(path, read_cursor(cursor))
+    if chunk.end != chunk.start or chunk.reset:
+        write_cursor(cursor, chunk.end)
+    return chunk
+
+
+def peek_new(path: Path, cursor: Path) -> Chunk:
+    """Like `read_new` but never moves the cursor."""
+    return read_from(path, read_cursor(cursor))
