@@ -86,7 +86,8 @@ def _truncate_back(fd: int, end: int | None) -> None:
 class Chunk:
     """What one read from a cursor produced."""
 
-    records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (offset, record)
+    # (offset, length including the newline, record) of every complete line that parsed
+    records: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)
     bad: int = 0
     start: int = 0  # where reading began (0 after a truncation reset)
     end: int = 0  # offset just past the last complete line: the next cursor
@@ -108,31 +109,35 @@ def parse_lines(data: bytes, base: int, chunk: Chunk) -> None:
             except ValueError:
                 rec = None
             if isinstance(rec, dict):
-                chunk.records.append((base + pos, rec))
+                chunk.records.append((base + pos, nl + 1 - pos, rec))
             else:
                 chunk.bad += 1
         pos = nl + 1
     chunk.end = base + pos
 
 
+def read_fd(fd: int, offset: int = 0) -> Chunk:
+    """Complete lines of an open file from `offset` to its end."""
+    chunk = Chunk(start=offset, end=offset)
+    size = os.fstat(fd).st_size
+    if size < offset:  # truncated or replaced: start again from the top
+        offset = chunk.start = chunk.end = 0
+        chunk.reset = True
+    data = os.pread(fd, size - offset, offset) if size > offset else b""
+    parse_lines(data, offset, chunk)
+    return chunk
+
+
 def read_from(path: Path, offset: int = 0) -> Chunk:
     """Complete lines from `offset` to the end of the file (missing file: nothing)."""
-    chunk = Chunk(start=offset, end=offset)
     try:
         fd = fs.open_file(path, os.O_RDONLY)
     except FileNotFoundError:
-        return chunk
+        return Chunk(start=offset, end=offset)
     try:
-        size = os.fstat(fd).st_size
-        if size < offset:  # truncated or replaced: start again from the top
-            offset = 0
-            chunk.start = chunk.end = 0
-            chunk.reset = True
-        data = os.pread(fd, size - offset, offset) if size > offset else b""
+        return read_fd(fd, offset)
     finally:
         os.close(fd)
-    parse_lines(data, offset, chunk)
-    return chunk
 
 
 def read_cursor(path: Path) -> int:

@@ -1,0 +1,3 @@
+from omp.cli import main
+
+main()

@@ -1,0 +1,103 @@
+"""`omp team api <sub> --input '<json>' [--json]`, parsed without typer (see omp/cli/__init__)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from omp.cli import output
+from omp.errors import EXIT_OK, EXIT_USAGE, OmpError
+
+USAGE = "usage: omp team api <subcommand> --input '<json>'|- [--json]"
+
+
+def _help() -> str:
+    from omp.team.api import SUMMARIES
+
+    lines = [USAGE, "", "Subcommands (input fields -> output):"]
+    width = max(len(k) for k in SUMMARIES)
+    lines += [f"  {k.ljust(width)}  {v}" for k, v in SUMMARIES.items()]
+    lines += [
+        "",
+        "Every input may also carry cwd (a directory inside the project).",
+        "Exit codes: 0 ok, 1 refused or failed, 2 bad input or usage, 3 internal error.",
+        "With --json, stdout is exactly one JSON object; errors are"
+        ' {"ok":false,"error":"<code>","message":"..."}.',
+    ]
+    return "\n".join(lines)
+
+
+def _parse(argv: list[str]) -> tuple[str | None, str | None, bool, bool]:
+    sub: str | None = None
+    raw: str | None = None
+    as_json = False
+    want_help = False
+    it = iter(argv)
+    for arg in it:
+        if arg == "--json":
+            as_json = True
+        elif arg in ("-h", "--help"):
+            want_help = True
+        elif arg == "--input":
+            raw = next(it, None)
+            if raw is None:
+                raise OmpError("usage", f"--input needs a value. {USAGE}")
+        elif arg.startswith("--input="):
+            raw = arg.split("=", 1)[1]
+        elif arg.startswith("-") and arg != "-":
+            raise OmpError("usage", f"unknown option {arg}. {USAGE}")
+        elif sub is None:
+            sub = arg
+        else:
+            raise OmpError("usage", f"unexpected argument {arg!r}. {USAGE}")
+    return sub, raw, as_json, want_help
+
+
+def _load_input(raw: str) -> dict[str, Any]:
+    if raw == "-":
+        raw = sys.stdin.read()
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:
+        raise OmpError("invalid_json", f"--input is not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise OmpError("invalid_json", "--input must be a JSON object")
+    return obj
+
+
+def main(argv: list[str]) -> None:
+    as_json = "--json" in argv
+    try:
+        sub, raw, as_json, want_help = _parse(argv)
+        if want_help or sub is None:
+            sys.stdout.write(_help() + "\n")
+            raise SystemExit(EXIT_OK if want_help else EXIT_USAGE)
+        from omp.team.api import OPERATIONS
+
+        op = OPERATIONS.get(sub)
+        if op is None:
+            raise OmpError(
+                "unknown_command",
+                f"unknown team api command {sub!r}; commands: {', '.join(OPERATIONS)}",
+                candidates=list(OPERATIONS),
+            )
+        if raw is None:
+            raise OmpError("usage", f"{sub} needs --input. {USAGE}")
+        reply = op(_load_input(raw))
+    except OmpError as err:
+        output.fail(err, as_json)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        output.internal(exc, as_json)
+    if as_json:
+        output.emit_json(reply.result)
+    else:
+        from omp.cli.api_text import render
+
+        sys.stdout.write(render(sub, reply.result))
+        sys.stdout.flush()
+    for fn in reply.after:
+        fn()
+    raise SystemExit(EXIT_OK)

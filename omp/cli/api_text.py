@@ -1,0 +1,54 @@
+"""The short human form of `omp team api` results (without `--json`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omp.textsafe import clean, one_line
+
+BODY_WIDTH = 200
+
+
+def _message_line(m: dict[str, Any]) -> str:
+    ts = str(m.get("timestamp", ""))[11:19] or "--:--:--"
+    sender = clean(str(m.get("from", "?")))
+    mark = "" if m.get("deliveredAt") else " *"
+    body = str(m.get("body", ""))
+    shown = one_line(body, BODY_WIDTH)
+    line = f"{ts}  {sender}{mark}: {shown}"
+    if shown != clean(body):
+        line += f"  [cut; full text: id {m.get('id')}]"
+    return line
+
+
+def render(sub: str, result: dict[str, Any]) -> str:
+    if "messages" in result:
+        msgs = result["messages"]
+        lines = [_message_line(m) for m in msgs] or ["no messages"]
+        if result.get("omitted"):
+            lines.append(f"({result['omitted']} older not shown; raise limit to see them)")
+        if result.get("badLines"):
+            lines.append(f"({result['badLines']} unreadable line(s) skipped)")
+        return "\n".join(lines) + "\n"
+    if sub == "send-message":
+        how = "nudged" if result.get("nudged") else "not nudged"
+        return f"sent {result.get('messageId')} ({how})\n"
+    if sub == "broadcast":
+        out = f"sent to {', '.join(result.get('recipients', [])) or 'nobody'}\n"
+        for e in result.get("errors", []):
+            out += f"failed: {e}\n"
+        return out
+    if "task" in result:
+        t = result["task"]
+        line = f"task {t.get('id')}: {t.get('status')}"
+        if result.get("claimToken"):
+            line += f" (claim_token {result['claimToken']})"
+        return line + "\n"
+    if "tasks" in result:
+        rows = [
+            f"{t.get('id')}  {t.get('status')}  {t.get('owner') or '-'}  "
+            f"{one_line(str(t.get('description', '')), 60)}"
+            for t in result["tasks"]
+        ]
+        return "\n".join(rows or ["no tasks"]) + "\n"
+    return "ok\n"

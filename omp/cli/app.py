@@ -1,0 +1,40 @@
+"""The typer application: one sub-app per command group, each in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from omp import __version__
+
+app = typer.Typer(
+    name="omp",
+    help="omp: a leader/worker runtime for terminal coding agents on tmux.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"omp {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """omp: a leader/worker runtime for terminal coding agents on tmux."""
+
+
+def _register() -> None:
+    from omp.cli import team
+
+    app.add_typer(team.app, name="team")
+
+
+_register()

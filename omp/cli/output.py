@@ -1,0 +1,83 @@
+"""One JSON emitter and one error handler for every command.
+
+With `--json`, stdout is exactly one JSON object and nothing else; messages for people go to
+stderr. A foreseeable failure (`OmpError`) prints its code and one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from omp.errors import EXIT_INTERNAL, EXIT_OK, OmpError
+
+Result = dict[str, Any]
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def emit_json(obj: Result) -> None:
+    sys.stdout.write(dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def fail(err: OmpError, as_json: bool) -> NoReturn:
+    if as_json:
+        emit_json(err.to_json())
+    else:
+        sys.stderr.write(f"omp: {err.message} [{err.code}]\n")
+    raise SystemExit(err.exit_code)
+
+
+def internal(exc: BaseException, as_json: bool) -> NoReturn:
+    msg = f"internal error: {type(exc).__name__}: {exc}"
+    if as_json:
+        emit_json({"ok": False, "error": "internal", "message": msg})
+    else:
+        sys.stderr.write(f"omp: {msg}\n")
+    if sys.stderr.isatty() or _debug():
+        traceback.print_exc(file=sys.stderr)
+    raise SystemExit(EXIT_INTERNAL)
+
+
+def _debug() -> bool:
+    import os
+
+    return os.environ.get("OMP_DEBUG", "") not in ("", "0")
+
+
+def run(
+    fn: Callable[[], Result],
+    *,
+    as_json: bool,
+    human: Callable[[Result], str] | None = None,
+    exit_code: Callable[[Result], int] | None = None,
+) -> NoReturn:
+    """Run one command body and print its one result; exit with the table's code."""
+    try:
+        result = fn()
+    except OmpError as err:
+        fail(err, as_json)
+    except KeyboardInterrupt:
+        sys.stderr.write("omp: interrupted\n")
+        raise SystemExit(130) from None
+    except SystemExit:
+        raise
+    except Exception as exc:
+        internal(exc, as_json)
+    code = exit_code(result) if exit_code else EXIT_OK
+    if as_json:
+        emit_json(result)
+    elif human is not None:
+        text = human(result)
+        if text:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        sys.stdout.write(dumps(result) + "\n")
+    sys.stdout.flush()
+    raise SystemExit(code)

@@ -1,0 +1,1 @@
+"""The domain: team config, mailbox, tasks, launch, status, monitor."""

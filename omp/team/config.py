@@ -1,0 +1,130 @@
+"""A team's `config.json`: the TypeScript tool's fields plus omp's (leader pane, tmux identity)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omp import clock
+from omp.errors import OmpError
+from omp.store import fs
+from omp.store.names import LEADER, is_valid_name, worker_name
+from omp.store.paths import StatePaths, TeamPaths
+
+MAX_WORKERS = 32
+
+
+@dataclass
+class TeamConfig:
+    """The parsed config; `raw` keeps every field, known or not, so rewrites lose nothing."""
+
+    paths: TeamPaths
+    raw: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.paths.name
+
+    @property
+    def workers(self) -> list[dict[str, Any]]:
+        ws = self.raw.get("workers")
+        return [w for w in ws if isinstance(w, dict)] if isinstance(ws, list) else []
+
+    @property
+    def worker_names(self) -> list[str]:
+        return [w["name"] for w in self.workers if is_valid_name(w.get("name"))]
+
+    @property
+    def recipients(self) -> list[str]:
+        return [*self.worker_names, LEADER]
+
+    def worker(self, name: str) -> dict[str, Any] | None:
+        for w in self.workers:
+            if w.get("name") == name:
+                return w
+        return None
+
+    def pane_of(self, name: str) -> str | None:
+        if name == LEADER:
+            pane = self.raw.get("leaderPaneId")
+        else:
+            w = self.worker(name)
+            pane = w.get("paneId") if w else None
+        return pane if isinstance(pane, str) and pane.startswith("%") else None
+
+    @property
+    def tmux(self) -> dict[str, Any] | None:
+        ident = self.raw.get("tmuxIdentity")
+        return ident if isinstance(ident, dict) else None
+
+
+def load(paths: TeamPaths) -> TeamConfig:
+    """Read a team's config (read-only); `unknown_team` if it has none."""
+    if not paths.project.check(paths.dir):
+        raise _unknown(paths)
+    try:
+        obj = fs.read_json(paths.config)
+    except OSError as exc:
+        raise OmpError("storage_error", f"cannot read {paths.config}: {exc.strerror}") from exc
+    if obj is None:
+        if os.path.lexists(paths.config):
+            raise OmpError("invalid_config", f"{paths.config} is not valid JSON", team=paths.name)
+        raise _unknown(paths)
+    if not isinstance(obj, dict):
+        raise OmpError("invalid_config", f"{paths.config} is not a JSON object", team=paths.name)
+    return TeamConfig(paths, obj)
+
+
+def _unknown(paths: TeamPaths) -> OmpError:
+    known = list_teams(paths.project)
+    hint = f"; teams here: {', '.join(known)}" if known else ""
+    return OmpError(
+        "unknown_team",
+        f"no team named {paths.name!r} under {paths.project.state}{hint}",
+        team=paths.name,
+        teams=known,
+    )
+
+
+def list_teams(project: StatePaths) -> list[str]:
+    """Names of the teams with a config (read-only)."""
+    try:
+        if not project.check(project.teams):
+            return []
+        names = sorted(os.listdir(project.teams))
+    except (OSError, OmpError):
+        return []
+    return [n for n in names if is_valid_name(n) and (project.teams / n / "config.json").is_file()]
+
+
+def new_config(
+    name: str,
+    workers: int,
+    *,
+    cwd: Path,
+    task: str = "",
+    role: str = "",
+) -> dict[str, Any]:
+    if not 1 <= workers <= MAX_WORKERS:
+        raise OmpError(
+            "invalid_input", f"workers must be between 1 and {MAX_WORKERS}, got {workers}"
+        )
+    return {
+        "name": name,
+        "task": task,
+        "role": role,
+        "workerCount": workers,
+        "workers": [
+            {"name": worker_name(f"worker-{i}"), "role": role, "taskId": str(i)}
+            for i in range(1, workers + 1)
+        ],
+        "cwd": str(cwd),
+        "createdAt": clock.iso(),
+    }
+
+
+def write(paths: TeamPaths, raw: dict[str, Any]) -> None:
+    paths.project.ensure(paths.dir)
+    fs.write_json_atomic(paths.config, raw)

@@ -1,0 +1,340 @@
+"""Per-recipient mailboxes: append-only JSONL, compatible both ways with the TypeScript tool.
+
+A message line is `{"type":"message","id","from","to","body","timestamp", ...}`; delivery appends
+`{"type":"delivery-receipt","messageId","deliveredAt"}` and never rewrites the message line.
+
+Reading new mail must cost O(unread), not O(history): a mailbox of 100,000 old messages is read as
+fast as one of ten. Writers keep a small index beside the mailbox (`.<recipient>.index.json`): the
+byte offset it covers and where the undelivered messages sit. It is only a cache. Every reader
+takes the index as a starting point and reads the tail past its offset, so lines some other program
+appended (the TypeScript tool, an older omp) are always seen; a missing, stale or foreign index is
+simply rebuilt from the file. Read-only calls never write it back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omp import clock, ids
+from omp.errors import OmpError
+from omp.store import fs, jsonl
+from omp.store.paths import TeamPaths
+
+INDEX_VERSION = 1
+_PROBE = 32  # bytes before the index offset that must still match: catches a replaced file
+
+
+@dataclass
+class MailState:
+    """What the mailbox holds up to `offset`: counts and the undelivered messages' places."""
+
+    offset: int = 0
+    ino: int = 0
+    probe: str = ""
+    messages: int = 0
+    bad: int = 0
+    undelivered: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (offset, len)
+
+    def apply(self, chunk: jsonl.Chunk) -> list[dict[str, Any]]:
+        """Fold a chunk into the state; return the message records it held."""
+        if chunk.reset:  # the file shrank under us: what we knew describes another file
+            self.messages = self.bad = 0
+            self.undelivered.clear()
+        self.bad += chunk.bad
+        found: list[dict[str, Any]] = []
+        for off, length, rec in chunk.records:
+            kind = rec.get("type")
+            if kind == "message" and isinstance(rec.get("id"), str):
+                self.messages += 1
+                self.undelivered[rec["id"]] = (off, length)
+                found.append(rec)
+            elif kind == "delivery-receipt":
+                mid = rec.get("messageId")
+                if isinstance(mid, str):
+                    self.undelivered.pop(mid, None)
+        self.offset = chunk.end
+        return found
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": INDEX_VERSION,
+            "offset": self.offset,
+            "ino": self.ino,
+            "probe": self.probe,
+            "messages": self.messages,
+            "bad": self.bad,
+            "undelivered": [[k, o, n] for k, (o, n) in self.undelivered.items()],
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any) -> MailState | None:
+        try:
+            if obj.get("v") != INDEX_VERSION:
+                return None
+            und = {str(k): (int(o), int(n)) for k, o, n in obj["undelivered"]}
+            return cls(
+                offset=int(obj["offset"]),
+                ino=int(obj["ino"]),
+                probe=str(obj["probe"]),
+                messages=int(obj["messages"]),
+                bad=int(obj["bad"]),
+                undelivered=und,
+            )
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return None
+
+
+class Mailbox:
+    """One recipient's mailbox file and its index."""
+
+    def __init__(self, team: TeamPaths, recipient: str) -> None:
+        self.team = team
+        self.recipient = recipient
+        self.path = team.mailbox(recipient)
+        self.index_path = team.mailbox_index(recipient)
+
+    # ---- reading (no writes) -------------------------------------------------------------
+
+    def _exists(self) -> bool:
+        return self.team.project.check(self.team.mailbox_dir) and fs.check_entry(
+            self.path, want_dir=False
+        )
+
+    def _fd_state(self, fd: int) -> MailState:
+        """The index if it still describes this file, else an empty state (full rescan)."""
+        st = os.fstat(fd)
+        state = MailState.from_json(fs.read_json(self.index_path)) if self._index_ok() else None
+        if (
+            state is None
+            or state.ino != st.st_ino
+            or state.offset > st.st_size
+            or _probe(fd, state.offset) != state.probe
+        ):
+            state = MailState()
+        state.ino = st.st_ino
+        return state
+
+    def _index_ok(self) -> bool:
+        try:
+            return fs.check_entry(self.index_path, want_dir=False)
+        except OmpError:
+            return False  # an unsafe index is ignored (and replaced by the next writer)
+
+    def _current(self, fd: int) -> tuple[MailState, list[dict[str, Any]]]:
+        """State caught up to the end of the file, plus the messages found in the tail."""
+        state = self._fd_state(fd)
+        chunk = jsonl.read_fd(fd, state.offset)
+        tail = state.apply(chunk)
+        state.probe = _probe(fd, state.offset)
+        return state, tail
+
+    def undelivered(self) -> tuple[list[dict[str, Any]], int]:
+        """Undelivered messages, oldest first, and the count of lines that did not parse."""
+        if not self._exists():
+            return [], 0
+        fd = fs.open_file(self.path, os.O_RDONLY)
+        try:
+            state, _ = self._current(fd)
+            msgs = _read_at(fd, sorted(state.undelivered.values()))
+        finally:
+            os.close(fd)
+        return msgs, state.bad
+
+    def unread_count(self) -> int:
+        if not self._exists():
+            return 0
+        fd = fs.open_file(self.path, os.O_RDONLY)
+        try:
+            state, _ = self._current(fd)
+        finally:
+            os.close(fd)
+        return len(state.undelivered)
+
+    def listing(
+        self, *, undelivered_only: bool, limit: int
+    ) -> tuple[list[dict[str, Any]], int, int]:
+        """(the newest `limit` messages oldest first, how many were left out, bad line count)."""
+        if not self._exists():
+            return [], 0, 0
+        fd = fs.open_file(self.path, os.O_RDONLY)
+        try:
+            state, _ = self._current(fd)
+            if undelivered_only:
+                places = sorted(state.undelivered.values())
+                shown = places[-limit:] if limit else []
+                return _read_at(fd, shown), len(places) - len(shown), state.bad
+            msgs = _newest(fd, state.offset, limit)
+        finally:
+            os.close(fd)
+        for m in msgs:
+            if m["id"] in state.undelivered:
+                m.pop("deliveredAt", None)
+        return msgs, max(0, state.messages - len(msgs)), state.bad
+
+    # ---- writing (under the mailbox's flock) ---------------------------------------------
+
+    def append_messages(self, records: list[dict[str, Any]]) -> int:
+        """Append message records; returns the recipient's undelivered count afterwards."""
+        self.team.project.ensure(self.team.mailbox_dir)
+        with jsonl.locked(self.path) as fd:
+            state, _ = self._current(fd)
+            data = b"".join(jsonl.encode(r) for r in records)
+            start = jsonl.append_locked(fd, data, self.path)
+            chunk = jsonl.Chunk(start=start)
+            jsonl.parse_lines(data, start, chunk)
+            state.apply(chunk)
+            self._save(fd, state)
+            return len(state.undelivered)
+
+    def mark(self, message_ids: list[str]) -> dict[str, str | None]:
+        """Append receipts for those ids still undelivered.
+
+        Returns id -> deliveredAt for each id handled now, or None for an id that was already
+        delivered. An id the mailbox never held raises `message_not_found` and writes nothing.
+        """
+        if not self._exists():
+            raise _not_found(message_ids[0], self.recipient)
+        with jsonl.locked(self.path, create=False) as fd:
+            state, _ = self._current(fd)
+            todo = [m for m in message_ids if m in state.undelivered]
+            missing = [m for m in message_ids if m not in state.undelivered]
+            if missing:
+                known = _ids_in(fd, set(missing))
+                for m in missing:
+                    if m not in known:
+                        raise _not_found(m, self.recipient)
+            out: dict[str, str | None] = dict.fromkeys(missing)
+            if todo:
+                at = clock.iso()
+                receipts = [
+                    {"type": "delivery-receipt", "messageId": m, "deliveredAt": at} for m in todo
+                ]
+                data = b"".join(jsonl.encode(r) for r in receipts)
+                start = jsonl.append_locked(fd, data, self.path)
+                chunk = jsonl.Chunk(start=start)
+                jsonl.parse_lines(data, start, chunk)
+                state.apply(chunk)
+                out.update(dict.fromkeys(todo, at))
+            self._save(fd, state)
+            return out
+
+    def _save(self, fd: int, state: MailState) -> None:
+        state.probe = _probe(fd, state.offset)
+        try:
+            if os.path.lexists(self.index_path) and not self._index_ok():
+                os.unlink(self.index_path)  # an unsafe index: remove the entry, never follow it
+            fs.write_json_atomic(self.index_path, state.to_json(), pretty=False)
+        except (OSError, OmpError):
+            pass  # the index is a cache: the next reader rescans; the message itself is safe
+
+
+def new_message(
+    sender: str, to: str, body: str, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    rec: dict[str, Any] = {
+        "type": "message",
+        "id": ids.new_id(),
+        "from": sender,
+        "to": to,
+        "body": body,
+        "timestamp": clock.iso(),
+    }
+    if extra:
+        for k, v in extra.items():
+            rec.setdefault(k, v)
+    return rec
+
+
+def _not_found(message_id: str, recipient: str) -> OmpError:
+    return OmpError(
+        "message_not_found",
+        f"no message {message_id!r} in the mailbox of {recipient}",
+        message_id=message_id,
+    )
+
+
+def _probe(fd: int, offset: int) -> str:
+    start = max(0, offset - _PROBE)
+    return os.pread(fd, offset - start, start).hex() if offset else ""
+
+
+def _read_at(fd: int, places: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for off, length in places:
+        raw = os.pread(fd, length, off)
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def _newest(fd: int, end: int, limit: int) -> list[dict[str, Any]]:
+    """The last `limit` message lines before `end`, oldest first, with receipts merged.
+
+    Reads backwards in blocks: a receipt always comes after its message, so everything after the
+    oldest message returned is read too. O(limit), not O(history).
+    """
+    if limit <= 0:
+        return []
+    block = 64 * 1024
+    pos = end
+    buf = b""
+    msgs: list[dict[str, Any]] = []
+    delivered: dict[str, str] = {}
+    while pos > 0 and len(msgs) < limit:
+        start = max(0, pos - block)
+        buf = os.pread(fd, pos - start, start) + buf
+        pos = start
+        lines = buf.split(b"\n")
+        # the first piece may be a partial line unless we reached the start of the file
+        buf = lines.pop(0) if pos > 0 else b""
+        for raw in reversed(lines):
+            if len(msgs) >= limit:
+                break
+            rec = _loads(raw)
+            if rec is None:
+                continue
+            if rec.get("type") == "delivery-receipt" and isinstance(rec.get("messageId"), str):
+                delivered.setdefault(rec["messageId"], str(rec.get("deliveredAt", "")))
+            elif rec.get("type") == "message" and isinstance(rec.get("id"), str):
+                msgs.append(rec)
+    msgs.reverse()
+    return [merge_receipt(m, delivered) for m in msgs]
+
+
+def _loads(raw: bytes) -> dict[str, Any] | None:
+    if not raw.strip():
+        return None
+    try:
+        rec = json.loads(raw)
+    except ValueError:
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def merge_receipt(msg: dict[str, Any], delivered: dict[str, str]) -> dict[str, Any]:
+    at = delivered.get(msg["id"])
+    if at:
+        msg = {**msg, "deliveredAt": at}
+    return msg
+
+
+def _ids_in(fd: int, wanted: set[str]) -> set[str]:
+    """Which of `wanted` appear as message ids anywhere in the file (a full scan: rare path)."""
+    found: set[str] = set()
+    chunk = jsonl.read_fd(fd, 0)
+    for _, _, rec in chunk.records:
+        if rec.get("type") == "message" and rec.get("id") in wanted:
+            found.add(rec["id"])
+    return found
+
+
+def mailbox_path(team: TeamPaths, recipient: str) -> Path:
+    return team.mailbox(recipient)

@@ -1,0 +1,210 @@
+"""The task store: `tasks/<id>.json` records, claimed through an O_EXCL `tasks/<id>.lock`.
+
+Statuses move pending -> in_progress -> completed | failed (and, when the worker holding a task
+dies, in_progress -> interrupted). All changes of one team's tasks are serialized by a flock on
+`tasks/.guard`, so a claim and a transition never interleave; the `.lock` files stay the
+TypeScript tool's visible record of who holds what.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from omp import clock
+from omp.errors import OmpError
+from omp.store import fs, jsonl
+from omp.store.names import task_id as check_task_id
+from omp.store.paths import TeamPaths
+
+STATUSES = ("pending", "in_progress", "completed", "failed", "interrupted")
+TERMINAL = frozenset({"completed", "failed", "interrupted"})
+MOVES = {
+    "pending": {"in_progress"},
+    "in_progress": {"completed", "failed", "interrupted"},
+}
+
+
+@contextmanager
+def guarded(team: TeamPaths) -> Iterator[None]:
+    team.project.ensure(team.tasks_dir)
+    path = team.tasks_dir / ".guard"
+    fd = fs.open_file(path, os.O_RDWR, create=True)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def read(team: TeamPaths, tid: str) -> dict[str, Any] | None:
+    obj = fs.read_json(team.task(check_task_id(tid)))
+    return obj if isinstance(obj, dict) else None
+
+
+def list_all(team: TeamPaths) -> list[dict[str, Any]]:
+    """Every task, ordered by id (numeric ids numerically). Read-only."""
+    try:
+        if not team.project.check(team.tasks_dir):
+            return []
+        names = os.listdir(team.tasks_dir)
+    except OSError:
+        return []
+    out = []
+    for n in names:
+        if n.endswith(".json") and not n.startswith("."):
+            t = fs.read_json(team.tasks_dir / n)
+            if isinstance(t, dict) and isinstance(t.get("id"), str):
+                out.append(t)
+    return sorted(out, key=lambda t: _sort_key(t["id"]))
+
+
+def _sort_key(tid: str) -> tuple[int, int, str]:
+    return (0, int(tid), "") if tid.isdigit() else (1, 0, tid)
+
+
+def _write(team: TeamPaths, task: dict[str, Any]) -> None:
+    fs.write_json_atomic(team.task(task["id"]), task)
+
+
+def create(team: TeamPaths, tid: str, description: str) -> dict[str, Any]:
+    task = {
+        "id": check_task_id(tid),
+        "description": description,
+        "status": "pending",
+        "createdAt": clock.iso(),
+    }
+    with guarded(team):
+        _write(team, task)
+    return task
+
+
+def _require(team: TeamPaths, tid: str) -> dict[str, Any]:
+    task = read(team, tid)
+    if task is None:
+        raise OmpError("task_not_found", f"task {tid} not found", task_id=tid)
+    return task
+
+
+def claim(team: TeamPaths, tid: str, worker: str) -> tuple[dict[str, Any], str]:
+    check_task_id(tid)
+    with guarded(team):
+        task = _require(team, tid)
+        if task.get("status") != "pending":
+            raise OmpError(
+                "task_not_pending",
+                f"task {tid} is {task.get('status')}"
+                + (f" (owner {task['owner']})" if task.get("owner") else "")
+                + "; only a pending task can be claimed",
+                task_id=tid,
+                status=task.get("status"),
+            )
+        lock = team.task_lock(tid)
+        lock_body = jsonl.encode({"owner": worker, "pid": os.getpid(), "claimedAt": clock.iso()})
+        for attempt in (1, 2):
+            try:
+                fd = fs.open_file(lock, os.O_WRONLY | os.O_EXCL, create=True)
+            except FileExistsError:
+                # A lock on a task that is still pending was left by a claimer that died between
+                # the lock and the task write (we hold the guard, so nobody is mid-claim now).
+                if attempt == 2:
+                    raise OmpError("claim_race", f"task {tid}: could not take its lock") from None
+                fs.check_entry(lock, want_dir=False)
+                os.unlink(lock)
+                continue
+            try:
+                os.write(fd, lock_body)
+            finally:
+                os.close(fd)
+            break
+        token = f"{worker}-{int(time.time() * 1000)}-{secrets.token_hex(4)}"
+        task.update(status="in_progress", owner=worker, startedAt=clock.iso(), claimToken=token)
+        _write(team, task)
+    return task, token
+
+
+def transition(
+    team: TeamPaths,
+    tid: str,
+    *,
+    worker: str | None,
+    from_status: str,
+    to_status: str,
+    token: str | None,
+    result: str | None = None,
+) -> dict[str, Any]:
+    check_task_id(tid)
+    for s in (from_status, to_status):
+        if s not in STATUSES:
+            raise OmpError(
+                "invalid_input", f"unknown status {s!r}; statuses: {', '.join(STATUSES)}"
+            )
+    if to_status not in MOVES.get(from_status, set()):
+        allowed = ", ".join(f"{a} -> {b}" for a, bs in MOVES.items() for b in sorted(bs))
+        raise OmpError(
+            "invalid_transition",
+            f"cannot move a task from {from_status} to {to_status}; allowed: {allowed}",
+        )
+    with guarded(team):
+        task = _require(team, tid)
+        if task.get("status") != from_status:
+            raise OmpError(
+                "status_mismatch",
+                f"task {tid} is {task.get('status')}, not {from_status}",
+                task_id=tid,
+                status=task.get("status"),
+            )
+        held = task.get("claimToken")
+        if held and held != token:
+            raise OmpError("claim_token_mismatch", f"task {tid}: claim token does not match")
+        task["status"] = to_status
+        if result is not None:
+            task["result"] = result
+        if to_status in TERMINAL:
+            task["finishedAt"] = clock.iso()
+        _write(team, task)
+        if to_status in TERMINAL:
+            try:
+                os.unlink(team.task_lock(tid))
+            except FileNotFoundError:
+                pass
+    owner = worker or task.get("owner")
+    if owner and to_status in ("completed", "failed"):
+        _outbox(team, owner, task)
+    return task
+
+
+def _outbox(team: TeamPaths, worker: str, task: dict[str, Any]) -> None:
+    wdir = team.worker_dir(worker)
+    team.project.ensure(wdir)
+    line: dict[str, Any] = {
+        "type": "task_complete" if task["status"] == "completed" else "task_failed",
+        "taskId": task["id"],
+        "status": task["status"],
+        "timestamp": clock.iso(),
+    }
+    if task.get("result") is not None:
+        line["result"] = task["result"]
+    jsonl.append(wdir / "outbox.jsonl", line)
+
+
+def clear_locks(team: TeamPaths) -> int:
+    """Remove every task lock (shutdown); returns how many."""
+    n = 0
+    try:
+        names = os.listdir(team.tasks_dir)
+    except OSError:
+        return 0
+    for name in names:
+        if name.endswith(".lock"):
+            try:
+                os.unlink(team.tasks_dir / name)
+                n += 1
+            except OSError:
+                pass
+    return n
