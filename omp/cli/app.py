@@ -35,6 +35,9 @@ def _register() -> None:
     from omp.cli import team
 
     app.add_typer(team.app, name="team")
+    from omp.cli import loops
+
+    loops.register(app)
 
 
 _register()

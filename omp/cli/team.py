@@ -3,12 +3,18 @@ before typer; it is listed here only so `omp team --help` shows it)."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from omp.cli.output import run
+
+if TYPE_CHECKING:
+    from omp.store.paths import StatePaths
+    from omp.team.config import TeamConfig
 
 app = typer.Typer(
     help="Create, launch and follow a team of agent workers.",
@@ -42,3 +48,193 @@ def api(ctx: typer.Context) -> None:
     from omp.cli.api import main as api_main
 
     api_main(list(ctx.args))
+
+
+def _progress(as_json: bool) -> Callable[[str], None]:
+    def say(msg: str) -> None:
+        sys.stderr.write(f"omp: {msg}\n")
+        sys.stderr.flush()
+
+    return say
+
+
+@app.command("launch")
+def launch(
+    spec: str = typer.Argument(..., metavar="N[:AGENT]", help="Worker count, e.g. 3 or 3:codex."),
+    task: str = typer.Argument("", help="What the team should do (each worker gets a part)."),
+    agent: str = typer.Option(None, "--agent", "-a", help="Agent profile (default copilot)."),
+    name: str = typer.Option(None, "--name", "-n", help="Team name (default <agent>-<time>)."),
+    socket: str = typer.Option(
+        None, "--socket", envvar="OMP_TMUX_SOCKET", help="tmux server socket name (-L)."
+    ),
+    new_session: bool = typer.Option(
+        False, "--new-session", help="Use a new detached session even inside tmux."
+    ),
+    nudge_leader: bool = typer.Option(
+        False, "--nudge-leader", help="Also type unread-mail nudges into the leader's pane."
+    ),
+    ready_timeout: float = typer.Option(
+        None, "--ready-timeout", help="Seconds to wait for each agent (default per profile)."
+    ),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Open one tmux pane per worker, start an agent in each and hand each its task."""
+
+    def body() -> dict[str, Any]:
+        from omp.team.launch import LaunchRequest, parse_spec
+        from omp.team.launch import launch as do_launch
+
+        n, spec_agent = parse_spec(spec)
+        if agent and spec_agent and agent != spec_agent:
+            from omp.errors import OmpError
+
+            raise OmpError("usage", f"agent given twice: {spec} and --agent {agent}")
+        req = LaunchRequest(
+            workers=n,
+            task=task,
+            agent=agent or spec_agent or "copilot",
+            name=name,
+            socket=socket,
+            new_session=new_session,
+            nudge_leader=nudge_leader,
+            cwd=Path.cwd(),
+            ready_timeout=ready_timeout,
+        )
+        return do_launch(req, progress=_progress(as_json))
+
+    def human(r: dict[str, Any]) -> str:
+        ws = ", ".join(f"{w['name']}({w['paneId']})" for w in r["workers"])
+        return (
+            f"team {r['team']} launched: {ws}\n"
+            f"  watch:    omp team status {r['team']} --watch\n"
+            f"  attach:   {r['attach']}\n"
+            f"  results:  omp team collect {r['team']}\n"
+            f"  stop:     omp team shutdown {r['team']}"
+        )
+
+    run(body, as_json=as_json, human=human)
+
+
+@app.command("status")
+def status(
+    team: str = typer.Argument(None, help="Team name (default: every team of the project)."),
+    watch: bool = typer.Option(False, "--watch", "-w", help="Redraw about once a second."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Tasks, workers and the monitor. Read-only: writes nothing, starts nothing."""
+    from omp.team.status import status as do_status
+    from omp.team.status import status_text
+
+    def body() -> dict[str, Any]:
+        return do_status(_project(), team)
+
+    if watch and not as_json:
+        from omp.cli.watch import watch_loop
+
+        watch_loop(body, status_text)
+        return
+    run(
+        body,
+        as_json=as_json,
+        human=status_text,
+        exit_code=lambda r: 0,
+    )
+
+
+@app.command("collect")
+def collect(
+    team: str = typer.Argument(None, help="Team name (default: the only team, if one)."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Each worker's outcome with its result. Read-only."""
+
+    def body() -> dict[str, Any]:
+        from omp.team.status import collect as do_collect
+
+        return do_collect(_config(team))
+
+    from omp.team.status import collect_markdown
+
+    run(body, as_json=as_json, human=collect_markdown)
+
+
+@app.command("shutdown")
+def shutdown(
+    team: str = typer.Argument(..., help="Team name."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Kill the team's worker panes (and its session if omp made it); keep all mail and state."""
+
+    def body() -> dict[str, Any]:
+        from omp.team.shutdown import shutdown as do_shutdown
+
+        return do_shutdown(_config(team))
+
+    def human(r: dict[str, Any]) -> str:
+        out = (
+            f"team {r['team']} shut down: killed {len(r['killedPanes'])} pane(s)"
+            + (", its session" if r["killedSession"] else "")
+            + f", cleared {r['clearedLocks']} task lock(s); mail and state kept"
+        )
+        for s in r["skipped"]:
+            out += f"\n  left {s['pane']}: {s['why']}"
+        return out
+
+    run(body, as_json=as_json, human=human)
+
+
+@app.command("list")
+def list_(as_json: bool = JsonOpt) -> None:
+    """The project's teams, one line each."""
+
+    def body() -> dict[str, Any]:
+        from omp.team import config as team_config
+
+        project = _project()
+        rows = []
+        for n in team_config.list_teams(project):
+            tp = project.team(n)
+            cfg = team_config.load(tp)
+            rows.append(
+                {
+                    "team": n,
+                    "workers": len(cfg.worker_names),
+                    "agent": cfg.raw.get("agent") or cfg.raw.get("role"),
+                    "shutdown": tp.shutdown.exists(),
+                    "createdAt": cfg.raw.get("createdAt"),
+                }
+            )
+        return {"ok": True, "teams": rows}
+
+    def human(r: dict[str, Any]) -> str:
+        if not r["teams"]:
+            return "no teams in this project"
+        return "\n".join(
+            f"{t['team']:<24} {t['workers']} x {t['agent'] or '?':<8} "
+            f"{'shut down' if t['shutdown'] else 'live':<9} {t['createdAt']}"
+            for t in r["teams"]
+        )
+
+    run(body, as_json=as_json, human=human)
+
+
+def _project() -> StatePaths:
+    from omp.store.paths import StatePaths, find_root
+
+    return StatePaths(find_root(Path.cwd()))
+
+
+def _config(team: str | None) -> TeamConfig:
+    from omp.errors import OmpError
+    from omp.team import config as team_config
+
+    project = _project()
+    if team is None:
+        teams = team_config.list_teams(project)
+        if len(teams) != 1:
+            raise OmpError(
+                "usage",
+                "name the team" + (f"; teams here: {', '.join(teams)}" if teams else ": no teams"),
+            )
+        team = teams[0]
+    return team_config.load(project.team(team))

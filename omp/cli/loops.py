@@ -1,0 +1,168 @@
+"""`omp ralph|ultrawork|ultraqa start|status|cancel` and `omp ultraqa cycle`.
+
+Argument shaping and printing only; the state files are handled by `omp.modes`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from omp import modes
+from omp.cli.output import Result, run
+from omp.store.paths import StatePaths, find_root
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
+def _paths() -> StatePaths:
+    return StatePaths(find_root())
+
+
+def _quote(text: Any, limit: int = 60) -> str:
+    line = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    return '"' + (line if len(line) <= limit else line[: limit - 1] + "…") + '"'
+
+
+def describe(state: Result) -> str:
+    """The mode-specific middle of a human line: counters and the task text."""
+    mode = state.get("mode")
+    if mode == "ralph":
+        return (
+            f"iteration {state.get('iteration', '?')}/{state.get('maxIterations', '?')}"
+            f" — {_quote(state.get('prompt', ''))}"
+        )
+    if mode == "ultrawork":
+        count = state.get("taskCount")
+        tasks = f"{count} tasks — " if isinstance(count, int) and count > 0 else ""
+        return f"{tasks}{_quote(state.get('objective', ''))}"
+    return (
+        f"cycle {state.get('cycleCount', '?')}/{state.get('maxCycles', '?')}, last verdict "
+        f"{state.get('lastVerdict', '?')} — {_quote(state.get('goal', ''))}"
+    )
+
+
+def _status_line(r: Result) -> str:
+    mode = r["mode"]
+    if r.get("active") is True:
+        return f"{mode} active: {describe(r)}"
+    if r.get("unreadable"):
+        return f"{mode} inactive ({mode}.json is not a JSON object)"
+    ended = r.get("cancelledAt") or r.get("completedAt")
+    if ended:
+        how = "cancelled" if r.get("cancelledAt") else "completed"
+        return f"{mode} inactive ({how} {ended}): {describe(r)}"
+    return f"{mode} inactive"
+
+
+def _ensure_monitor(paths: StatePaths) -> None:
+    """Start the project's shared monitor; fail-open, a loop start never fails because of it."""
+    try:
+        # Imported by name: the module may not exist in this build, and that must stay harmless.
+        mod = importlib.import_module("omp.team.monitor_ctl")
+        # Its stdout would break the one-JSON-object contract of `start --json`.
+        with contextlib.redirect_stdout(sys.stderr):
+            mod.ensure_monitor(paths)
+    except Exception as exc:
+        sys.stderr.write(f"omp: warning: loop monitor not started: {exc}\n")
+
+
+def _start(fn: Callable[[StatePaths], Result], as_json: bool) -> None:
+    def body() -> Result:
+        paths = _paths()
+        result = fn(paths)
+        _ensure_monitor(paths)
+        return result
+
+    run(body, as_json=as_json, human=lambda r: f"{r['mode']} started: {describe(r)}")
+
+
+def _add_status_cancel(app: typer.Typer, mode: str) -> None:
+    @app.command("status")
+    def status(as_json: JsonOpt = False) -> None:
+        """Show whether the loop is active (read-only; exit 0 when none is)."""
+        run(lambda: modes.status(_paths(), mode), as_json=as_json, human=_status_line)
+
+    @app.command("cancel")
+    def cancel(as_json: JsonOpt = False) -> None:
+        """Stop the loop (the file is kept with active:false)."""
+
+        def human(r: Result) -> str:
+            return f"{mode} cancelled" if r.get("cancelled") else f"no active {mode} loop"
+
+        run(lambda: modes.cancel(_paths(), mode), as_json=as_json, human=human)
+
+
+def _sub_app(help_text: str) -> typer.Typer:
+    return typer.Typer(help=help_text, no_args_is_help=True, add_completion=False)
+
+
+ralph = _sub_app("Ralph loop: keep working on one task until it is done.")
+ultrawork = _sub_app("Ultrawork loop: drive an objective across many tasks.")
+ultraqa = _sub_app("UltraQA loop: test, fix and re-test until a goal passes.")
+
+
+@ralph.command("start")
+def ralph_start(
+    task: Annotated[str, typer.Argument(help="What to work on.")],
+    max_iterations: Annotated[
+        int | None, typer.Option("--max-iterations", help="Iteration cap (default 10).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Start a Ralph loop."""
+    _start(lambda p: modes.start_ralph(p, task, max_iterations=max_iterations), as_json)
+
+
+@ultrawork.command("start")
+def ultrawork_start(
+    objective: Annotated[str, typer.Argument(help="The objective.")],
+    task_count: Annotated[
+        int | None, typer.Option("--task-count", help="How many tasks it spans.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Start an Ultrawork loop."""
+    _start(lambda p: modes.start_ultrawork(p, objective, task_count=task_count), as_json)
+
+
+@ultraqa.command("start")
+def ultraqa_start(
+    goal: Annotated[str, typer.Argument(help="What must pass.")],
+    max_cycles: Annotated[
+        int | None, typer.Option("--max-cycles", help="Cycle cap (default 5).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Start an UltraQA loop."""
+    _start(lambda p: modes.start_ultraqa(p, goal, max_cycles=max_cycles), as_json)
+
+
+@ultraqa.command("cycle")
+def ultraqa_cycle(
+    verdict: Annotated[str, typer.Argument(help="pass (ends the loop), fail or pending.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Record a QA cycle's verdict."""
+
+    def human(r: Result) -> str:
+        if r.get("active") is not True:
+            return f"ultraqa passed: loop ended — {_quote(r.get('goal', ''))}"
+        return f"ultraqa verdict {verdict}: {describe(r)}"
+
+    run(lambda: modes.record_cycle(_paths(), verdict), as_json=as_json, human=human)
+
+
+for _mode, _app in (("ralph", ralph), ("ultrawork", ultrawork), ("ultraqa", ultraqa)):
+    _add_status_cancel(_app, _mode)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(ralph, name="ralph")
+    app.add_typer(ultrawork, name="ultrawork")
+    app.add_typer(ultraqa, name="ultraqa")

@@ -1,0 +1,400 @@
+"""`omp team launch`: panes, state, a ready wait per agent, one trigger each.
+
+Order matters. Everything that can refuse (names, agent program, a team or session of that name)
+is checked before tmux or the disk is touched. Then panes are made, then the state the agents will
+read (inboxes, tasks, config last), then each agent is waited for and handed its trigger. A failure
+after the first pane removes what this launch made, so no half team stays behind.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omp import clock
+from omp.errors import OmpError
+from omp.store import fs, names
+from omp.store.paths import StatePaths, TeamPaths, find_root
+from omp.team import bootstrap, setup
+from omp.team import config as team_config
+
+if TYPE_CHECKING:
+    from omp.agents import AgentProfile
+    from omp.tmux import Tmux
+
+MAX_WORKERS = team_config.MAX_WORKERS
+Progress = Callable[[str], None]
+NO_TASK = (
+    "No task yet: wait for the leader's instructions (read your mail when told you have some)."
+)
+
+
+@dataclass
+class LaunchRequest:
+    workers: int
+    task: str
+    agent: str = "copilot"
+    name: str | None = None
+    socket: str | None = None
+    new_session: bool = False
+    nudge_leader: bool = False
+    cwd: Path = field(default_factory=Path.cwd)
+    ready_timeout: float | None = None  # None: the profile's own
+
+
+def parse_spec(spec: str) -> tuple[int, str | None]:
+    """`3` or the TypeScript tool's `3:copilot`."""
+    count, _, agent = spec.partition(":")
+    if not count.isdigit():
+        raise OmpError(
+            "invalid_input", f"expected a worker count like 3 or 3:copilot, got {spec!r}"
+        )
+    n = int(count)
+    if not 1 <= n <= MAX_WORKERS:
+        raise OmpError("invalid_input", f"worker count must be 1-{MAX_WORKERS}, got {n}")
+    return n, (agent or None)
+
+
+def session_name(team: str) -> str:
+    return f"omp-team-{team}"
+
+
+def default_team_name(agent: str) -> str:
+    return f"{agent}-{int(time.time() * 1000):x}"
+
+
+def worker_env(
+    env: Mapping[str, str],
+    profile: AgentProfile,
+    *,
+    team: str,
+    worker: str,
+    root: Path,
+    token: str,
+) -> dict[str, str]:
+    out = {k: v for k, v in env.items() if k.startswith(profile.env_prefixes)}
+    out.update(profile.env)
+    # Agents run `omp team api ...`: make the omp that launched them the one they find first.
+    bindir = str(Path(sys.executable).parent)
+    path = env.get("PATH", os.defpath)
+    out.update(
+        OMP_TEAM=team,
+        OMP_WORKER=worker,
+        OMP_TEAM_WORKER="1",
+        OMP_ROOT=str(root),
+        OMP_LAUNCH_TOKEN=token,
+        PATH=path if path.split(os.pathsep)[0] == bindir else f"{bindir}{os.pathsep}{path}",
+    )
+    return out
+
+
+class Launch:
+    """One launch attempt; `created_*` record what to undo if it fails midway."""
+
+    def __init__(
+        self,
+        req: LaunchRequest,
+        *,
+        env: Mapping[str, str],
+        tmux_factory: Callable[..., Tmux],
+        progress: Progress,
+    ) -> None:
+        self.req = req
+        self.env = env
+        self.tmux_factory = tmux_factory
+        self.progress = progress
+        self.created_panes: list[str] = []
+        self.created_session: str | None = None
+        self.team_was_new = False
+        self.state_written = False
+
+    # ---- checks that touch nothing --------------------------------------------------------
+
+    def preflight(self) -> tuple[StatePaths, TeamPaths, AgentProfile]:
+        from omp.agents import load_profiles, missing_program
+
+        req = self.req
+        if not 1 <= req.workers <= MAX_WORKERS:
+            raise OmpError("invalid_input", f"worker count must be 1-{MAX_WORKERS}")
+        if not req.task.strip():
+            req.task = NO_TASK
+        project = StatePaths(find_root(req.cwd))
+        profiles = load_profiles(project.root)
+        profile = profiles.get(req.agent)
+        if profile is None:
+            raise OmpError(
+                "unknown_agent",
+                f"no agent profile {req.agent!r}; profiles: {', '.join(sorted(profiles))}",
+                profiles=sorted(profiles),
+            )
+        missing = missing_program(profile)
+        if missing:
+            raise OmpError(
+                "agent_not_found",
+                f"agent {profile.name!r} needs the program {missing!r}, which is not on PATH; "
+                f"install it or choose another profile with --agent "
+                f"({', '.join(sorted(profiles))}; 'demo' needs no model)",
+                program=missing,
+                profiles=sorted(profiles),
+            )
+        name = names.team_name(req.name or default_team_name(profile.name))
+        team = project.team(name)
+        setup.refuse_existing(team)
+        if shutil.which("tmux") is None:
+            raise OmpError(
+                "tmux_not_found", "tmux is not installed; install it (apt-get install tmux)"
+            )
+        return project, team, profile
+
+    # ---- the launch ------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        project, team, profile = self.preflight()
+        req = self.req
+        inside = bool(self.env.get("TMUX")) and not req.new_session and req.socket is None
+        tmux = self._server(inside)
+        sess = session_name(team.name)
+        if not inside and tmux.has_session(sess):
+            raise OmpError(
+                "session_exists",
+                f"tmux session {sess} already exists; run: omp team shutdown {team.name}",
+                session=sess,
+            )
+        self.team_was_new = not os.path.lexists(team.dir)
+        try:
+            return self._launch(tmux, project, team, profile, inside, sess)
+        except BaseException as exc:
+            self._rollback(tmux, team)
+            if isinstance(exc, OmpError):
+                raise OmpError(
+                    exc.code if exc.code.startswith("launch") else "launch_failed",
+                    f"launch of team {team.name} failed: {exc.message}; nothing was left behind",
+                    **exc.detail,
+                ) from None
+            raise
+
+    def _server(self, inside: bool) -> Tmux:
+        if self.req.socket:
+            return self.tmux_factory(socket_name=self.req.socket)
+        if inside:
+            return self.tmux_factory(socket_path=self.env["TMUX"].split(",")[0])
+        return self.tmux_factory()
+
+    def _launch(
+        self,
+        tmux: Tmux,
+        project: StatePaths,
+        team: TeamPaths,
+        profile: AgentProfile,
+        inside: bool,
+        sess: str,
+    ) -> dict[str, Any]:
+        req = self.req
+        root = project.root
+        token = secrets.token_hex(8)
+        command = shlex.join(profile.command)
+        raw = team_config.new_config(
+            team.name, req.workers, cwd=req.cwd, task=req.task, role=profile.name
+        )
+        worker_names = [w["name"] for w in raw["workers"]]
+
+        if inside:
+            leader = self.env.get("TMUX_PANE", "")
+            state = tmux.pane_states([leader]).get(leader)
+            if state is None:
+                raise OmpError("tmux_error", f"cannot find the leader pane {leader!r} ($TMUX_PANE)")
+            session_id, window_id = state.session_id, state.window_id
+            created_session = False
+        else:
+            session_id, window_id, leader = tmux.new_session(
+                sess, cwd=str(req.cwd), command=None, env={}
+            )
+            self.created_session = sess
+            created_session = True
+        self.progress(f"starting {req.workers} {profile.name} worker(s) for team {team.name}")
+        prev = leader
+        panes: dict[str, str] = {}
+        for i, w in enumerate(worker_names):
+            env = worker_env(self.env, profile, team=team.name, worker=w, root=root, token=token)
+            pane = tmux.split_pane(
+                prev, cwd=str(req.cwd), command=command, env=env, horizontal=i == 0
+            )
+            self.created_panes.append(pane)
+            tmux.set_pane_title(pane, w)
+            panes[w] = pane
+            prev = pane
+        tmux.select_layout(window_id, "main-vertical")
+
+        ident = tmux.server_identity() or {}
+        raw.update(
+            agent=profile.name,
+            tmuxSession=sess if created_session else None,
+            createdSession=created_session,
+            leaderPaneId=leader,
+            nudgeLeader=req.nudge_leader,
+            launchToken=token,
+            tmuxIdentity={
+                "socketPath": ident.get("socket_path"),
+                "serverPid": ident.get("server_pid"),
+                "serverStartedAt": ident.get("server_started_at"),
+                "sessionId": session_id,
+                "windowId": window_id,
+            },
+        )
+        for w in raw["workers"]:
+            w["paneId"] = panes[w["name"]]
+        self._write_state(team, raw, worker_names)
+        self._wait_and_trigger(tmux, team, profile, panes)
+        attach = _attach_hint(ident.get("socket_path"), self.req.socket, sess, inside)
+        return {
+            "ok": True,
+            "team": team.name,
+            "agent": profile.name,
+            "session": raw["tmuxSession"],
+            "leaderPaneId": leader,
+            "workers": [
+                {"name": w["name"], "paneId": w["paneId"], "taskId": w["taskId"]}
+                for w in raw["workers"]
+            ],
+            "config": str(team.config),
+            "attach": attach,
+        }
+
+    def _write_state(self, team: TeamPaths, raw: dict[str, Any], worker_names: list[str]) -> None:
+        self.state_written = True
+        n = len(worker_names)
+        for i, w in enumerate(raw["workers"], start=1):
+            wdir = team.worker_dir(w["name"])
+            team.project.ensure(wdir)
+            text = bootstrap.inbox_markdown(
+                team=team.name,
+                worker=w["name"],
+                task_id=w["taskId"],
+                description=setup.task_description(self.req.task, i, n),
+                teammates=[x for x in worker_names if x != w["name"]],
+                result_path=wdir / "result.md",
+            )
+            fs.write_atomic(wdir / "inbox.md", text.encode())
+        setup.write_state(team, raw, self.req.task)
+
+    def _wait_and_trigger(
+        self, tmux: Tmux, team: TeamPaths, profile: AgentProfile, panes: dict[str, str]
+    ) -> None:
+        from omp.agents import classify_screen, find_dialog
+
+        timeout = self.req.ready_timeout or profile.startup_timeout
+        deadline = time.monotonic() + timeout
+        waiting = dict(panes)
+        answered: dict[str, int] = {}
+        lock_dir = team.project.state / "tmux-locks"
+        team.project.ensure(lock_dir)
+        delay = 0.05
+        while waiting:
+            states = tmux.pane_states(list(waiting.values()))
+            for w, pane in list(waiting.items()):
+                st = states.get(pane)
+                if st is None or st.dead:
+                    screen = "\n".join(tmux.capture(pane, lines=8)) if st else ""
+                    raise OmpError(
+                        "launch_worker_exited",
+                        f"{w}'s agent exited before it was ready"
+                        + (f"; its screen ended with: {screen.strip()[-300:]}" if screen else ""),
+                        worker=w,
+                    )
+                lines = tmux.capture(pane, lines=40)
+                keys = find_dialog(profile, lines)
+                if keys is not None and answered.get(w, 0) < 3:
+                    answered[w] = answered.get(w, 0) + 1
+                    for key in keys:
+                        tmux.send_key(pane, key)
+                    self.progress(f"{w}: answered a start-up dialog")
+                    continue
+                if classify_screen(profile, lines) != "ready":
+                    continue
+                inbox = team.worker_dir(w) / "inbox.md"
+                if tmux.deliver(pane, bootstrap.trigger_line(inbox), profile, lock_dir=lock_dir):
+                    del waiting[w]
+                    self.progress(f"{w}: ready, task handed over ({len(waiting)} still starting)")
+            if not waiting:
+                break
+            if time.monotonic() > deadline:
+                raise OmpError(
+                    "launch_timeout",
+                    f"{', '.join(waiting)} not ready after {timeout:.0f}s "
+                    f"(agent {profile.name}); attach to see why",
+                    workers=list(waiting),
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
+
+    def _rollback(self, tmux: Tmux, team: TeamPaths) -> None:
+        for pane in reversed(self.created_panes):
+            try:
+                tmux.kill_pane(pane)
+            except Exception:
+                pass
+        if self.created_session:
+            try:
+                tmux.kill_session(self.created_session)
+            except Exception:
+                pass
+        if not self.state_written:
+            return
+        try:
+            if self.team_was_new:
+                shutil.rmtree(team.dir)
+            else:
+                fs.write_json_atomic(
+                    team.shutdown, {"shutdownAt": clock.iso(), "reason": "launch failed"}
+                )
+        except (OSError, OmpError):
+            pass
+
+
+def _attach_hint(socket_path: str | None, socket_name: str | None, sess: str, inside: bool) -> str:
+    if inside:
+        return "the workers are in your current tmux window"
+    if socket_name:
+        return f"tmux -L {socket_name} attach -t {sess}"
+    default = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}" / "default"
+    if socket_path and Path(socket_path) != default:
+        return f"tmux -S {socket_path} attach -t {sess}"
+    return f"tmux attach -t {sess}"
+
+
+def launch(
+    req: LaunchRequest,
+    *,
+    env: Mapping[str, str] | None = None,
+    tmux_factory: Callable[..., Tmux] | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    if tmux_factory is None:
+        from omp.tmux import Tmux
+
+        tmux_factory = Tmux
+    result = Launch(
+        req,
+        env=os.environ if env is None else env,
+        tmux_factory=tmux_factory,
+        progress=progress or (lambda _msg: None),
+    ).run()
+    _ensure_monitor(find_root(req.cwd))
+    return result
+
+
+def _ensure_monitor(root: Path) -> None:
+    try:
+        from omp.team.monitor_ctl import ensure_monitor
+
+        ensure_monitor(root)
+    except Exception:
+        pass  # fail-open: a monitor that cannot start never fails a launch

@@ -1,0 +1,255 @@
+"""`omp team status` and `omp team collect`: strictly read-only snapshots.
+
+Nothing here writes a byte, creates a directory or starts anything: not a cursor, not an index,
+not the monitor, not a tmux server. Tests pin the state tree byte-identical, mtimes included.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omp import clock
+from omp.store import fs
+from omp.store.paths import StatePaths, TeamPaths
+from omp.team import config as team_config
+from omp.team import mailbox, tasks
+from omp.team.config import TeamConfig
+
+if TYPE_CHECKING:
+    from omp.tmux import PaneState
+
+RESULT_FILE = "result.md"
+MAX_RESULT_CHARS = 4000
+
+
+@dataclass
+class PaneView:
+    state: str  # alive | dead | gone | unknown
+    dead_status: int | None = None
+
+
+def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
+    """Each worker's pane as tmux sees it now, checked against the identity in the config.
+
+    A pane id that a restarted server handed to someone else reads as `gone`, never `alive`.
+    One tmux call for all panes; no server is started.
+    """
+    panes = {w: cfg.pane_of(w) for w in cfg.worker_names}
+    out = {w: PaneView("unknown" if p else "gone") for w, p in panes.items()}
+    ident = cfg.tmux
+    wanted = [p for p in panes.values() if p]
+    if not wanted or not ident:
+        return out
+    try:
+        from omp.tmux import Tmux
+
+        tmux = Tmux(socket_path=ident.get("socketPath")) if ident.get("socketPath") else Tmux()
+        server = tmux.server_identity()
+        if server is None or not _same_server(ident, server):
+            return {w: PaneView("gone") for w in panes}
+        states = tmux.pane_states(wanted)
+    except Exception:
+        return out
+    for w, p in panes.items():
+        if p:
+            out[w] = _view(states.get(p), ident)
+    return out
+
+
+def _same_server(ident: dict[str, Any], server: dict[str, Any]) -> bool:
+    return str(ident.get("serverPid")) == str(server.get("server_pid")) and str(
+        ident.get("serverStartedAt")
+    ) == str(server.get("server_started_at"))
+
+
+def _view(st: PaneState | None, ident: dict[str, Any]) -> PaneView:
+    if st is None:
+        return PaneView("gone")
+    if ident.get("windowId") and st.window_id != ident.get("windowId"):
+        return PaneView("gone")
+    if st.dead:
+        return PaneView("dead", st.dead_status)
+    return PaneView("alive")
+
+
+def _last_activity(team: TeamPaths, worker: str) -> str | None:
+    wdir = team.worker_dir(worker)
+    newest = 0.0
+    try:
+        with os.scandir(wdir) as it:
+            for entry in it:
+                if entry.is_file(follow_symlinks=False):
+                    newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+    except OSError:
+        return None
+    return clock.iso(newest) if newest else None
+
+
+def team_status(cfg: TeamConfig) -> dict[str, Any]:
+    team = cfg.paths
+    task_list = tasks.list_all(team)
+    views = pane_views(cfg)
+    workers = []
+    for w in cfg.worker_names:
+        view = views[w]
+        info = cfg.worker(w) or {}
+        workers.append(
+            {
+                "name": w,
+                "paneId": cfg.pane_of(w),
+                "pane": view.state,
+                "deadStatus": view.dead_status,
+                "unread": mailbox.Mailbox(team, w).unread_count(),
+                "taskId": info.get("taskId"),
+                "lastActivity": _last_activity(team, w),
+            }
+        )
+    shutdown = (
+        fs.read_json(team.shutdown) if fs.check_entry(team.shutdown, want_dir=False) else None
+    )
+    return {
+        "team": cfg.name,
+        "agent": cfg.raw.get("agent") or cfg.raw.get("role"),
+        "session": cfg.raw.get("tmuxSession"),
+        "shutdown": shutdown if isinstance(shutdown, dict) else None,
+        "leaderUnread": mailbox.Mailbox(team, "leader").unread_count(),
+        "tasks": [
+            {
+                "id": t.get("id"),
+                "status": t.get("status"),
+                "owner": t.get("owner"),
+                "result": t.get("result"),
+                "description": t.get("description"),
+            }
+            for t in task_list
+        ],
+        "workers": workers,
+        "allDone": bool(task_list) and all(t.get("status") in tasks.TERMINAL for t in task_list),
+    }
+
+
+def monitor_summary(project: StatePaths) -> dict[str, Any] | None:
+    """What the monitor last wrote about itself, or None; never starts or touches it."""
+    try:
+        if not project.check(project.monitor):
+            return None
+    except Exception:
+        return None
+    status = fs.read_json(project.monitor / "status.json")
+    return status if isinstance(status, dict) else None
+
+
+def status(project: StatePaths, name: str | None) -> dict[str, Any]:
+    names_ = [name] if name else team_config.list_teams(project)
+    teams = [team_status(team_config.load(project.team(n))) for n in names_]
+    return {"ok": True, "teams": teams, "monitor": monitor_summary(project)}
+
+
+# ---- collect --------------------------------------------------------------------------------
+
+
+def _result_text(team: TeamPaths, worker: str) -> str | None:
+    path = team.worker_dir(worker) / RESULT_FILE
+    try:
+        data = fs.read_bytes(path)
+    except Exception:
+        return None
+    if not data or not data.strip():
+        return None
+    text = data.decode("utf-8", "replace")
+    if len(text) > MAX_RESULT_CHARS:
+        text = text[:MAX_RESULT_CHARS] + f"\n… (cut; full text in {path})"
+    return text
+
+
+def collect(cfg: TeamConfig) -> dict[str, Any]:
+    team = cfg.paths
+    views = pane_views(cfg)
+    by_id = {t.get("id"): t for t in tasks.list_all(team)}
+    out = []
+    for w in cfg.worker_names:
+        info = cfg.worker(w) or {}
+        task = by_id.get(info.get("taskId")) or {}
+        result_md = _result_text(team, w)
+        tstatus = task.get("status")
+        if tstatus == "completed" or (result_md and tstatus not in ("failed", "interrupted")):
+            outcome = "done"
+        elif tstatus in ("failed", "interrupted"):
+            outcome = tstatus
+        elif views[w].state in ("dead", "gone"):
+            outcome = "dead"
+        else:
+            outcome = "working"
+        out.append(
+            {
+                "name": w,
+                "outcome": outcome,
+                "taskId": info.get("taskId"),
+                "taskStatus": tstatus,
+                "result": task.get("result"),
+                "resultFile": str(team.worker_dir(w) / RESULT_FILE) if result_md else None,
+                "resultMarkdown": result_md,
+            }
+        )
+    done = sum(1 for x in out if x["outcome"] == "done")
+    finished = sum(1 for x in out if x["outcome"] != "working")
+    return {
+        "ok": True,
+        "team": cfg.name,
+        "workers": out,
+        "total": len(out),
+        "doneCount": done,
+        "allDone": bool(out) and finished == len(out),
+    }
+
+
+def collect_markdown(result: dict[str, Any]) -> str:
+    head = f"# team {result['team']}: {result['doneCount']}/{result['total']} done"
+    if result["allDone"]:
+        head += " — all finished"
+    parts = [head]
+    for w in result["workers"]:
+        parts.append(f"\n## {w['name']} (task {w['taskId']}): {w['outcome']}")
+        if w.get("result"):
+            parts.append(f"Result: {w['result']}")
+        if w.get("resultMarkdown"):
+            parts.append(f"\n{w['resultMarkdown'].rstrip()}")
+    return "\n".join(parts) + "\n"
+
+
+def status_text(result: dict[str, Any]) -> str:
+    if not result["teams"]:
+        return 'no teams in this project (start one: omp team launch 3 "<task>")\n'
+    lines: list[str] = []
+    for t in result["teams"]:
+        tag = " (shut down)" if t["shutdown"] else ""
+        lines.append(
+            f"team {t['team']} — {t['agent'] or '?'}{tag}; leader unread {t['leaderUnread']}"
+        )
+        lines.append("  tasks:")
+        for task in t["tasks"]:
+            res = f"  {task['result']}" if task.get("result") else ""
+            lines.append(
+                f"    {task['id']:>3}  {task['status']:<11} {task['owner'] or '-':<10}{res}"
+            )
+        lines.append("  workers:")
+        for w in t["workers"]:
+            lines.append(
+                f"    {w['name']:<10} pane {w['paneId'] or '-':<5} {w['pane']:<7} "
+                f"unread {w['unread']:<3} last {w['lastActivity'] or '-'}"
+            )
+        lines.append(f"  allDone={str(t['allDone']).lower()}")
+    mon = result.get("monitor")
+    if mon:
+        lines.append(
+            f"monitor: pid {mon.get('pid', '?')}, {mon.get('reason', '?')}, "
+            f"last scan {mon.get('updatedAt', '?')}, nudges {mon.get('nudgesSent', 0)}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def result_path(team: TeamPaths, worker: str) -> Path:
+    return team.worker_dir(worker) / RESULT_FILE
