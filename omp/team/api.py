@@ -16,7 +16,7 @@ from omp.store import names
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths, find_root
 from omp.team import config as team_config
-from omp.team import mailbox, nudge, tasks
+from omp.team import limits, mailbox, nudge, tasks
 from omp.team.config import TeamConfig
 
 MAX_BODY = 32 * 1024
@@ -123,7 +123,8 @@ def send_message(inp: Result) -> Reply:
     if sender == to:
         raise OmpError("self_send", f"{sender} cannot send a message to itself")
     msg = mailbox.new_message(sender, to, body)
-    unread = mailbox.Mailbox(team, to).append_messages([msg])
+    check = limits.checker(limits.load(team.project), sender, to, msg, is_answer=False)
+    unread = mailbox.Mailbox(team, to).append_messages([msg], check)
     nudged = _nudge(cfg, to, unread)
     return Reply({"ok": True, "messageId": msg["id"], "nudged": nudged})
 
@@ -141,12 +142,14 @@ def broadcast(inp: Result) -> Reply:
     ids: list[str] = []
     errors: list[str] = []
     sent: list[tuple[str, int]] = []
+    lim = limits.load(team.project)
     for to in recipients:
         msg = mailbox.new_message(sender, to, body)
+        check = limits.checker(lim, sender, to, msg, is_answer=False)
         try:
-            unread = mailbox.Mailbox(team, to).append_messages([msg])
+            unread = mailbox.Mailbox(team, to).append_messages([msg], check)
         except OmpError as err:
-            errors.append(f"{to}: {err.message}")
+            errors.append(f"{to}: {err.code}: {err.message}")
             continue
         ids.append(msg["id"])
         sent.append((to, unread))

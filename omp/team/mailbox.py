@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from omp.store import fs, jsonl
 from omp.store.paths import TeamPaths
 
 INDEX_VERSION = 1
+Check = Callable[[int, "MailState"], None]
 _PROBE = 32  # bytes before the index offset that must still match: catches a replaced file
 
 
@@ -177,11 +179,17 @@ class Mailbox:
 
     # ---- writing (under the mailbox's flock) ---------------------------------------------
 
-    def append_messages(self, records: list[dict[str, Any]]) -> int:
-        """Append message records; returns the recipient's undelivered count afterwards."""
+    def append_messages(self, records: list[dict[str, Any]], check: Check | None = None) -> int:
+        """Append message records; returns the recipient's undelivered count afterwards.
+
+        `check` runs under the mailbox's lock with the current state, so limits that count what
+        is already there (duplicates, rate, a full mailbox) hold against concurrent senders.
+        """
         self.team.project.ensure(self.team.mailbox_dir)
         with jsonl.locked(self.path) as fd:
             state, _ = self._current(fd)
+            if check is not None:
+                check(fd, state)
             data = b"".join(jsonl.encode(r) for r in records)
             start = jsonl.append_locked(fd, data, self.path)
             chunk = jsonl.Chunk(start=start)
@@ -275,20 +283,16 @@ def _read_at(fd: int, places: list[tuple[int, int]]) -> list[dict[str, Any]]:
     return out
 
 
-def _newest(fd: int, end: int, limit: int) -> list[dict[str, Any]]:
-    """The last `limit` message lines before `end`, oldest first, with receipts merged.
+def _scan_back(fd: int, end: int, want: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    """Records before `end`, newest first, until `want` returns False for one (not included).
 
-    Reads backwards in blocks: a receipt always comes after its message, so everything after the
-    oldest message returned is read too. O(limit), not O(history).
+    Reads backwards in 64 KiB blocks, so the cost follows what is wanted, not the file's size.
     """
-    if limit <= 0:
-        return []
     block = 64 * 1024
     pos = end
     buf = b""
-    msgs: list[dict[str, Any]] = []
-    delivered: dict[str, str] = {}
-    while pos > 0 and len(msgs) < limit:
+    out: list[dict[str, Any]] = []
+    while pos > 0:
         start = max(0, pos - block)
         buf = os.pread(fd, pos - start, start) + buf
         pos = start
@@ -296,17 +300,57 @@ def _newest(fd: int, end: int, limit: int) -> list[dict[str, Any]]:
         # the first piece may be a partial line unless we reached the start of the file
         buf = lines.pop(0) if pos > 0 else b""
         for raw in reversed(lines):
-            if len(msgs) >= limit:
-                break
             rec = _loads(raw)
             if rec is None:
                 continue
-            if rec.get("type") == "delivery-receipt" and isinstance(rec.get("messageId"), str):
-                delivered.setdefault(rec["messageId"], str(rec.get("deliveredAt", "")))
-            elif rec.get("type") == "message" and isinstance(rec.get("id"), str):
-                msgs.append(rec)
+            if not want(rec):
+                return out
+            out.append(rec)
+    return out
+
+
+def _newest(fd: int, end: int, limit: int) -> list[dict[str, Any]]:
+    """The last `limit` messages before `end`, oldest first, with receipts merged.
+
+    A receipt always comes after its message, so reading back to the oldest message returned
+    sees every receipt that concerns the ones returned. O(limit), not O(history).
+    """
+    if limit <= 0:
+        return []
+    count = 0
+
+    def want(rec: dict[str, Any]) -> bool:
+        nonlocal count
+        if _is_message(rec):
+            count += 1
+        return count <= limit
+
+    recs = _scan_back(fd, end, want)
+    delivered: dict[str, str] = {}
+    msgs: list[dict[str, Any]] = []
+    for rec in recs:
+        if rec.get("type") == "delivery-receipt" and isinstance(rec.get("messageId"), str):
+            delivered.setdefault(rec["messageId"], str(rec.get("deliveredAt", "")))
+        elif _is_message(rec):
+            msgs.append(rec)
     msgs.reverse()
     return [merge_receipt(m, delivered) for m in msgs]
+
+
+def _is_message(rec: dict[str, Any]) -> bool:
+    return rec.get("type") == "message" and isinstance(rec.get("id"), str)
+
+
+def recent_messages(fd: int, end: int, since: float) -> list[dict[str, Any]]:
+    """Messages stamped at or after `since` (POSIX seconds), newest first."""
+
+    def want(rec: dict[str, Any]) -> bool:
+        if not _is_message(rec):
+            return True
+        ts = clock.parse_iso(str(rec.get("timestamp", "")))
+        return ts is None or ts >= since
+
+    return [r for r in _scan_back(fd, end, want) if _is_message(r)]
 
 
 def _loads(raw: bytes) -> dict[str, Any] | None:

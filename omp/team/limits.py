@@ -1,0 +1,118 @@
+"""Loop breaking, counted in the files.
+
+Each `omp team api` call is a fresh process, so nothing is remembered in memory: the limits are
+checked against what the recipient's mailbox already holds, under its lock. Two agents that answer
+each other forever hit `duplicate`, `rate_limited` or `mailbox_full` instead of flooding panes.
+
+Per project, `.omp/config.toml` may set any of:
+
+    [limits]
+    duplicate_window_seconds = 10
+    rate_window_seconds = 30
+    rate_max_messages = 8
+    mailbox_max_unread = 50
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, fields
+from typing import Any
+
+from omp.errors import OmpError
+from omp.store import fs
+from omp.store.paths import StatePaths
+from omp.team import mailbox
+
+# Answers that always fit a full mailbox: refusing them would leave a requester waiting forever.
+ANSWER_EVENTS = frozenset({"task_done", "task_fail", "task_clarify_res", "task_cancel_ack"})
+
+
+@dataclass(frozen=True)
+class Limits:
+    duplicate_window_seconds: float = 10.0
+    rate_window_seconds: float = 30.0
+    rate_max_messages: int = 8
+    mailbox_max_unread: int = 50
+
+
+def load(project: StatePaths) -> Limits:
+    path = project.omp_dir / "config.toml"
+    data = fs.read_bytes(path) if project.check(project.omp_dir) else None
+    if data is None:
+        return Limits()
+    import tomllib
+
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise OmpError("invalid_config", f"{path}: {exc}") from None
+    section = doc.get("limits", {})
+    if not isinstance(section, dict):
+        raise OmpError("invalid_config", f"{path}: [limits] must be a table")
+    known = {f.name: f.type for f in fields(Limits)}
+    values: dict[str, Any] = {}
+    for key, val in section.items():
+        if key not in known:
+            raise OmpError(
+                "invalid_config", f"{path}: unknown limit {key!r}; known: {', '.join(known)}"
+            )
+        if isinstance(val, bool) or not isinstance(val, int | float) or val < 0:
+            raise OmpError("invalid_config", f"{path}: {key} must be a number >= 0")
+        values[key] = int(val) if known[key] == "int" else float(val)
+    return Limits(**values)
+
+
+def checker(
+    limits: Limits, sender: str, recipient: str, record: dict[str, Any], *, is_answer: bool
+) -> mailbox.Check:
+    """A check for `Mailbox.append_messages` enforcing the limits for one new message."""
+
+    def check(fd: int, state: mailbox.MailState) -> None:
+        if not is_answer and len(state.undelivered) >= limits.mailbox_max_unread:
+            raise OmpError(
+                "mailbox_full",
+                f"{recipient} has {len(state.undelivered)} unread messages (limit "
+                f"{limits.mailbox_max_unread}); wait until they read their mail",
+                limit=limits.mailbox_max_unread,
+                unread=len(state.undelivered),
+            )
+        now = time.time()
+        window = max(limits.duplicate_window_seconds, limits.rate_window_seconds)
+        recent = [
+            m
+            for m in mailbox.recent_messages(fd, state.offset, now - window)
+            if m.get("from") == sender
+        ]
+        dup_since = now - limits.duplicate_window_seconds
+        for m in recent:
+            if m.get("body") == record["body"] and _stamp(m) >= dup_since:
+                raise OmpError(
+                    "duplicate",
+                    f"the same message went to {recipient} {now - _stamp(m):.0f}s ago "
+                    f"(identical messages are refused for {limits.duplicate_window_seconds:g}s)",
+                    limit_seconds=limits.duplicate_window_seconds,
+                    messageId=m.get("id"),
+                )
+        rate_since = now - limits.rate_window_seconds
+        in_window = sorted(_stamp(m) for m in recent if _stamp(m) >= rate_since)
+        if len(in_window) >= limits.rate_max_messages:
+            oldest = in_window[-limits.rate_max_messages]
+            wait = max(1, int(oldest + limits.rate_window_seconds - now) + 1)
+            raise OmpError(
+                "rate_limited",
+                f"{sender} sent {len(in_window)} messages to {recipient} in the last "
+                f"{limits.rate_window_seconds:g}s (limit {limits.rate_max_messages}); "
+                f"wait {wait}s",
+                limit=limits.rate_max_messages,
+                window_seconds=limits.rate_window_seconds,
+                retry_after_seconds=wait,
+            )
+
+    return check
+
+
+def _stamp(m: dict[str, Any]) -> float:
+    from omp import clock
+
+    return clock.parse_iso(str(m.get("timestamp", ""))) or 0.0
