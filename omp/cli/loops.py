@@ -17,6 +17,8 @@ from omp import modes
 from omp.cli.output import Result, run
 from omp.store.paths import StatePaths, find_root
 
+_MONITOR_MODULE = "omp.team.monitor_ctl"
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 
@@ -64,12 +66,19 @@ def _ensure_monitor(paths: StatePaths) -> None:
     """Start the project's shared monitor; fail-open, a loop start never fails because of it."""
     try:
         # Imported by name: the module may not exist in this build, and that must stay harmless.
-        mod = importlib.import_module("omp.team.monitor_ctl")
+        mod = importlib.import_module(_MONITOR_MODULE)
         # Its stdout would break the one-JSON-object contract of `start --json`.
         with contextlib.redirect_stdout(sys.stderr):
             mod.ensure_monitor(paths)
+    except ModuleNotFoundError as exc:
+        if exc.name != _MONITOR_MODULE:  # a build without the monitor is quiet; a broken one not
+            _warn(exc)
     except Exception as exc:
-        sys.stderr.write(f"omp: warning: loop monitor not started: {exc}\n")
+        _warn(exc)
+
+
+def _warn(exc: BaseException) -> None:
+    sys.stderr.write(f"omp: warning: loop monitor not started: {type(exc).__name__}: {exc}\n")
 
 
 def _start(fn: Callable[[StatePaths], Result], as_json: bool) -> None:
@@ -153,7 +162,7 @@ def ultraqa_cycle(
     def human(r: Result) -> str:
         if r.get("active") is not True:
             return f"ultraqa passed: loop ended — {_quote(r.get('goal', ''))}"
-        return f"ultraqa verdict {verdict}: {describe(r)}"
+        return f"ultraqa verdict recorded: {describe(r)}"
 
     run(lambda: modes.record_cycle(_paths(), verdict), as_json=as_json, human=human)
 
