@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shlex
 import shutil
 import sys
 import time
@@ -200,7 +199,6 @@ class Launch:
         req = self.req
         root = project.root
         token = secrets.token_hex(8)
-        command = shlex.join(profile.command)
         raw = team_config.new_config(
             team.name, req.workers, cwd=req.cwd, task=req.task, role=profile.name
         )
@@ -225,7 +223,7 @@ class Launch:
         for i, w in enumerate(worker_names):
             env = worker_env(self.env, profile, team=team.name, worker=w, root=root, token=token)
             pane = tmux.split_pane(
-                prev, cwd=str(req.cwd), command=command, env=env, horizontal=i == 0
+                prev, cwd=str(req.cwd), command=profile.command, env=env, horizontal=i == 0
             )
             self.created_panes.append(pane)
             tmux.set_pane_title(pane, w)
@@ -233,7 +231,8 @@ class Launch:
             prev = pane
         tmux.select_layout(window_id, "main-vertical")
 
-        ident = tmux.server_identity() or {}
+        server = tmux.server_identity()
+        ident: dict[str, Any] = dict(server) if server else {}
         raw.update(
             agent=profile.name,
             tmuxSession=sess if created_session else None,
@@ -288,7 +287,7 @@ class Launch:
     def _wait_and_trigger(
         self, tmux: Tmux, team: TeamPaths, profile: AgentProfile, panes: dict[str, str]
     ) -> None:
-        from omp.agents import classify_screen, find_dialog
+        from omp.agents import blocked_reason, classify_screen, find_dialog
 
         timeout = self.req.ready_timeout or profile.startup_timeout
         deadline = time.monotonic() + timeout
@@ -310,8 +309,15 @@ class Launch:
                         worker=w,
                     )
                 lines = tmux.capture(pane, lines=40)
+                blocked = blocked_reason(profile, lines)
+                if blocked:
+                    raise OmpError(
+                        "launch_blocked",
+                        f"{w}: {blocked}; attach to the pane and handle it, then launch again",
+                        worker=w,
+                    )
                 keys = find_dialog(profile, lines)
-                if keys is not None and answered.get(w, 0) < 3:
+                if keys and answered.get(w, 0) < 3:
                     answered[w] = answered.get(w, 0) + 1
                     for key in keys:
                         tmux.send_key(pane, key)

@@ -7,6 +7,7 @@ not the monitor, not a tmux server. Tests pin the state tree byte-identical, mti
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,7 +60,7 @@ def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
     return out
 
 
-def _same_server(ident: dict[str, Any], server: dict[str, Any]) -> bool:
+def _same_server(ident: Mapping[str, Any], server: Mapping[str, Any]) -> bool:
     return str(ident.get("serverPid")) == str(server.get("server_pid")) and str(
         ident.get("serverStartedAt")
     ) == str(server.get("server_started_at"))
