@@ -1,0 +1,231 @@
+"""The team on real tmux, on a private server per test (never the user's)."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from omp.errors import OmpError
+from omp.store.paths import StatePaths
+from omp.team import config as team_config
+from omp.team import status as team_status
+from omp.team.launch import LaunchRequest, launch
+from omp.team.shutdown import shutdown
+from omp.tmux import Tmux
+from tests.helpers import child_env, run_api, run_omp, snapshot_tree
+
+pytestmark = pytest.mark.tmux
+T = TypeVar("T")
+
+
+def poll(probe: Callable[[], T], timeout: float = 15.0, interval: float = 0.05) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"not met within {timeout}s; last value {value!r}")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Tmux]:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("SHELL", "/bin/sh")
+    monkeypatch.setenv("OMP_DEMO_WORK_SECONDS", "0.3")
+    monkeypatch.delenv("TMUX", raising=False)
+    monkeypatch.delenv("TMUX_PANE", raising=False)
+    monkeypatch.delenv("OMP_ROOT", raising=False)
+    for var in ("OMP_TEAM", "OMP_WORKER", "OMP_LAUNCH_TOKEN", "OMP_TEAM_WORKER"):
+        monkeypatch.delenv(var, raising=False)
+    tmux = Tmux(socket_name=f"omp-test-{secrets.token_hex(4)}", config_file="/dev/null")
+    yield tmux
+    tmux.kill_server()
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "proj"
+    (root / ".git").mkdir(parents=True)
+    monkeypatch.chdir(root)
+    return root
+
+
+def _launch(server: Tmux, root: Path, n: int = 3, **kw: Any) -> dict[str, Any]:
+    assert server.socket_name is not None
+    req = LaunchRequest(
+        workers=n,
+        task=kw.pop("task", "write a haiku"),
+        agent=kw.pop("agent", "demo"),
+        name=kw.pop("name", "t1"),
+        socket=kw.pop("socket", server.socket_name),
+        cwd=root,
+        **kw,
+    )
+    return launch(req)
+
+
+def _status(root: Path, team: str = "t1") -> dict[str, Any]:
+    return team_status.status(StatePaths(root), team)["teams"][0]
+
+
+def test_three_demo_workers_reach_all_done(server: Tmux, project: Path) -> None:
+    res = _launch(server, project)
+    assert [w["name"] for w in res["workers"]] == ["worker-1", "worker-2", "worker-3"]
+    assert server.has_session("omp-team-t1")
+    done = poll(lambda: _status(project)["allDone"] and _status(project))
+    assert [t["status"] for t in done["tasks"]] == ["completed"] * 3
+    assert {t["owner"] for t in done["tasks"]} == {"worker-1", "worker-2", "worker-3"}
+    assert all(w["pane"] == "alive" for w in done["workers"])
+    cfg = team_config.load(StatePaths(project).team("t1"))
+    # identity recorded so later commands talk to the same server and panes
+    ident = cfg.raw["tmuxIdentity"]
+    assert ident["socketPath"] and ident["serverPid"] and ident["windowId"].startswith("@")
+    assert cfg.raw["leaderPaneId"].startswith("%")
+    inbox = (project / ".omp/state/team/t1/workers/worker-2/inbox.md").read_text()
+    assert "write a haiku (part 2/3)" in inbox
+
+
+def test_send_message_nudges_the_recipient_pane(server: Tmux, project: Path) -> None:
+    _launch(server, project)
+    poll(lambda: _status(project)["allDone"])
+    res = run_api(
+        "send-message",
+        {"team_name": "t1", "from": "worker-1", "to": "worker-2", "body": "SECRET body text"},
+        cwd=project,
+    )
+    assert res.rc == 0 and res.json["nudged"] is True, res.stderr
+    pane = _status(project)["workers"][1]["paneId"]
+    screen = poll(lambda: "\n".join(server.capture(pane, 60)) if _nudged(server, pane) else "")
+    assert "You have 1 new message(s). Read them: omp team api mailbox-read" in screen
+    assert '"worker":"worker-2"' in screen
+    # the body never reaches the terminal through the nudge: the demo agent prints it itself
+    # only after reading its mail, prefixed with the sender
+    nudge_line = next(ln for ln in screen.splitlines() if "new message" in ln)
+    assert "SECRET" not in nudge_line
+
+
+def _nudged(server: Tmux, pane: str) -> bool:
+    return any("new message(s)" in ln for ln in server.capture(pane, 60))
+
+
+def test_status_and_collect_are_read_only(server: Tmux, project: Path) -> None:
+    _launch(server, project)
+    poll(lambda: _status(project)["allDone"])
+    sent = run_api(
+        "send-message",
+        {"team_name": "t1", "from": "worker-3", "to": "leader", "body": "unread mail"},
+        cwd=project,
+    )
+    assert sent.rc == 0 and sent.json["nudged"] is False  # the leader is not nudged by default
+    # The team's tree (the monitor, if one runs, keeps its own files elsewhere).
+    state = project / ".omp" / "state" / "team"
+    before = snapshot_tree(state)
+    cfg = team_config.load(StatePaths(project).team("t1"))
+    st = team_status.status(StatePaths(project), "t1")
+    col = team_status.collect(cfg)
+    team_status.status(StatePaths(project), None)
+    assert snapshot_tree(state) == before
+    assert st["teams"][0]["allDone"] is True
+    assert col["doneCount"] == 3 and col["allDone"] is True
+    assert all(w["resultMarkdown"] for w in col["workers"])
+
+
+def test_shutdown_kills_only_the_team_panes(
+    server: Tmux, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The leader sits in a tmux pane of its own session; a bystander session shares the server.
+    _, wid, leader = server.new_session("leader", cwd=project, command=["sh"])
+    _, _, bystander = server.new_session("other", cwd=project, command=["sh"])
+    info = server.server_identity()
+    assert info is not None
+    monkeypatch.setenv("TMUX", f"{info['socket_path']},{info['server_pid']},0")
+    monkeypatch.setenv("TMUX_PANE", leader)
+    res = launch(LaunchRequest(workers=2, task="t", agent="demo", name="t1", cwd=project))
+    panes = [w["paneId"] for w in res["workers"]]
+    states = server.pane_states([leader, *panes])
+    assert all(states[p] and states[p].window_id == wid for p in [leader, *panes])
+    cfg = team_config.load(StatePaths(project).team("t1"))
+    out = shutdown(cfg)
+    assert sorted(out["killedPanes"]) == sorted(panes)
+    assert out["killedSession"] is False
+    after = server.pane_states([leader, bystander, *panes])
+    assert after[leader] is not None and after[bystander] is not None
+    assert all(after[p] is None for p in panes)
+    # state and mail are kept, and the team reads as shut down
+    assert (project / ".omp/state/team/t1/shutdown.json").exists()
+    assert _status(project)["shutdown"] is not None
+    # a later launch under the same name works
+    monkeypatch.delenv("TMUX")
+    monkeypatch.delenv("TMUX_PANE")
+    res2 = _launch(server, project, n=1)
+    assert res2["team"] == "t1"
+    assert _status(project)["shutdown"] is None
+
+
+def _write_agents(root: Path, text: str) -> None:
+    (root / ".omp").mkdir(exist_ok=True)
+    (root / ".omp" / "agents.toml").write_text(text)
+
+
+def test_failure_midway_leaves_no_session_and_no_team(server: Tmux, project: Path) -> None:
+    # An agent that exits at once: the launch must notice and undo everything.
+    _write_agents(
+        project,
+        f'[agents.quitter]\ncommand = ["{sys.executable}", "-c", "print(1)"]\n'
+        f'program = "{sys.executable}"\nstartup_timeout = 5\n',
+    )
+    with pytest.raises(OmpError) as err:
+        _launch(server, project, n=2, agent="quitter")
+    assert err.value.code == "launch_worker_exited"
+    assert "nothing was left behind" in err.value.message
+    assert not server.has_session("omp-team-t1")
+    assert not (project / ".omp/state/team/t1").exists()
+
+
+def test_missing_agent_program_touches_nothing(server: Tmux, project: Path) -> None:
+    _write_agents(
+        project,
+        '[agents.ghost]\ncommand = ["omp-no-such-agent-cli"]\nprogram = "omp-no-such-agent-cli"\n',
+    )
+    before = snapshot_tree(project)
+    with pytest.raises(OmpError) as err:
+        _launch(server, project, agent="ghost")
+    assert err.value.code == "agent_not_found"
+    assert "omp-no-such-agent-cli" in err.value.message and "demo" in err.value.message
+    assert snapshot_tree(project) == before
+    assert server.server_identity() is None  # no tmux server was even started
+
+
+def test_name_clash_refuses_with_the_shutdown_command(server: Tmux, project: Path) -> None:
+    _launch(server, project, n=1)
+    with pytest.raises(OmpError) as err:
+        _launch(server, project, n=1)
+    assert err.value.code == "team_exists"
+    assert "omp team shutdown t1" in err.value.message
+
+
+def test_cli_launch_json_and_status(server: Tmux, project: Path) -> None:
+    env = child_env(OMP_TMUX_SOCKET=str(server.socket_name), OMP_DEMO_WORK_SECONDS="0.3")
+    rc, out, err, obj = run_omp("team", "launch", "2:demo", "count to 3", "--name", "c1",
+                                "--json", cwd=project, env=env)  # fmt: skip
+    assert rc == 0, err
+    assert obj["ok"] is True and obj["team"] == "c1" and len(obj["workers"]) == 2
+    assert "ready, task handed over" in err  # progress goes to stderr, never into the JSON
+    poll(lambda: _status(project, "c1")["allDone"])
+    rc, out, _, obj = run_omp("team", "status", "c1", "--json", cwd=project, env=env)
+    assert rc == 0 and obj["teams"][0]["allDone"] is True
+    rc, out, _, _ = run_omp("team", "status", "nope", cwd=project, env=env)
+    assert rc == 1
