@@ -38,6 +38,9 @@ def _register() -> None:
     from omp.cli import loops
 
     loops.register(app)
+    from omp import demo_agent
+
+    demo_agent.register(app)
 
 
 _register()
