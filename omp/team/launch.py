@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import shutil
 import sys
 import time
@@ -226,7 +227,18 @@ class Launch:
                 prev, cwd=str(req.cwd), command=profile.command, env=env, horizontal=i == 0
             )
             self.created_panes.append(pane)
-            tmux.set_pane_title(pane, w)
+            try:
+                # Keep a crashed agent's pane on screen: status then says `dead` and its code.
+                tmux.set_pane_option(pane, "remain-on-exit", "on")
+                tmux.set_pane_title(pane, w)
+            except OmpError:
+                if tmux.pane_states([pane]).get(pane) is None:
+                    raise OmpError(
+                        "launch_worker_exited",
+                        f"{w}'s agent ({shlex.join(profile.command)}) exited as soon as it started",
+                        worker=w,
+                    ) from None
+                raise
             panes[w] = pane
             prev = pane
         tmux.select_layout(window_id, "main-vertical")

@@ -37,21 +37,31 @@ def profile_for(cfg: TeamConfig, member: str) -> AgentProfile:
     return profiles.get(str(name)) or profiles["copilot"]
 
 
-def deliver_line(cfg: TeamConfig, member: str, pane: str, text: str) -> bool:
+def deliver_line(
+    cfg: TeamConfig, member: str, pane: str, text: str, *, settle: float = 1.5
+) -> bool:
     """Type one fixed line into a member's pane and verify it was submitted.
 
     Refuses (returns False) when the pane id no longer names the pane recorded at launch: a
     restarted server hands old ids to new panes, and a nudge must never land in a stranger's.
+    A screen caught mid-redraw (neither ready nor busy) is given up to `settle` seconds.
     """
+    import time
+
     from omp.errors import OmpError
 
     expected = expected_identity(cfg, pane)
     if expected is None:
         return False
     lock_dir = cfg.paths.project.state / "tmux-locks"
+    tmux = tmux_for(cfg)
+    profile = profile_for(cfg, member)
+    deadline = time.monotonic() + settle
     try:
-        return tmux_for(cfg).deliver(
-            pane, text, profile_for(cfg, member), lock_dir=lock_dir, expected=expected
-        )
+        while True:
+            res = tmux.deliver_result(pane, text, profile, lock_dir=lock_dir, expected=expected)
+            if res.ok or res.reason != "not_ready" or time.monotonic() >= deadline:
+                return res.ok
+            time.sleep(0.1)
     except OmpError:
         return False
