@@ -1,0 +1,39 @@
+"""tmux fixtures: a private server per test, never the user's."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from omp.tmux import Tmux
+
+
+@pytest.fixture
+def tmux_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """HOME pinned to a temp dir, SHELL=/bin/sh, and no $TMUX pointing at a live server."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("SHELL", "/bin/sh")
+    monkeypatch.delenv("TMUX", raising=False)
+    monkeypatch.delenv("TMUX_PANE", raising=False)
+    return home
+
+
+@pytest.fixture
+def omp_tmux(tmux_env: Path) -> Iterator[Tmux]:
+    """An adapter bound to a fresh private server (`-L omp-test-<random>`, no config file).
+
+    Teardown kills the server and checks that its socket is gone.
+    """
+    tmux = Tmux(socket_name=f"omp-test-{secrets.token_hex(4)}", config_file="/dev/null")
+    yield tmux
+    tmux.kill_server()
+    assert not os.path.exists(tmux._socket_file())
