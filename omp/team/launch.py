@@ -28,7 +28,7 @@ from omp.team import config as team_config
 
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
-    from omp.tmux import Tmux
+    from omp.tmux import PaneState, Tmux
 
 MAX_WORKERS = team_config.MAX_WORKERS
 Progress = Callable[[str], None]
@@ -115,6 +115,8 @@ class Launch:
         self.created_session: str | None = None
         self.team_was_new = False
         self.state_written = False
+        self._answered: dict[str, int] = {}  # dialog answers per worker
+        self._ready_since: dict[str, float] = {}  # when each worker's screen turned ready
 
     # ---- checks that touch nothing --------------------------------------------------------
 
@@ -221,6 +223,8 @@ class Launch:
         self.progress(f"starting {req.workers} {profile.name} worker(s) for team {team.name}")
         prev = leader
         panes: dict[str, str] = {}
+        # The leader on the left, the workers stacked beside it; a big team tiles instead.
+        layout = "main-vertical" if req.workers <= 6 else "tiled"
         for i, w in enumerate(worker_names):
             env = worker_env(self.env, profile, team=team.name, worker=w, root=root, token=token)
             pane = tmux.split_pane(
@@ -241,7 +245,9 @@ class Launch:
                 raise
             panes[w] = pane
             prev = pane
-        tmux.select_layout(window_id, "main-vertical")
+            # Rebalance after every split: halving the last pane each time runs out of rows
+            # (tmux: "no space for new pane") by the sixth worker.
+            tmux.select_layout(window_id, layout)
 
         server = tmux.server_identity()
         ident: dict[str, Any] = dict(server) if server else {}
@@ -299,46 +305,23 @@ class Launch:
     def _wait_and_trigger(
         self, tmux: Tmux, team: TeamPaths, profile: AgentProfile, panes: dict[str, str]
     ) -> None:
-        from omp.agents import blocked_reason, classify_screen, find_dialog
-
         timeout = self.req.ready_timeout or profile.startup_timeout
         deadline = time.monotonic() + timeout
         waiting = dict(panes)
-        answered: dict[str, int] = {}
         lock_dir = team.project.state / "tmux-locks"
         team.project.ensure(lock_dir)
         delay = 0.05
         while waiting:
             states = tmux.pane_states(list(waiting.values()))
             for w, pane in list(waiting.items()):
-                st = states.get(pane)
-                if st is None or st.dead:
-                    screen = "\n".join(tmux.capture(pane, lines=8)) if st else ""
-                    raise OmpError(
-                        "launch_worker_exited",
-                        f"{w}'s agent exited before it was ready"
-                        + (f"; its screen ended with: {screen.strip()[-300:]}" if screen else ""),
-                        worker=w,
-                    )
-                lines = tmux.capture(pane, lines=40)
-                blocked = blocked_reason(profile, lines)
-                if blocked:
-                    raise OmpError(
-                        "launch_blocked",
-                        f"{w}: {blocked}; attach to the pane and handle it, then launch again",
-                        worker=w,
-                    )
-                keys = find_dialog(profile, lines)
-                if keys and answered.get(w, 0) < 3:
-                    answered[w] = answered.get(w, 0) + 1
-                    for key in keys:
-                        tmux.send_key(pane, key)
-                    self.progress(f"{w}: answered a start-up dialog")
-                    continue
-                if classify_screen(profile, lines) != "ready":
-                    continue
                 inbox = team.worker_dir(w) / "inbox.md"
-                if tmux.deliver(pane, bootstrap.trigger_line(inbox), profile, lock_dir=lock_dir):
+                try:
+                    handed = self._step(tmux, profile, w, pane, states.get(pane), inbox, lock_dir)
+                except OmpError as exc:
+                    if exc.code == "tmux_error" and tmux.pane_states([pane]).get(pane) is None:
+                        raise _exited(w, "") from None  # it died between two looks
+                    raise
+                if handed:
                     del waiting[w]
                     self.progress(f"{w}: ready, task handed over ({len(waiting)} still starting)")
             if not waiting:
@@ -352,6 +335,59 @@ class Launch:
                 )
             time.sleep(delay)
             delay = min(delay * 1.5, 0.5)
+
+    def _step(
+        self,
+        tmux: Tmux,
+        profile: AgentProfile,
+        w: str,
+        pane: str,
+        st: PaneState | None,
+        inbox: Path,
+        lock_dir: Path,
+    ) -> bool:
+        """One look at a starting worker: answer a dialog, or hand over the task once ready."""
+        from omp.agents import blocked_reason, classify_screen, match_dialog
+
+        if st is None or st.dead:
+            screen = "\n".join(tmux.capture(pane, lines=8)) if st else ""
+            raise _exited(w, screen)
+        lines = tmux.capture(pane, lines=40)
+        blocked = blocked_reason(profile, lines)
+        dialog = match_dialog(profile, lines)
+        if dialog is not None and not dialog.keys:
+            blocked = f"the agent shows a screen only a person can answer ({dialog.name})"
+        if blocked:
+            raise OmpError(
+                "launch_blocked",
+                f"{w}: {blocked}; attach to the pane and handle it, then launch again",
+                worker=w,
+            )
+        if dialog is not None:
+            n = self._answered.get(w, 0)
+            if n >= 3:
+                raise OmpError(
+                    "launch_blocked",
+                    f"{w}: the {dialog.name} screen stayed after 3 answers; attach and answer it",
+                    worker=w,
+                )
+            self._answered[w] = n + 1
+            self._ready_since.pop(w, None)
+            for i, key in enumerate(dialog.keys):
+                if i:
+                    time.sleep(0.1)  # a TUI may drop a key that follows another too closely
+                tmux.send_key(pane, key)
+            self.progress(f"{w}: answered the {dialog.name} screen")
+            return False
+        if classify_screen(profile, lines) != "ready":
+            self._ready_since.pop(w, None)
+            return False
+        # Some agents draw their prompt before a dialog replaces it: trust a ready screen only
+        # once it has stayed ready for the profile's settle time.
+        first = self._ready_since.setdefault(w, time.monotonic())
+        if time.monotonic() - first < profile.ready_settle:
+            return False
+        return tmux.deliver(pane, bootstrap.trigger_line(inbox), profile, lock_dir=lock_dir)
 
     def _rollback(self, tmux: Tmux, team: TeamPaths) -> None:
         for pane in reversed(self.created_panes):
@@ -375,6 +411,15 @@ class Launch:
                 )
         except (OSError, OmpError):
             pass
+
+
+def _exited(w: str, screen: str) -> OmpError:
+    return OmpError(
+        "launch_worker_exited",
+        f"{w}'s agent exited before it was ready"
+        + (f"; its screen ended with: {screen.strip()[-300:]}" if screen.strip() else ""),
+        worker=w,
+    )
 
 
 def _attach_hint(socket_path: str | None, socket_name: str | None, sess: str, inside: bool) -> str:
