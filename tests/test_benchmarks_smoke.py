@@ -1,0 +1,49 @@
+"""The benchmark script runs (tiny sizes) and prints its table. Structure only, never timing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import REPO, child_env
+
+
+def test_bench_messaging_quick_prints_the_machine_and_the_table(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_messaging.py"), "--quick"],
+        cwd=tmp_path,
+        env=child_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    out = proc.stdout
+    lines = out.splitlines()
+    for key in ("CPU", "Cores", "Python", "OS", "Date"):
+        assert any(line.startswith(f"| {key} | ") for line in lines), key
+    header = "| | Benchmark | Median | Target | TypeScript original | Meets target |"
+    assert header in lines
+    rows = [line for line in lines[lines.index(header) + 2 :] if line.startswith("| ")]
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    assert all(len(c) == 6 for c in cells), rows
+    assert {c[0] for c in cells} == {"a", "b", "c", "d"}
+    assert all(c[2] and c[2] != "—" for c in cells)  # every row has a measured value
+    names = " ".join(c[1] for c in cells)
+    for what in (
+        "send-message",
+        "python -c pass",
+        "mailbox-list",
+        "peak RSS",
+        "jsonl.append",
+        "Mailbox.append_messages",
+        "mailbox-mark-delivered",
+    ):
+        assert what in names or what in out, what
+    assert "lines/s" in out and "MiB" in out and " ms" in out
+    assert "send 122 ms" in out and "324 MiB" in out and "315 ms" in out
+    # the work directory is removed afterwards and nothing lands in the cwd
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
