@@ -211,7 +211,7 @@ def _builtins() -> dict[str, AgentProfile]:
         ready_patterns=(r"^❯(?:\s.*)?$",),
         # The prompt is always the last line; while working, a busy line sits right above it and
         # is erased when the work ends. Not a `❯` line: typed text may contain the word.
-        busy_patterns=(r"^(?!❯).*\bworking\b",),
+        busy_patterns=(r"^(?!❯).*\bworking\b.*\(esc to interrupt\)",),
         submit_delay=0.05,
         startup_timeout=20.0,
         bottom_lines=3,

@@ -25,6 +25,8 @@ def render(sub: str, result: dict[str, Any]) -> str:
     if "messages" in result:
         msgs = result["messages"]
         lines = [_message_line(m) for m in msgs] or ["no messages"]
+        if msgs and result.get("notice"):
+            lines.insert(0, f"({result['notice']})")
         if result.get("omitted"):
             lines.append(f"({result['omitted']} older not shown; raise limit to see them)")
         if result.get("badLines"):
