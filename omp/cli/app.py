@@ -32,8 +32,9 @@ def _root(
 
 
 def _register() -> None:
-    from omp.cli import team
+    from omp.cli import demo, team
 
+    demo.register(app)
     app.add_typer(team.app, name="team")
     from omp.cli import loops
 

@@ -81,3 +81,18 @@ def run(
         sys.stdout.write(dumps(result) + "\n")
     sys.stdout.flush()
     raise SystemExit(code)
+
+
+def invocation() -> str:
+    """How the user can run omp again: `omp` if that is on PATH, else the path they used."""
+    import os
+    import shutil
+
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else "omp"
+    if os.path.basename(argv0) != "omp":  # `python -m omp`
+        return "python -m omp"
+    found = shutil.which("omp")
+    if found and os.path.realpath(found) == os.path.realpath(argv0):
+        return "omp"
+    rel = os.path.relpath(argv0)
+    return rel if not rel.startswith("..") else os.path.abspath(argv0)

@@ -103,13 +103,16 @@ def launch(
         return do_launch(req, progress=_progress(as_json))
 
     def human(r: dict[str, Any]) -> str:
+        from omp.cli.output import invocation
+
+        omp = invocation()
         ws = ", ".join(f"{w['name']}({w['paneId']})" for w in r["workers"])
         return (
             f"team {r['team']} launched: {ws}\n"
-            f"  watch:    omp team status {r['team']} --watch\n"
+            f"  watch:    {omp} team status {r['team']} --watch\n"
             f"  attach:   {r['attach']}\n"
-            f"  results:  omp team collect {r['team']}\n"
-            f"  stop:     omp team shutdown {r['team']}"
+            f"  results:  {omp} team collect {r['team']}\n"
+            f"  stop:     {omp} team shutdown {r['team']}"
         )
 
     run(body, as_json=as_json, human=human)

@@ -1,0 +1,106 @@
+"""`omp demo`: a whole team on any machine, with the built-in demo agent (no model, no login)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from omp.cli.output import invocation, run
+
+
+def register(app: typer.Typer) -> None:
+    app.command("demo")(demo)
+
+
+def demo(
+    workers: int = typer.Option(3, "--workers", "-w", help="How many demo workers (1-8)."),
+    task: str = typer.Option(
+        "write a haiku about tmux", "--task", "-t", help="The task the team splits."
+    ),
+    socket: str = typer.Option(
+        None, "--socket", envvar="OMP_TMUX_SOCKET", help="tmux server socket name (-L)."
+    ),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds to wait for the team."),
+    as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
+) -> None:
+    """Launch a demo team in its own tmux session, follow it until done, show the results."""
+
+    def body() -> dict[str, Any]:
+        from omp.errors import OmpError
+        from omp.store.paths import StatePaths, find_root
+        from omp.team import config as team_config
+        from omp.team.launch import LaunchRequest, launch
+        from omp.team.status import collect, status
+
+        if not 1 <= workers <= 8:
+            raise OmpError("invalid_input", f"--workers must be 1-8, got {workers}")
+        say = _say(as_json)
+        name = f"demo-{time.strftime('%H%M%S')}"
+        res = launch(
+            LaunchRequest(
+                workers=workers,
+                task=task,
+                agent="demo",
+                name=name,
+                socket=socket,
+                new_session=True,
+                cwd=Path.cwd(),
+            ),
+            progress=lambda m: say(f"omp: {m}"),
+        )
+        project = StatePaths(find_root(Path.cwd()))
+        seen: dict[str, str] = {}
+        deadline = time.monotonic() + timeout
+        done = False
+        while time.monotonic() < deadline:
+            snap = status(project, name)["teams"][0]
+            for t in snap["tasks"]:
+                if seen.get(t["id"]) != t["status"]:
+                    seen[t["id"]] = t["status"]
+                    who = t["owner"] or "nobody yet"
+                    say(f"task {t['id']}: {t['status']} ({who})")
+            if snap["allDone"]:
+                done = True
+                break
+            time.sleep(0.25)
+        result = collect(team_config.load(project.team(name)))
+        return {**res, "allDone": done, "collect": result}
+
+    def human(r: dict[str, Any]) -> str:
+        col = r["collect"]
+        omp = invocation()
+        lines = [
+            "",
+            f"team {r['team']}: {col['doneCount']}/{col['total']} workers done"
+            + ("" if r["allDone"] else " (still working: the wait timed out)"),
+        ]
+        for w in col["workers"]:
+            lines.append(f"  {w['name']}: {w['outcome']} — {w['result'] or '(no result yet)'}")
+        lines += [
+            "",
+            "Next:",
+            f"  see the panes:     {r['attach']}   (detach again with Ctrl-b d)",
+            f"  follow the team:   {omp} team status {r['team']} --watch",
+            f"  read the results:  {omp} team collect {r['team']}",
+            f"  message a worker:  {omp} team api send-message --input "
+            f'\'{{"team_name":"{r["team"]}","from":"leader","to":"worker-1",'
+            '"body":"hello"}\'',
+            f"  stop the team:     {omp} team shutdown {r['team']}",
+        ]
+        return "\n".join(lines)
+
+    run(body, as_json=as_json, human=human)
+
+
+def _say(as_json: bool) -> Callable[[str], None]:
+    def say(msg: str) -> None:
+        # Progress goes to stderr: with --json, stdout stays exactly one JSON object.
+        sys.stderr.write(msg + "\n")
+        sys.stderr.flush()
+
+    return say
