@@ -17,6 +17,22 @@ def main(argv: list[str] | None = None) -> None:
 
         api_main(args[2:])
         return
+    if args[:2] == ["team", "status"] and _plain_status(args[2:]):
+        # A leader agent polls status: same output as the typer command, without typer's cost.
+        from omp.cli.status_cmd import status_once
+
+        team = next((a for a in args[2:] if a != "--json"), None)
+        status_once(team, as_json="--json" in args)
     from omp.cli.app import app
 
     app(args=args, prog_name="omp")
+
+
+def _plain_status(rest: list[str]) -> bool:
+    """`[TEAM] [--json]` and nothing else; any other form (help, --watch) goes through typer."""
+    positional = [a for a in rest if a != "--json"]
+    return (
+        rest.count("--json") <= 1
+        and len(positional) <= 1
+        and not any(a.startswith("-") for a in positional)
+    )

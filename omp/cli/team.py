@@ -125,23 +125,16 @@ def status(
     as_json: bool = JsonOpt,
 ) -> None:
     """Tasks, workers and the monitor. Read-only: writes nothing, starts nothing."""
-    from omp.team.status import status as do_status
-    from omp.team.status import status_text
-
-    def body() -> dict[str, Any]:
-        return do_status(_project(), team)
-
     if watch and not as_json:
         from omp.cli.watch import watch_loop
+        from omp.team.status import status as do_status
+        from omp.team.status import status_text
 
-        watch_loop(body, status_text)
+        watch_loop(lambda: do_status(_project(), team), status_text)
         return
-    run(
-        body,
-        as_json=as_json,
-        human=status_text,
-        exit_code=lambda r: 0,
-    )
+    from omp.cli.status_cmd import status_once
+
+    status_once(team, as_json=as_json)
 
 
 @app.command("collect")
