@@ -68,16 +68,40 @@ def _load_input(raw: str) -> dict[str, Any]:
         raise OmpError("invalid_json", f"--input is not valid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise OmpError("invalid_json", "--input must be a JSON object")
+    _check_unicode(obj)
     return obj
+
+
+def _check_unicode(value: Any) -> None:
+    """Refuse strings no UTF-8 file can hold (a lone surrogate such as "\\ud800")."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise OmpError(
+                "invalid_input", "the input holds a string that is not valid Unicode"
+            ) from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_unicode(k)
+            _check_unicode(v)
+    elif isinstance(value, list):
+        for v in value:
+            _check_unicode(v)
 
 
 def main(argv: list[str]) -> None:
     as_json = "--json" in argv
     try:
         sub, raw, as_json, want_help = _parse(argv)
-        if want_help or sub is None:
-            sys.stdout.write(_help() + "\n")
-            raise SystemExit(EXIT_OK if want_help else EXIT_USAGE)
+        if want_help:
+            output.write_text(_help() + "\n")
+            raise SystemExit(EXIT_OK)
+        if sub is None:
+            if as_json:
+                raise OmpError("usage", f"no subcommand given. {USAGE}")
+            sys.stderr.write(_help() + "\n")
+            raise SystemExit(EXIT_USAGE)
         from omp.team.api import OPERATIONS
 
         op = OPERATIONS.get(sub)
@@ -103,8 +127,7 @@ def main(argv: list[str]) -> None:
     else:
         from omp.cli.api_text import render
 
-        sys.stdout.write(render(sub, reply.result))
-        sys.stdout.flush()
+        output.write_text(render(sub, reply.result))
     for fn in reply.after:
         fn()
     raise SystemExit(EXIT_OK)

@@ -22,8 +22,27 @@ def dumps(obj: Any) -> str:
 
 
 def emit_json(obj: Result) -> None:
-    sys.stdout.write(dumps(obj) + "\n")
+    text = dumps(obj)
+    try:
+        data = (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate read from a line another program wrote: escape it, stay valid JSON.
+        data = (json.dumps(obj, separators=(",", ":")) + "\n").encode("ascii")
+    write_bytes(data)
+
+
+def write_text(text: str) -> None:
+    write_bytes(text.encode("utf-8", "replace"))
+
+
+def write_bytes(data: bytes) -> None:
     sys.stdout.flush()
+    out = getattr(sys.stdout, "buffer", None)
+    if out is None:  # a captured stream in tests
+        sys.stdout.write(data.decode("utf-8"))
+    else:
+        out.write(data)
+        out.flush()
 
 
 def fail(err: OmpError, as_json: bool) -> NoReturn:
@@ -76,10 +95,9 @@ def run(
     elif human is not None:
         text = human(result)
         if text:
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            write_text(text if text.endswith("\n") else text + "\n")
     else:
-        sys.stdout.write(dumps(result) + "\n")
-    sys.stdout.flush()
+        emit_json(result)
     raise SystemExit(code)
 
 

@@ -191,11 +191,7 @@ class Mailbox:
             if check is not None:
                 check(fd, state)
             data = b"".join(jsonl.encode(r) for r in records)
-            start = jsonl.append_locked(fd, data, self.path)
-            chunk = jsonl.Chunk(start=start)
-            jsonl.parse_lines(data, start, chunk)
-            state.apply(chunk)
-            self._save(fd, state)
+            self._append(fd, state, data)
             return len(state.undelivered)
 
     def mark(self, message_ids: list[str]) -> dict[str, str | None]:
@@ -221,14 +217,21 @@ class Mailbox:
                 receipts = [
                     {"type": "delivery-receipt", "messageId": m, "deliveredAt": at} for m in todo
                 ]
-                data = b"".join(jsonl.encode(r) for r in receipts)
-                start = jsonl.append_locked(fd, data, self.path)
-                chunk = jsonl.Chunk(start=start)
-                jsonl.parse_lines(data, start, chunk)
-                state.apply(chunk)
+                self._append(fd, state, b"".join(jsonl.encode(r) for r in receipts))
                 out.update(dict.fromkeys(todo, at))
-            self._save(fd, state)
+            else:
+                self._save(fd, state)
             return out
+
+    def _append(self, fd: int, state: MailState, data: bytes) -> None:
+        """Append under the held lock, then fold in everything from the old end.
+
+        Read back rather than parse only `data`: a line a dead writer left without its newline
+        becomes complete with the repair newline, and must be counted too.
+        """
+        jsonl.append_locked(fd, data, self.path)
+        state.apply(jsonl.read_fd(fd, state.offset))
+        self._save(fd, state)
 
     def _save(self, fd: int, state: MailState) -> None:
         state.probe = _probe(fd, state.offset)
