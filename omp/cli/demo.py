@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,8 @@ def demo(
 
         if not 1 <= workers <= 8:
             raise OmpError("invalid_input", f"--workers must be 1-8, got {workers}")
-        say = _say(as_json)
+        from omp.cli.team import progress as say
+
         name = f"demo-{time.strftime('%H%M%S')}"
         res = launch(
             LaunchRequest(
@@ -51,7 +51,7 @@ def demo(
                 new_session=True,
                 cwd=Path.cwd(),
             ),
-            progress=lambda m: say(f"omp: {m}"),
+            progress=say,
         )
         project = StatePaths(find_root(Path.cwd()))
         seen: dict[str, str] = {}
@@ -95,12 +95,3 @@ def demo(
         return "\n".join(lines)
 
     run(body, as_json=as_json, human=human)
-
-
-def _say(as_json: bool) -> Callable[[str], None]:
-    def say(msg: str) -> None:
-        # Progress goes to stderr: with --json, stdout stays exactly one JSON object.
-        sys.stderr.write(msg + "\n")
-        sys.stderr.flush()
-
-    return say

@@ -50,12 +50,10 @@ def api(ctx: typer.Context) -> None:
     api_main(list(ctx.args))
 
 
-def _progress(as_json: bool) -> Callable[[str], None]:
-    def say(msg: str) -> None:
-        sys.stderr.write(f"omp: {msg}\n")
-        sys.stderr.flush()
-
-    return say
+def progress(msg: str) -> None:
+    """Launch progress, on stderr: with --json, stdout stays exactly one JSON object."""
+    sys.stderr.write(f"omp: {msg}\n")
+    sys.stderr.flush()
 
 
 @app.command("launch")
@@ -100,7 +98,7 @@ def launch(
             cwd=Path.cwd(),
             ready_timeout=ready_timeout,
         )
-        return do_launch(req, progress=_progress(as_json))
+        return do_launch(req, progress=progress)
 
     def human(r: dict[str, Any]) -> str:
         from omp.cli.output import invocation
