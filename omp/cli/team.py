@@ -4,7 +4,6 @@ before typer; it is listed here only so `omp team --help` shows it)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
