@@ -1,0 +1,50 @@
+"""`omp team wait` and the hidden `omp team monitor-run`, added to the `team` app by `register`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from omp.cli.output import run
+
+
+def register(team_app: typer.Typer) -> None:
+    """Add `wait` and the hidden `monitor-run` to `omp team`."""
+
+    @team_app.command("wait")
+    def wait(
+        team: str = typer.Argument(..., help="Team name."),
+        timeout: float = typer.Option(
+            600.0, "--timeout", "-t", help="Give up after this many seconds (0: never)."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
+    ) -> None:
+        """Block until the leader has unread mail, a task moves, or every task is done.
+
+        Exit codes: 0 mail or a task moved, 10 all tasks done, 11 timeout, 12 team shut down;
+        1/2/3 are errors as everywhere in omp. Read-only.
+        """
+        from omp.team.wait import wait_text
+
+        def body() -> dict[str, Any]:
+            from omp.store.paths import StatePaths, find_root
+            from omp.team import config as team_config
+            from omp.team.wait import wait as do_wait
+
+            project = StatePaths(find_root(Path.cwd()))
+            cfg = team_config.load(project.team(team))
+            return do_wait(cfg, timeout=timeout or None)
+
+        run(body, as_json=as_json, human=wait_text, exit_code=lambda r: int(r["exitCode"]))
+
+    @team_app.command("monitor-run", hidden=True)
+    def monitor_run(
+        root: Annotated[Path, typer.Option("--root", help="Project root.")],
+        token: Annotated[str, typer.Option("--token", help="Owner-lock token to adopt.")],
+    ) -> None:
+        """The project monitor's process (started by `omp team launch` and loop starts)."""
+        from omp.team.monitor import serve
+
+        raise SystemExit(serve(root, token))

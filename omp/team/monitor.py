@@ -1,0 +1,711 @@
+"""The project's monitor: one detached process that re-nudges unread mail and, while a loop is
+active, prompts idle workers. Decisions live in `monitor_policy`; this module does the I/O.
+
+A scan, every `Intervals.scan` seconds (5 s by default):
+
+1. the live teams: no `shutdown.json`, a tmux identity whose server (pid + start time) is the one
+   running now, and at least one worker pane that exists, is not dead and sits in the recorded
+   session and window. One `server_identity` and one `pane_states` call per tmux server;
+2. per live worker pane (never the leader's): its undelivered mail through the mailbox index
+   (cached by the mailbox file's stat, so an unchanged mailbox costs one `lstat`), then the
+   screen, captured only if the policy could send something and the window has shown output
+   since the last capture (tmux's `window_activity`);
+3. under the target's flock, the policy's decision; a send is reserved on disk first, then typed
+   (after re-checking ownership, the loop gate and shutdown), then its outcome is recorded.
+
+It stops after `empty_scans` consecutive scans with no live team (one transient tmux miss does not
+end it), when another process owns the lock, or on SIGTERM/SIGINT, writing a final status and
+releasing the lock. Files (all 0600 in 0700 directories): `team-monitor/status.json`,
+`events.jsonl` (newest 200 lines), `targets/<id>.json` (+ `.lock`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import math
+import os
+import select
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Protocol
+
+from omp import clock as omp_clock
+from omp import modes
+from omp.errors import OmpError
+from omp.store import fs
+from omp.store.names import is_valid_name
+from omp.store.paths import StatePaths, TeamPaths
+from omp.team import monitor_ctl as ctl
+from omp.team import monitor_policy as policy
+from omp.team.config import TeamConfig
+from omp.team.mailbox import Mailbox
+from omp.team.tasks import TERMINAL
+
+if TYPE_CHECKING:
+    from omp.agents import AgentProfile
+    from omp.tmux import PaneIdentity
+
+CAPTURE_LINES = 40
+RACY_SECONDS = 1.5  # a stat key newer than this is not trusted for caching (coarse mtimes)
+
+
+class PaneLike(Protocol):
+    @property
+    def dead(self) -> bool: ...
+    @property
+    def in_mode(self) -> bool: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def window_id(self) -> str: ...
+    @property
+    def activity(self) -> float | None: ...
+
+
+class Adapter(Protocol):
+    """The part of `omp.tmux.Tmux` the monitor uses (tests hand in a fake)."""
+
+    def server_identity(self) -> Mapping[str, Any] | None: ...
+
+    def pane_states(self, pane_ids: Sequence[str]) -> Mapping[str, PaneLike | None]: ...
+
+    def capture(self, pane_id: str, lines: int = 40) -> list[str]: ...
+
+    def deliver(
+        self,
+        pane_id: str,
+        text: str,
+        profile: AgentProfile,
+        *,
+        lock_dir: Path,
+        expected: PaneIdentity | None = None,
+    ) -> bool: ...
+
+
+AdapterFactory = Callable[[str], Adapter]
+Clock = Callable[[], float]
+Sleep = Callable[[float], None]
+StopCheck = Callable[[], str | None]
+
+
+def tmux_adapter(socket_path: str) -> Adapter:
+    from omp.tmux import Tmux
+
+    return Tmux(socket_path=socket_path)
+
+
+# ---- one scan -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Team:
+    cfg: TeamConfig
+    ident: dict[str, Any]
+    gen: str
+
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
+    @property
+    def socket(self) -> str:
+        return str(self.ident["socketPath"])
+
+
+@dataclass
+class ScanReport:
+    live_teams: int = 0
+    teams: list[dict[str, Any]] = field(default_factory=list)
+    captures: int = 0
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    diagnostics: list[str] = field(default_factory=list)
+    active_loops: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Screen:
+    captured_wall: float
+    screen: str
+
+
+def _stat_key(path: Path, wall: float) -> tuple[int, int, int] | None:
+    """(ino, size, mtime_ns) of a file old enough that its mtime tells every change; else None."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return (0, 0, 0)
+    if wall - st.st_mtime < RACY_SECONDS:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class Monitor:
+    """The state one monitor process keeps between scans (caches only; the files are the truth)."""
+
+    def __init__(
+        self,
+        root: Path,
+        token: str,
+        *,
+        clock: Clock = omp_clock.now,
+        adapter_factory: AdapterFactory = tmux_adapter,
+        intervals: policy.Intervals | None = None,
+        wall: Clock = time.time,
+    ) -> None:
+        self.paths = StatePaths(root)
+        self.token = token
+        self.clock = clock
+        self.wall = wall  # real time, compared with tmux's own activity stamps
+        self.adapter_factory = adapter_factory
+        self.iv = intervals or policy.Intervals.from_env()
+        self.targets = self.paths.monitor / ctl.TARGETS
+        self.lock_dir = self.paths.state / "tmux-locks"
+        self.scans = 0
+        self.nudges_sent = 0
+        self.idle_prompts_sent = 0
+        self.last_report = ScanReport()
+        self._adapters: dict[str, Adapter] = {}
+        self._configs: dict[str, tuple[tuple[int, int, int], Any]] = {}
+        self._mail: dict[tuple[str, str], tuple[tuple[int, int, int], policy.Unread]] = {}
+        self._screens: dict[tuple[str, str], _Screen] = {}
+        self._written: dict[str, float] = {}  # target id -> when this process last wrote it
+        self._profiles: dict[str, AgentProfile] | None = None
+        self._last_compact: float | None = None
+
+    # -- discovery --------------------------------------------------------------------------
+
+    def _teams(self, report: ScanReport) -> list[_Team]:
+        out: list[_Team] = []
+        try:
+            if not self.paths.check(self.paths.teams):
+                return out
+            names = sorted(os.listdir(self.paths.teams))
+        except (OSError, OmpError) as exc:
+            report.diagnostics.append(f"cannot list teams: {exc}")
+            return out
+        wall = self.wall()
+        for name in names:
+            if not is_valid_name(name):
+                continue
+            team = self.paths.team(name)
+            try:
+                if os.path.lexists(team.shutdown) or not fs.check_entry(team.dir, want_dir=True):
+                    continue
+                raw = self._config(team, wall)
+            except (OSError, OmpError) as exc:
+                report.diagnostics.append(f"team {name}: {exc}")
+                continue
+            if not ctl.has_targets(raw):
+                continue
+            cfg = TeamConfig(team, raw)
+            out.append(_Team(cfg, dict(raw["tmuxIdentity"]), policy.generation(raw)))
+        return out
+
+    def _config(self, team: TeamPaths, wall: float) -> Any:
+        key = _stat_key(team.config, wall)
+        cached = self._configs.get(team.name)
+        if key is not None and cached is not None and cached[0] == key:
+            return cached[1]
+        raw = fs.read_json(team.config)
+        if key is not None:
+            self._configs[team.name] = (key, raw)
+        return raw
+
+    def _adapter(self, socket: str) -> Adapter:
+        ad = self._adapters.get(socket)
+        if ad is None:
+            ad = self._adapters[socket] = self.adapter_factory(socket)
+        return ad
+
+    def _profile(self, cfg: TeamConfig) -> AgentProfile | None:
+        if self._profiles is None:
+            from omp.agents import load_profiles
+
+            self._profiles = load_profiles(self.paths.root)
+        name = cfg.raw.get("agent") or "copilot"
+        return self._profiles.get(str(name)) or self._profiles.get("copilot")
+
+    # -- the scan ---------------------------------------------------------------------------
+
+    def scan(self) -> ScanReport:
+        report = ScanReport()
+        self.scans += 1
+        self._profiles = None  # re-read once per scan, and only if a screen must be judged
+        now = self.clock()
+        report.active_loops = modes.active_loops(self.paths)
+        by_socket: dict[str, list[_Team]] = {}
+        for t in self._teams(report):
+            by_socket.setdefault(t.socket, []).append(t)
+        seen: set[str] = set()
+        for socket, teams in by_socket.items():
+            self._scan_server(socket, teams, report, now, seen)
+        self._maybe_compact(now, seen, report)
+        self.last_report = report
+        return report
+
+    def _scan_server(
+        self, socket: str, teams: list[_Team], report: ScanReport, now: float, seen: set[str]
+    ) -> None:
+        adapter = self._adapter(socket)
+        try:
+            server = adapter.server_identity()
+        except Exception as exc:  # a tmux hiccup: this scan misses the server, the next retries
+            report.diagnostics.append(f"tmux {socket}: {_why(exc)}")
+            return
+        live: list[_Team] = []
+        for t in teams:
+            if server is None or not _same_server(t.ident, server):
+                report.teams.append({"team": t.name, "live": False, "why": "tmux server gone"})
+            else:
+                live.append(t)
+        wanted = [p for t in live for w in t.cfg.worker_names if (p := t.cfg.pane_of(w))]
+        if not wanted:
+            return
+        try:
+            states = adapter.pane_states(wanted)
+        except Exception as exc:
+            report.diagnostics.append(f"tmux {socket}: {_why(exc)}")
+            return
+        for t in live:
+            panes = self._live_panes(t, states)
+            report.teams.append(
+                {"team": t.name, "live": bool(panes), "panes": len(panes)}
+                | ({} if panes else {"why": "no live worker pane"})
+            )
+            if not panes:
+                continue
+            report.live_teams += 1
+            gate = bool(report.active_loops) and not self._all_done(t.cfg.paths)
+            for worker, pane, st in panes:
+                try:
+                    self._judge(t, worker, pane, st, adapter, gate, report, now, seen)
+                except Exception as exc:  # one odd pane must not stop the watch of the others
+                    report.diagnostics.append(f"team {t.name} {worker}: {_why(exc)}")
+
+    def _live_panes(
+        self, t: _Team, states: Mapping[str, PaneLike | None]
+    ) -> list[tuple[str, str, PaneLike]]:
+        leader = t.cfg.raw.get("leaderPaneId")
+        out: list[tuple[str, str, PaneLike]] = []
+        for w in t.cfg.worker_names:
+            pane = t.cfg.pane_of(w)
+            st = states.get(pane) if pane else None
+            if pane is None or st is None or st.dead or pane == leader:
+                continue
+            if t.ident.get("windowId") and st.window_id != t.ident["windowId"]:
+                continue
+            if t.ident.get("sessionId") and st.session_id != t.ident["sessionId"]:
+                continue
+            out.append((w, pane, st))
+        return out
+
+    def _all_done(self, team: TeamPaths) -> bool:
+        """Every task terminal (and at least one): idle prompts would only disturb."""
+        from omp.team import tasks
+
+        found = tasks.list_all(team)
+        return bool(found) and all(t.get("status") in TERMINAL for t in found)
+
+    def _unread(self, team: TeamPaths, worker: str) -> policy.Unread:
+        path = team.mailbox(worker)
+        key = _stat_key(path, self.wall())
+        cached = self._mail.get((team.name, worker))
+        if key is not None and cached is not None and cached[0] == key:
+            return cached[1]
+        msgs, _ = Mailbox(team, worker).undelivered()
+        newest = omp_clock.parse_iso(str(msgs[-1].get("timestamp", ""))) if msgs else None
+        ids = tuple(str(m["id"]) for m in msgs[-policy.BATCH_IDS :])
+        unread = policy.Unread(count=len(msgs), ids=ids, newest_at=newest)
+        if key is not None:
+            self._mail[(team.name, worker)] = (key, unread)
+        return unread
+
+    def _screen(
+        self, t: _Team, pane: str, st: PaneLike, adapter: Adapter, report: ScanReport
+    ) -> str:
+        if st.in_mode:
+            return "copy_mode"  # the user is scrolling: nothing may be typed now
+        key = (t.socket, pane)
+        cached = self._screens.get(key)
+        # tmux stamps a window's last output in whole seconds: output strictly before the second
+        # of our capture means the screen we judged is still the screen.
+        if (
+            cached is not None
+            and st.activity is not None
+            and st.activity < math.floor(cached.captured_wall)
+        ):
+            return cached.screen
+        profile = self._profile(t.cfg)
+        if profile is None:
+            return "unknown"
+        from omp.agents import classify_screen
+
+        wall = self.wall()
+        lines = adapter.capture(pane, CAPTURE_LINES)
+        report.captures += 1
+        screen = str(classify_screen(profile, lines))
+        self._screens[key] = _Screen(wall, screen)
+        return screen
+
+    def _judge(
+        self,
+        t: _Team,
+        worker: str,
+        pane: str,
+        st: PaneLike,
+        adapter: Adapter,
+        gate: bool,
+        report: ScanReport,
+        now: float,
+        seen: set[str],
+    ) -> None:
+        tid = policy.target_id(t.name, t.gen, pane, t.ident)
+        seen.add(tid)
+        obs = policy.Observation(
+            team=t.name,
+            worker=worker,
+            unread=self._unread(t.cfg.paths, worker),
+            idle_prompts=gate,
+        )
+        with self._target_lock(tid) as locked:
+            if not locked:
+                report.diagnostics.append(f"team {t.name} {worker}: target lock busy")
+                return
+            tr, doc = self._load(tid, t, worker, pane, report)
+            if policy.wants_screen(tr, obs, now, self.iv):
+                try:
+                    screen = self._screen(t, pane, st, adapter, report)
+                except Exception as exc:
+                    report.diagnostics.append(f"team {t.name} {worker}: capture: {_why(exc)}")
+                    screen = "unknown"
+                obs = policy.Observation(
+                    team=obs.team,
+                    worker=obs.worker,
+                    unread=obs.unread,
+                    screen=screen,
+                    idle_prompts=obs.idle_prompts,
+                )
+            new, send = policy.decide(tr, obs, now, self.iv)
+            if new != tr or doc is None or self._refresh_due(tid, now):
+                self._save(tid, t, worker, pane, new, doc, now)  # the reservation, before the send
+        if send is None:
+            return
+        outcome = self._send(t, worker, pane, adapter, send)
+        with self._target_lock(tid, wait=True) as locked:
+            tr, doc = self._load(tid, t, worker, pane, report)
+            done = policy.record_outcome(tr, send.attempt_id, outcome, self.clock())
+            if done != tr:
+                self._save(tid, t, worker, pane, done, doc, self.clock())
+        if outcome == "sent":
+            if send.kind == "idle":
+                self.idle_prompts_sent += 1
+            else:
+                self.nudges_sent += 1
+        entry = {"team": t.name, "worker": worker, "pane": pane, "kind": send.kind}
+        report.sent.append(entry | {"outcome": outcome})
+        ctl.log_event(
+            self.paths,
+            "idle-prompt" if send.kind == "idle" else "unread-nudge",
+            now=self.clock(),
+            token=self.token,
+            outcome=outcome,
+            **entry,
+        )
+
+    def _send(
+        self, t: _Team, worker: str, pane: str, adapter: Adapter, send: policy.Send
+    ) -> policy.Outcome:
+        # Re-check what may have changed since the decision: the lock, the loop, the team.
+        if not ctl.is_owner(self.paths, self.token):
+            return "skipped"
+        if send.kind == "idle" and not modes.is_loop_active(self.paths):
+            return "skipped"
+        if os.path.lexists(t.cfg.paths.shutdown):
+            return "skipped"
+        from omp.team.panes import expected_identity
+
+        try:
+            expected = expected_identity(t.cfg, pane)
+            profile = self._profile(t.cfg)
+            if expected is None or profile is None:
+                return "skipped"
+            ok = adapter.deliver(
+                pane, send.text, profile, lock_dir=self.lock_dir, expected=expected
+            )
+        except OmpError as exc:
+            return "skipped" if exc.code == "pane_mismatch" else "failed"
+        except Exception:
+            return "failed"
+        self._screens.pop((t.socket, pane), None)
+        return "sent" if ok else "failed"
+
+    # -- tracker files ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _target_lock(self, tid: str, *, wait: bool = False) -> Iterator[bool]:
+        self.paths.ensure(self.targets)
+        fd = fs.open_file(self.targets / f"{tid}.lock", os.O_RDWR, create=True)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)
+
+    def _load(
+        self, tid: str, t: _Team, worker: str, pane: str, report: ScanReport
+    ) -> tuple[policy.Tracker, dict[str, Any] | None]:
+        """The persisted tracker (read under the target lock every time: it is the truth)."""
+        path = self.targets / f"{tid}.json"
+        if not fs.check_entry(path, want_dir=False):
+            return policy.Tracker(), None
+        obj = fs.read_json(path)
+        try:
+            if not isinstance(obj, dict) or (
+                obj.get("teamName"),
+                obj.get("generation"),
+                obj.get("paneId"),
+            ) != (t.name, t.gen, pane):
+                raise ValueError("not this target")
+            return policy.Tracker.from_json(obj["tracker"]), obj
+        except (KeyError, ValueError):
+            # Unreadable: count every cap as reached rather than risk a fourth send.
+            report.diagnostics.append(f"team {t.name} {worker}: unreadable {path.name}")
+            return policy.Tracker.exhausted(), None
+
+    def _save(
+        self,
+        tid: str,
+        t: _Team,
+        worker: str,
+        pane: str,
+        tr: policy.Tracker,
+        doc: dict[str, Any] | None,
+        now: float,
+    ) -> None:
+        revision = doc.get("revision", 0) if doc else 0
+        fs.write_json_atomic(
+            self.targets / f"{tid}.json",
+            {
+                "schemaVersion": policy.SCHEMA,
+                "targetId": tid,
+                "kind": "runtime",
+                "teamName": t.name,
+                "worker": worker,
+                "generation": t.gen,
+                "paneId": pane,
+                "revision": (revision if isinstance(revision, int) else 0) + 1,
+                "lastSeenAt": omp_clock.iso(now),
+                "tracker": tr.to_json(),
+            },
+        )
+        self._written[tid] = now
+
+    def _refresh_due(self, tid: str, now: float) -> bool:
+        """`lastSeenAt` is refreshed on disk now and then, not on every scan."""
+        last = self._written.get(tid)
+        return last is None or now - last >= self.iv.target_ttl / 24
+
+    def _maybe_compact(self, now: float, seen: set[str], report: ScanReport) -> None:
+        """Drop tracker files of targets not seen for `target_ttl` (hourly, and at start)."""
+        if self._last_compact is not None and now - self._last_compact < self.iv.target_ttl / 24:
+            return
+        self._last_compact = now
+        try:
+            if not self.paths.check(self.targets):
+                return
+            names = os.listdir(self.targets)
+        except (OSError, OmpError):
+            return
+        for name in names:
+            tid, dot, ext = name.partition(".")
+            if not dot or ext != "json" or tid in seen:
+                continue
+            path = self.targets / name
+            try:
+                obj = fs.read_json(path)
+                last = omp_clock.parse_iso(str(obj.get("lastSeenAt", ""))) if obj else None
+                if last is not None and now - last > self.iv.target_ttl:
+                    os.unlink(path)
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.targets / f"{tid}.lock")
+            except (OSError, OmpError, AttributeError):
+                report.diagnostics.append(f"cannot compact {name}")
+
+    # -- status -----------------------------------------------------------------------------
+
+    def status(self, reason: str, *, terminal: bool, started_at: float, **extra: Any) -> None:
+        r = self.last_report
+        ctl.write_status(
+            self.paths,
+            {
+                "pid": os.getpid(),
+                "token": self.token,
+                "scans": self.scans,
+                "reason": reason,
+                "terminal": terminal,
+                "startedAt": omp_clock.iso(started_at),
+                "updatedAt": omp_clock.iso(self.clock()),
+                "nudgesSent": self.nudges_sent,
+                "idlePromptsSent": self.idle_prompts_sent,
+                "activeLoops": r.active_loops,
+                "teams": r.teams,
+                "lastScan": {"captures": r.captures, "sent": r.sent},
+                "diagnostics": r.diagnostics[:20],
+                "intervals": {
+                    "scan": self.iv.scan,
+                    "idleDelay": self.iv.idle_delay,
+                    "unreadRepeat": self.iv.unread_repeat,
+                },
+                **extra,
+            },
+        )
+
+
+def _same_server(ident: Mapping[str, Any], server: Mapping[str, Any]) -> bool:
+    return str(ident.get("serverPid")) == str(server.get("server_pid")) and str(
+        ident.get("serverStartedAt")
+    ) == str(server.get("server_started_at"))
+
+
+def _why(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, OmpError) else f"{type(exc).__name__}: {exc}"
+
+
+# ---- the loop -------------------------------------------------------------------------------
+
+
+def run_monitor(
+    root: Path,
+    token: str,
+    *,
+    clock: Clock = omp_clock.now,
+    sleep: Sleep = time.sleep,
+    adapter_factory: AdapterFactory = tmux_adapter,
+    intervals: policy.Intervals | None = None,
+    stop: StopCheck = lambda: None,
+    max_scans: int | None = None,
+    wall: Clock = time.time,
+) -> dict[str, Any]:
+    """Adopt the lock for `token`, scan until there is nothing left to do, release the lock.
+
+    Returns `{"reason": ..., "scans": n, "nudgesSent": n, "idlePromptsSent": n}`; reason is
+    `owner-mismatch` (the lock was not ours to adopt: nothing written), `owner-lost`,
+    `no-live-teams`, `signal`, `max-scans` (tests) or `error`.
+    """
+    iv = intervals or policy.Intervals.from_env()
+    paths = StatePaths(Path(root))
+    started = clock()
+    if not ctl.adopt(paths, token, pid=os.getpid(), now=started):
+        return {"reason": "owner-mismatch", "scans": 0, "nudgesSent": 0, "idlePromptsSent": 0}
+    mon = Monitor(
+        Path(root), token, clock=clock, adapter_factory=adapter_factory, intervals=iv, wall=wall
+    )
+    ctl.log_event(paths, "owner-adopted", now=started, token=token, pid=os.getpid())
+    reason = "error"
+    extra: dict[str, Any] = {}
+    last_diags: list[str] = []
+    streak = 0
+    try:
+        while True:
+            if (sig := stop()) is not None:
+                reason, extra = "signal", {"signal": sig}
+                break
+            if not ctl.heartbeat(paths, token, now=clock()):
+                reason = "owner-lost"
+                break
+            report = mon.scan()
+            if report.diagnostics != last_diags:
+                last_diags = report.diagnostics
+                if report.diagnostics:
+                    ctl.log_event(
+                        paths, "scan-diagnostic", now=clock(), token=token,
+                        message="; ".join(report.diagnostics[:10]),
+                    )  # fmt: skip
+            streak = policy.empty_streak(streak, report.live_teams)
+            if policy.should_stop(streak, iv):
+                reason = "no-live-teams"
+                break
+            if not ctl.is_owner(paths, token):
+                reason = "owner-lost"
+                break
+            mon.status("running", terminal=False, started_at=started)
+            if max_scans is not None and mon.scans >= max_scans:
+                reason = "max-scans"
+                break
+            if _pause(clock, sleep, stop, iv, lambda: ctl.heartbeat(paths, token, now=clock())):
+                continue
+            reason = "owner-lost"
+            break
+    except Exception as exc:
+        reason, extra = "error", {"error": _why(exc)}
+    finally:
+        if reason != "owner-lost" and ctl.is_owner(paths, token):
+            with contextlib.suppress(Exception):
+                mon.status(reason, terminal=True, started_at=started, **extra)
+                ctl.log_event(
+                    paths, "monitor-terminal", now=clock(), token=token, message=reason, **extra
+                )
+            with contextlib.suppress(Exception):
+                ctl.release(paths, token)
+    return {
+        "reason": reason,
+        "scans": mon.scans,
+        "nudgesSent": mon.nudges_sent,
+        "idlePromptsSent": mon.idle_prompts_sent,
+        **extra,
+    }
+
+
+def _pause(
+    clock: Clock, sleep: Sleep, stop: StopCheck, iv: policy.Intervals, beat: Callable[[], bool]
+) -> bool:
+    """Sleep one scan interval in heartbeat-sized slices; False if ownership was lost."""
+    deadline = clock() + iv.scan
+    while (left := deadline - clock()) > 0:
+        if stop() is not None:
+            return True  # the loop sees the signal at its top
+        sleep(min(left, iv.heartbeat))
+        if deadline - clock() > 0 and not beat():
+            return False
+    return True
+
+
+class _WakeSleeper:
+    """`sleep` that a signal cuts short: the handler's wakeup byte ends the `select`."""
+
+    def __init__(self) -> None:
+        self.r, self.w = os.pipe()
+        os.set_blocking(self.r, False)
+        os.set_blocking(self.w, False)
+        signal.set_wakeup_fd(self.w, warn_on_full_buffer=False)
+
+    def sleep(self, seconds: float) -> None:
+        ready, _, _ = select.select([self.r], [], [], max(0.0, seconds))
+        if ready:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self.r, 512):
+                    pass
+
+
+def serve(root: Path, token: str) -> int:
+    """The `omp team monitor-run` process: signals end it cleanly. Always exits 0."""
+    received: list[str] = []
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        received.append(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    sleeper = _WakeSleeper()
+    run_monitor(root, token, sleep=sleeper.sleep, stop=lambda: received[0] if received else None)
+    return 0

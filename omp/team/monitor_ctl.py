@@ -1,0 +1,402 @@
+"""Starting the project's one monitor, and the owner lock that keeps it one.
+
+`team-monitor/owner.lock` holds `{schemaVersion, token, phase, parentPid, pid?, createdAt,
+updatedAt?}`. `ensure_monitor` creates it (phase `pending`, a fresh random token) only if no lock
+is there, then spawns a detached `omp team monitor-run --root R --token T`; the child adopts the
+lock (pending -> running, with its pid) and refreshes `updatedAt` at least every
+`running_stale / 4` seconds. Any number of concurrent starts spawn one child: the creation is
+exclusive (a complete file is hard-linked into place, so nobody ever reads a half-written lock).
+
+A lock is stale when it is pending for longer than 15 s (the child never adopted it), running
+without a heartbeat for 20 s, or when its pid is gone (or is no longer a monitor holding that
+token). A stale lock is removed by compare-and-swap: it is renamed aside, and only if the renamed
+file still holds the token judged stale is it dropped; anything else is put back (if the place is
+still free). A monitor that finds another token in the lock stops at its next scan, so two
+monitors never keep running side by side.
+
+Everything here is fail-open for the callers (`omp team launch`, the loop `start` commands): they
+catch every exception. Nothing is created when there is no live team to watch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omp import clock
+from omp.errors import OmpError
+from omp.store import fs
+from omp.store.names import is_valid_name
+from omp.store.paths import StatePaths
+from omp.team.monitor_policy import Intervals
+
+SCHEMA = 1
+OWNER = "owner.lock"
+STATUS = "status.json"
+EVENTS = "events.jsonl"
+EVENTS_LOCK = "events.lock"
+TARGETS = "targets"
+MAX_EVENTS = 200
+
+Spawn = Callable[[Path, str], int]
+
+# Children this process spawned, kept so they are reaped (no zombies) and never warned about.
+_CHILDREN: list[subprocess.Popen[bytes]] = []
+
+
+# ---- the owner lock -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Owner:
+    token: str
+    phase: str  # pending | running
+    created_at: float
+    updated_at: float | None
+    pid: int | None
+    raw: dict[str, Any]
+
+    @classmethod
+    def parse(cls, data: bytes) -> Owner | None:
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            return None
+        if not isinstance(obj, dict) or obj.get("schemaVersion") != SCHEMA:
+            return None
+        token, phase = obj.get("token"), obj.get("phase")
+        created = clock.parse_iso(str(obj.get("createdAt", "")))
+        updated = clock.parse_iso(str(obj["updatedAt"])) if obj.get("updatedAt") else None
+        pid = obj.get("pid")
+        if (
+            not isinstance(token, str)
+            or not token
+            or phase not in ("pending", "running")
+            or created is None
+            or (pid is not None and (not isinstance(pid, int) or isinstance(pid, bool)))
+            or (phase == "running" and (pid is None or updated is None))
+        ):
+            return None
+        return cls(token, phase, created, updated, pid, obj)
+
+    def stale(self, now: float, iv: Intervals) -> bool:
+        if self.phase == "pending":
+            return now - self.created_at > iv.pending_stale
+        assert self.updated_at is not None and self.pid is not None
+        return now - self.updated_at > iv.running_stale or not pid_alive(self.pid, self.token)
+
+
+def owner_path(paths: StatePaths) -> Path:
+    return paths.monitor / OWNER
+
+
+def read_owner(paths: StatePaths) -> tuple[Owner | None, bytes | None]:
+    """(the parsed lock or None, its raw bytes or None when there is no lock). Read-only."""
+    data = fs.read_bytes(owner_path(paths))
+    return (Owner.parse(data) if data is not None else None), data
+
+
+def pid_alive(pid: int, token: str) -> bool:
+    """True if `pid` runs and (where /proc tells) is the monitor holding `token`.
+
+    A recycled pid, or a killed child not yet reaped (a zombie has an empty command line), is
+    not alive.
+    """
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not os.path.isdir("/proc/self"):
+        return True  # no procfs (macOS): kill(0) is all there is
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except FileNotFoundError:
+        return False  # it exited between the two looks
+    except OSError:
+        return True
+    return token.encode() in cmdline.split(b"\0")
+
+
+def _create_exclusive(path: Path, obj: dict[str, Any]) -> bool:
+    """Put a complete file at `path` only if nothing is there. False if something was."""
+    data = (json.dumps(obj, indent=2) + "\n").encode()
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.new")
+    fd = fs.open_file(tmp, os.O_WRONLY | os.O_EXCL, create=True)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)  # fails if `path` exists: exclusive, and never half-written
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _remove_if(paths: StatePaths, expect: Callable[[bytes], bool]) -> bool:
+    """Compare-and-swap removal of the owner lock: rename aside, verify, drop or put back."""
+    lock = owner_path(paths)
+    aside = lock.with_name(f".{OWNER}.{secrets.token_hex(6)}.old")
+    try:
+        os.rename(lock, aside)
+    except FileNotFoundError:
+        return False
+    try:
+        data = fs.read_bytes(aside)
+        if data is not None and expect(data):
+            return True
+        # Someone replaced the lock between our read and our rename: put theirs back unless a
+        # newer one already took the place (its owner then wins; theirs stops at its next scan).
+        with contextlib.suppress(OSError):
+            os.link(aside, lock)
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(aside)
+
+
+def _token_is(token: str) -> Callable[[bytes], bool]:
+    def check(data: bytes) -> bool:
+        owner = Owner.parse(data)
+        return owner is not None and owner.token == token
+
+    return check
+
+
+def _bytes_are(old: bytes) -> Callable[[bytes], bool]:
+    def check(data: bytes) -> bool:
+        return data == old
+
+    return check
+
+
+def adopt(paths: StatePaths, token: str, *, pid: int, now: float) -> bool:
+    """The spawned child takes the lock: pending with our token -> running with our pid."""
+    owner, _ = read_owner(paths)
+    if owner is None or owner.token != token:
+        return False
+    raw = dict(owner.raw, phase="running", pid=pid, updatedAt=clock.iso(now))
+    fs.write_json_atomic(owner_path(paths), raw)
+    again, _ = read_owner(paths)  # a reclaimer may have raced the rewrite: the lock decides
+    return again is not None and again.token == token
+
+
+def heartbeat(paths: StatePaths, token: str, *, now: float) -> bool:
+    """Refresh `updatedAt` if we still own the lock; False if ownership was lost."""
+    owner, _ = read_owner(paths)
+    if owner is None or owner.token != token:
+        return False
+    fs.write_json_atomic(owner_path(paths), dict(owner.raw, updatedAt=clock.iso(now)))
+    return True
+
+
+def is_owner(paths: StatePaths, token: str) -> bool:
+    try:
+        owner, _ = read_owner(paths)
+    except (OSError, OmpError):
+        return False
+    return owner is not None and owner.token == token
+
+
+def release(paths: StatePaths, token: str) -> bool:
+    """Remove the lock if it is still ours (compare-and-swap)."""
+    return _remove_if(paths, _token_is(token))
+
+
+# ---- events and status ----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _flocked(path: Path) -> Iterator[None]:
+    fd = fs.open_file(path, os.O_RDWR, create=True)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def log_event(paths: StatePaths, kind: str, /, *, now: float | None = None, **fields: Any) -> None:
+    """Append one line to `events.jsonl`, keeping the newest `MAX_EVENTS` (atomic rewrite)."""
+    rec: dict[str, Any] = {"schemaVersion": SCHEMA, "type": kind, "timestamp": clock.iso(now)}
+    rec.update({k: v for k, v in fields.items() if v is not None})
+    line = json.dumps(rec, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    path = paths.monitor / EVENTS
+    with _flocked(paths.monitor / EVENTS_LOCK):
+        old = fs.read_bytes(path) or b""
+        lines = [ln + b"\n" for ln in old.split(b"\n") if ln.strip()]
+        lines.append(line)
+        fs.write_atomic(path, b"".join(lines[-MAX_EVENTS:]))
+
+
+def write_status(paths: StatePaths, status: dict[str, Any]) -> None:
+    fs.write_json_atomic(paths.monitor / STATUS, {"schemaVersion": SCHEMA, **status})
+
+
+# ---- what there is to watch (files only; no tmux) -------------------------------------------
+
+
+def watchable_teams(paths: StatePaths) -> list[str]:
+    """Teams a monitor could watch: not shut down, with a tmux identity and a worker pane id.
+
+    Files only, read-only, never raises: cheap enough for every launch and loop start.
+    """
+    out: list[str] = []
+    try:
+        if not paths.check(paths.teams):
+            return out
+        names = sorted(os.listdir(paths.teams))
+    except (OSError, OmpError):
+        return out
+    for name in names:
+        if not is_valid_name(name):
+            continue
+        team = paths.team(name)
+        try:
+            if os.path.lexists(team.shutdown) or not fs.check_entry(team.dir, want_dir=True):
+                continue
+            raw = fs.read_json(team.config)
+        except (OSError, OmpError):
+            continue
+        if has_targets(raw):
+            out.append(name)
+    return out
+
+
+def has_targets(raw: Any) -> bool:
+    if not isinstance(raw, dict):
+        return False
+    ident = raw.get("tmuxIdentity")
+    if not isinstance(ident, dict) or not ident.get("socketPath") or not ident.get("serverPid"):
+        return False
+    workers = raw.get("workers")
+    return isinstance(workers, list) and any(
+        isinstance(w, dict) and isinstance(w.get("paneId"), str) and w["paneId"].startswith("%")
+        for w in workers
+    )
+
+
+# ---- starting -------------------------------------------------------------------------------
+
+
+def monitor_argv(root: Path, token: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "omp",
+        "team",
+        "monitor-run",
+        "--root",
+        str(root),
+        "--token",
+        token,
+    ]
+
+
+def spawn_detached(root: Path, token: str) -> int:
+    """Start the monitor in its own session, stdio on /dev/null, not waited for. Its pid."""
+    _reap()
+    proc = subprocess.Popen(
+        monitor_argv(root, token),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # no controlling terminal: the shell's hangup does not reach it
+        close_fds=True,
+        cwd="/",  # never sys.path[0] = a project directory that may hold an `omp/` of its own
+    )
+    _CHILDREN.append(proc)
+    return proc.pid
+
+
+def _reap() -> None:
+    for proc in list(_CHILDREN):
+        if proc.poll() is not None:
+            _CHILDREN.remove(proc)
+
+
+def _as_root(root: Path | StatePaths | str) -> StatePaths:
+    if isinstance(root, StatePaths):
+        return root
+    return StatePaths(Path(root).absolute())
+
+
+def ensure_monitor(
+    root: Path | StatePaths | str,
+    *,
+    now: Callable[[], float] = clock.now,
+    intervals: Intervals | None = None,
+    spawn: Spawn = spawn_detached,
+) -> dict[str, Any]:
+    """Make sure the project's monitor runs (or is starting); start it if there is work.
+
+    Returns `{"started": bool, "reason": ..., "token"?, "pid"?}` with reason one of `started`,
+    `no-live-teams` (nothing was created), `already-pending`, `already-running`,
+    `spawn-failed`, `contended`. Raises only for an unsafe state tree (callers fail open).
+    """
+    paths = _as_root(root)
+    _reap()
+    if not watchable_teams(paths):
+        return {"started": False, "reason": "no-live-teams"}
+    iv = intervals or Intervals.from_env()
+    paths.ensure(paths.monitor)
+    for _ in range(5):
+        owner, data = read_owner(paths)
+        if data is not None:
+            if owner is not None and not owner.stale(now(), iv):
+                return {
+                    "started": False,
+                    "reason": f"already-{owner.phase}",
+                    "token": owner.token,
+                    "pid": owner.pid,
+                }
+            expect = _token_is(owner.token) if owner is not None else _bytes_are(data)
+            if _remove_if(paths, expect):
+                log_event(
+                    paths,
+                    "owner-reclaimed",
+                    now=now(),
+                    token=owner.token if owner else None,
+                    message=(
+                        f"stale {owner.phase} owner (pid {owner.pid})" if owner else "invalid owner"
+                    ),
+                )
+            continue
+        token = secrets.token_hex(16)
+        t = now()
+        lock = {
+            "schemaVersion": SCHEMA,
+            "token": token,
+            "phase": "pending",
+            "parentPid": os.getpid(),
+            "createdAt": clock.iso(t),
+        }
+        if not _create_exclusive(owner_path(paths), lock):
+            continue  # another start won the race; look again
+        try:
+            pid = spawn(paths.root, token)
+        except Exception as exc:
+            release(paths, token)
+            log_event(paths, "spawn-failed", now=now(), token=token, message=str(exc))
+            return {"started": False, "reason": "spawn-failed", "message": str(exc)}
+        return {"started": True, "reason": "started", "token": token, "pid": pid}
+    return {"started": False, "reason": "contended"}

@@ -1,0 +1,176 @@
+"""`omp team wait TEAM`: block until something a leader must act on happens, then say what.
+
+It returns when the leader has unread mail (at once if it already has), when a task's status
+differs from what it was when the wait began, when every task is terminal, when the team is shut
+down, or at the timeout. Each of these has its own exit code (below), so an agent's shell can
+branch on it without parsing.
+
+Cheap and read-only: every `poll` seconds (0.2 s) it `lstat`s four things (the leader's mailbox,
+the tasks directory, `shutdown.json`, the config) and reads mail and tasks only when one of them
+changed (or changed so recently that a coarse mtime could hide a second change). It writes
+nothing: no cursor, no index, no receipt.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from omp.errors import OmpError
+from omp.store.names import LEADER
+from omp.team import tasks
+from omp.team.config import TeamConfig
+from omp.team.mailbox import Mailbox
+from omp.team.nudge import nudge_text
+
+EXIT_EVENT = 0  # unread mail for the leader, or a task changed status
+EXIT_ALL_DONE = 10  # every task is completed, failed or interrupted
+EXIT_TIMEOUT = 11  # nothing happened within --timeout
+EXIT_SHUTDOWN = 12  # the team was shut down
+EXIT_CODES = {
+    "mail": EXIT_EVENT,
+    "tasks": EXIT_EVENT,
+    "all_done": EXIT_ALL_DONE,
+    "timeout": EXIT_TIMEOUT,
+    "shutdown": EXIT_SHUTDOWN,
+}
+DEFAULT_TIMEOUT = 600.0
+POLL_SECONDS = 0.2
+_RACY = 1.5  # seconds: an mtime this recent may hide a second change in the same tick
+
+Key = tuple[tuple[int, int, int], ...]
+
+
+def _key(paths: list[Path]) -> tuple[Key, float]:
+    """(ino, size, mtime_ns) of each path ((0,0,0) if missing), and the newest mtime."""
+    out: list[tuple[int, int, int]] = []
+    newest = 0.0
+    for p in paths:
+        try:
+            st = os.lstat(p)
+        except OSError:
+            out.append((0, 0, 0))
+            continue
+        out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        newest = max(newest, st.st_mtime)
+    return tuple(out), newest
+
+
+def _tasks(cfg: TeamConfig) -> dict[str, dict[str, Any]]:
+    return {str(t["id"]): t for t in tasks.list_all(cfg.paths)}
+
+
+def _all_done(found: dict[str, dict[str, Any]]) -> bool:
+    return bool(found) and all(t.get("status") in tasks.TERMINAL for t in found.values())
+
+
+def wait(
+    cfg: TeamConfig,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    poll: float = POLL_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """Wait as described in the module docstring; `timeout` None or 0 waits without limit."""
+    if timeout is not None and (timeout < 0 or timeout != timeout):
+        raise OmpError("invalid_input", f"--timeout must be >= 0 seconds, got {timeout}")
+    if poll <= 0:
+        raise OmpError("invalid_input", "poll interval must be > 0")
+    team = cfg.paths
+    box = Mailbox(team, LEADER)
+    watched = [box.path, team.tasks_dir, team.shutdown, team.config]
+    start = clock()
+    before = {tid: t.get("status") for tid, t in _tasks(cfg).items()}
+    last: Key | None = None
+    while True:
+        key, newest = _key(watched)
+        if key != last or wall() - newest < _RACY:
+            last = key
+            result = _look(cfg, box, before)
+            if result is not None:
+                return _finish(cfg, result, clock() - start)
+        waited = clock() - start
+        if timeout and waited >= timeout:
+            return _finish(cfg, {"event": "timeout", **_empty()}, waited)
+        sleep(poll if not timeout else min(poll, max(0.0, timeout - waited)))
+
+
+def _empty() -> dict[str, Any]:
+    return {"messages": {"count": 0, "senders": []}, "moved": []}
+
+
+def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, Any] | None:
+    """The event to report now, or None to keep waiting."""
+    now_tasks = _tasks(cfg)
+    moved = [
+        {
+            "id": tid,
+            "from": before.get(tid),
+            "to": t.get("status"),
+            "owner": t.get("owner"),
+            "result": t.get("result"),
+        }
+        for tid, t in now_tasks.items()
+        if t.get("status") != before.get(tid)
+    ]
+    msgs, _ = box.undelivered()
+    senders = Counter(str(m.get("from", "?")) for m in msgs)
+    out: dict[str, Any] = {
+        "messages": {
+            "count": len(msgs),
+            "senders": [{"from": s, "count": n} for s, n in sorted(senders.items())],
+        },
+        "moved": moved,
+    }
+    counts = Counter(str(t.get("status")) for t in now_tasks.values())
+    out["tasks"] = dict(sorted(counts.items()))
+    if _all_done(now_tasks):
+        return {"event": "all_done", **out}
+    if os.path.lexists(cfg.paths.shutdown):
+        return {"event": "shutdown", **out}
+    if msgs:
+        return {"event": "mail", **out}
+    if moved:
+        return {"event": "tasks", **out}
+    return None
+
+
+def _finish(cfg: TeamConfig, result: dict[str, Any], waited: float) -> dict[str, Any]:
+    event = result["event"]
+    return {
+        "ok": True,
+        "team": cfg.name,
+        **result,
+        "allDone": event == "all_done",
+        "exitCode": EXIT_CODES[event],
+        "waitedSeconds": round(waited, 3),
+    }
+
+
+def wait_text(r: dict[str, Any]) -> str:
+    lines: list[str] = []
+    team, event = r["team"], r["event"]
+    msgs = r["messages"]
+    if msgs["count"]:
+        who = ", ".join(f"{s['from']} ({s['count']})" for s in msgs["senders"])
+        lines.append(f"{msgs['count']} unread message(s) for the leader from {who}")
+        cmd = nudge_text(team, LEADER, msgs["count"]).split(": ", 1)[1]
+        lines.append(f"  read them: {cmd}")
+    for m in r["moved"]:
+        owner = f" ({m['owner']})" if m.get("owner") else ""
+        res = f": {m['result']}" if m.get("result") else ""
+        lines.append(f"task {m['id']}: {m['from'] or 'new'} -> {m['to']}{owner}{res}")
+    if event == "all_done":
+        total = sum(r.get("tasks", {}).values())
+        lines.append(f"all {total} task(s) done; results: omp team collect {team}")
+    elif event == "shutdown":
+        lines.append(f"team {team} was shut down")
+    elif event == "timeout":
+        lines.append(f"nothing new after {r['waitedSeconds']:g}s; wait again: omp team wait {team}")
+    return "\n".join(lines)

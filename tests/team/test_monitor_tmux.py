@@ -1,0 +1,178 @@
+"""The monitor on a real tmux server (a private `-L omp-test-<random>` socket, never the user's):
+a demo worker whose nudge was missed gets the unread-count line again and reads its mail."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from omp import clock
+from omp.store.paths import StatePaths
+from omp.team import config as team_config
+from omp.team import monitor_ctl as ctl
+from omp.team.mailbox import Mailbox, new_message
+from omp.tmux import Tmux
+from tests.helpers import make_project, make_team
+
+pytestmark = pytest.mark.tmux
+
+T = TypeVar("T")
+DEMO = [sys.executable, "-c", "from omp.demo_agent import main; raise SystemExit(main())"]
+# A trivial idle "agent": draws the demo profile's prompt and waits.
+IDLE = ["sh", "-c", "printf '\\342\\235\\257 '; exec cat >/dev/null"]
+
+
+def poll(fn: Callable[[], T], timeout: float = 20.0, what: str = "condition") -> T:
+    """`fn()` once it is truthy; fails after `timeout` seconds. Short sleeps, no fixed waits."""
+    end = time.monotonic() + timeout
+    delay = 0.02
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.25)
+
+
+def make_live_team(
+    root: Path,
+    tmux: Tmux,
+    name: str,
+    workers: int,
+    command: list[str],
+    *,
+    session: str | None = None,
+    env: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """A team config pointing at real panes on `tmux` (one session, one window). Worker -> pane."""
+    make_team(root, name, workers)
+    sess = session or f"omp-{name}"
+    panes: dict[str, str] = {}
+    first_env = dict(env or {}, OMP_TEAM=name, OMP_WORKER="worker-1", OMP_ROOT=str(root))
+    sid, wid, first = tmux.new_session(sess, cwd=root, command=command, env=first_env)
+    panes["worker-1"] = first
+    for i in range(2, workers + 1):
+        wenv = dict(env or {}, OMP_TEAM=name, OMP_WORKER=f"worker-{i}", OMP_ROOT=str(root))
+        panes[f"worker-{i}"] = tmux.split_pane(
+            first, cwd=root, command=command, env=wenv, horizontal=i % 2 == 0
+        )
+        tmux.select_layout(wid, "tiled")
+    server = tmux.server_identity()
+    assert server is not None
+    tp = StatePaths(root).team(name)
+    raw = team_config.load(tp).raw
+    for w in raw["workers"]:
+        w["paneId"] = panes[w["name"]]
+    raw.update(
+        agent="demo",
+        launchToken=f"lt-{name}",
+        tmuxIdentity={
+            "socketPath": server["socket_path"],
+            "serverPid": server["server_pid"],
+            "serverStartedAt": server["server_started_at"],
+            "sessionId": sid,
+            "windowId": wid,
+        },
+    )
+    team_config.write(tp, raw)
+    return panes
+
+
+def monitor_pids(root: Path) -> list[int]:
+    """Live (non-zombie) `omp team monitor-run` processes for this root."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"monitor-run" in argv and str(root).encode() in argv:
+            out.append(int(entry))
+    return out
+
+
+def owner(root: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((StatePaths(root).monitor / "owner.lock").read_text())  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        return None
+
+
+def running_owner(root: Path) -> dict[str, Any] | None:
+    o = owner(root)
+    return o if o and o.get("phase") == "running" else None
+
+
+def kill_monitors(root: Path) -> None:
+    for pid in monitor_pids(root):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    ctl._reap()
+    poll(lambda: not monitor_pids(root), 10, "monitors to die")
+
+
+@pytest.fixture
+def project(tmp_path: Path, tmux_env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    for key in list(os.environ):
+        if key.startswith("OMP_"):
+            monkeypatch.delenv(key)
+    root = make_project(tmp_path / "proj")
+    yield root
+    kill_monitors(root)
+
+
+def test_a_demo_worker_whose_nudge_was_missed_is_renudged_and_reads_it(
+    project: Path, omp_tmux: Tmux, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = project
+    panes = make_live_team(root, omp_tmux, "t", 2, DEMO, env={"HOME": os.environ["HOME"]})
+    pane = panes["worker-1"]
+    poll(lambda: any("❯" in ln for ln in omp_tmux.capture(pane)), what="the demo prompt")
+    # Mail written two minutes ago whose own nudge never arrived (as if typed into a busy pane).
+    msg = new_message("worker-2", "worker-1", "please check the parser")
+    msg["timestamp"] = clock.iso(time.time() - 120)
+    team = StatePaths(root).team("t")
+    box = Mailbox(team, "worker-1")
+    box.append_messages([msg])
+    assert box.unread_count() == 1
+
+    monkeypatch.setenv("OMP_MONITOR_SCAN_SECONDS", "0.2")
+    monkeypatch.setenv("OMP_MONITOR_UNREAD_REPEAT_SECONDS", "2")
+    started = ctl.ensure_monitor(root)
+    assert started["started"] is True, started
+
+    poll(lambda: box.unread_count() == 0, 30, "worker-1 to read its mail")
+    screen = "\n".join(omp_tmux.capture(pane, 60))
+    assert "You have 1 new message(s). Read them: omp team api mailbox-read" in screen
+    assert "✉ worker-2: please check the parser" in screen
+    status_file = StatePaths(root).monitor / "status.json"
+    poll(lambda: json.loads(status_file.read_text())["nudgesSent"] == 1, what="nudgesSent 1")
+    events = [
+        json.loads(x) for x in (StatePaths(root).monitor / "events.jsonl").read_text().splitlines()
+    ]
+    nudges = [e for e in events if e["type"] == "unread-nudge"]
+    assert [(e["worker"], e["outcome"]) for e in nudges] == [("worker-1", "sent")]
+
+    # SIGTERM: a final status, the lock released, the process gone.
+    pid = running_owner(root)["pid"]  # type: ignore[index]
+    os.kill(pid, signal.SIGTERM)
+    poll(lambda: owner(root) is None, 10, "the lock to be released")
+    final = json.loads((StatePaths(root).monitor / "status.json").read_text())
+    assert final["reason"] == "signal" and final["terminal"] is True
+    ctl._reap()
+    poll(lambda: not monitor_pids(root), 10, "the monitor to exit")

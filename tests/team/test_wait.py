@@ -1,0 +1,220 @@
+"""`omp team wait`: returns on leader mail, a task move, all done, shutdown or timeout; writes
+nothing; stats instead of spinning."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from omp.store.paths import StatePaths
+from omp.team import config as team_config
+from omp.team import tasks
+from omp.team import wait as wait_mod
+from omp.team.config import TeamConfig
+from omp.team.mailbox import Mailbox, new_message
+from omp.team.wait import EXIT_ALL_DONE, EXIT_EVENT, EXIT_SHUTDOWN, EXIT_TIMEOUT, wait, wait_text
+from tests.helpers import isolate, make_project, make_team, snapshot_tree
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    isolate(monkeypatch, tmp_path)
+    r = make_project(tmp_path / "proj")
+    make_team(r, "t", 2, task="build it")
+    return r
+
+
+def cfg(root: Path) -> TeamConfig:
+    return team_config.load(StatePaths(root).team("t"))
+
+
+def mail_leader(root: Path, *senders: str) -> None:
+    box = Mailbox(StatePaths(root).team("t"), "leader")
+    box.append_messages([new_message(s, "leader", f"from {s}") for s in senders])
+
+
+def later(seconds: float, fn: Any) -> threading.Timer:
+    t = threading.Timer(seconds, fn)
+    t.start()
+    return t
+
+
+def finish(root: Path, tid: str, to: str = "completed") -> None:
+    tp = StatePaths(root).team("t")
+    _, tok = tasks.claim(tp, tid, f"worker-{tid}")
+    tasks.transition(
+        tp, tid, worker=f"worker-{tid}", from_status="in_progress", to_status=to, token=tok,
+        result=f"done {tid}",
+    )  # fmt: skip
+
+
+def test_unread_mail_returns_at_once_with_count_and_senders(root: Path) -> None:
+    mail_leader(root, "worker-1", "worker-2", "worker-1")
+    r = wait(cfg(root), timeout=5)
+    assert r["event"] == "mail" and r["exitCode"] == EXIT_EVENT == 0
+    assert r["messages"] == {
+        "count": 3,
+        "senders": [{"from": "worker-1", "count": 2}, {"from": "worker-2", "count": 1}],
+    }
+    assert r["moved"] == [] and r["waitedSeconds"] < 1
+    text = wait_text(r)
+    assert "3 unread message(s) for the leader from worker-1 (2), worker-2 (1)" in text
+    assert 'omp team api mailbox-read --input \'{"team_name":"t","worker":"leader"}\'' in text
+
+
+def test_mail_arriving_during_the_wait_ends_it(root: Path) -> None:
+    later(0.3, lambda: mail_leader(root, "worker-2"))
+    t0 = time.monotonic()
+    r = wait(cfg(root), timeout=10)
+    assert r["event"] == "mail" and r["messages"]["count"] == 1
+    assert 0.25 < time.monotonic() - t0 < 5
+
+
+def test_a_task_moving_ends_the_wait(root: Path) -> None:
+    tp = StatePaths(root).team("t")
+    later(0.3, lambda: tasks.claim(tp, "1", "worker-1"))
+    r = wait(cfg(root), timeout=10)
+    assert r["event"] == "tasks" and r["exitCode"] == EXIT_EVENT
+    assert r["moved"] == [
+        {"id": "1", "from": "pending", "to": "in_progress", "owner": "worker-1", "result": None}
+    ]
+    assert r["tasks"] == {"in_progress": 1, "pending": 1}
+    assert "task 1: pending -> in_progress (worker-1)" in wait_text(r)
+
+
+def test_all_done_has_its_own_exit_code(root: Path) -> None:
+    finish(root, "1")
+    later(0.3, lambda: finish(root, "2", "failed"))
+    r = wait(cfg(root), timeout=10)
+    assert r["event"] == "all_done" and r["exitCode"] == EXIT_ALL_DONE == 10
+    assert r["allDone"] is True
+    assert [(m["id"], m["to"]) for m in r["moved"]] == [("2", "failed")]  # 1 was done before
+    assert "all 2 task(s) done; results: omp team collect t" in wait_text(r)
+    # Already all done: at once, even with mail waiting (the mail is still listed).
+    mail_leader(root, "worker-1")
+    r = wait(cfg(root), timeout=10)
+    assert r["event"] == "all_done" and r["messages"]["count"] == 1
+
+
+def test_timeout_has_its_own_exit_code(root: Path) -> None:
+    t0 = time.monotonic()
+    r = wait(cfg(root), timeout=0.5)
+    assert r["event"] == "timeout" and r["exitCode"] == EXIT_TIMEOUT == 11
+    assert 0.45 < time.monotonic() - t0 < 2
+    assert "nothing new after" in wait_text(r)
+
+
+def test_a_shutdown_ends_the_wait(root: Path) -> None:
+    later(0.3, lambda: StatePaths(root).team("t").shutdown.write_text("{}"))
+    r = wait(cfg(root), timeout=10)
+    assert r["event"] == "shutdown" and r["exitCode"] == EXIT_SHUTDOWN == 12
+
+
+def test_a_team_without_tasks_is_never_all_done(tmp_path: Path, root: Path) -> None:
+    make_team(root, "empty", 1)
+    r = wait(team_config.load(StatePaths(root).team("empty")), timeout=0.3)
+    assert r["event"] == "timeout"
+
+
+def test_wait_writes_nothing(root: Path) -> None:
+    mail_leader(root, "worker-1")
+    state = StatePaths(root).state
+    before = snapshot_tree(state)
+    assert wait(cfg(root), timeout=1)["event"] == "mail"
+    assert snapshot_tree(state) == before
+    Mailbox(StatePaths(root).team("t"), "leader").mark(
+        [m["id"] for m in Mailbox(StatePaths(root).team("t"), "leader").undelivered()[0]]
+    )
+    before = snapshot_tree(state)
+    assert wait(cfg(root), timeout=0.3)["event"] == "timeout"
+    assert snapshot_tree(state) == before
+
+
+def test_it_stats_instead_of_reading_and_does_not_spin(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Files older than the coarse-mtime window: only a stat change makes it read again.
+    old = time.time() - 60
+    for dirpath, dirnames, filenames in os.walk(StatePaths(root).state):
+        for n in dirnames + filenames:
+            os.utime(os.path.join(dirpath, n), (old, old))
+    reads = {"n": 0}
+    real = Mailbox.undelivered
+
+    def counting(self: Mailbox) -> tuple[list[dict[str, Any]], int]:
+        reads["n"] += 1
+        return real(self)
+
+    monkeypatch.setattr(Mailbox, "undelivered", counting)
+    now = [0.0]
+    sleeps: list[float] = []
+
+    def sleep(s: float) -> None:
+        sleeps.append(s)
+        now[0] += s
+
+    r = wait(cfg(root), timeout=10, clock=lambda: now[0], sleep=sleep)
+    assert r["event"] == "timeout"
+    assert reads["n"] == 1  # once at the start; 50 polls of stat alone after that
+    assert abs(sum(sleeps) - 10) < 1e-6 and all(s <= 0.2 + 1e-9 for s in sleeps)
+    assert 50 <= len(sleeps) <= 51  # 0.2 s polls (the last may be a float remainder)
+
+
+def test_bad_timeouts_are_refused(root: Path) -> None:
+    from omp.errors import OmpError
+
+    with pytest.raises(OmpError) as exc:
+        wait(cfg(root), timeout=-1)
+    assert exc.value.code == "invalid_input"
+
+
+# ---- the command ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli(root: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from omp.cli.monitor_cmds import register
+
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        pass
+
+    register(app)
+    monkeypatch.chdir(root)
+    runner = CliRunner()
+    return lambda *args: runner.invoke(app, list(args))
+
+
+def test_cli_exit_codes_and_json(cli: Any, root: Path) -> None:
+    r = cli("wait", "t", "--timeout", "0.3", "--json")
+    assert r.exit_code == 11
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is True and doc["event"] == "timeout"
+    mail_leader(root, "worker-2")
+    r = cli("wait", "t", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["messages"]["count"] == 1
+    r = cli("wait", "t")
+    assert r.exit_code == 0 and "1 unread message(s) for the leader from worker-2 (1)" in r.stdout
+    assert cli("wait", "nope", "--json").exit_code == 1
+    assert cli("wait", "t", "--timeout", "-1").exit_code == 2
+
+
+def test_monitor_run_is_hidden(cli: Any) -> None:
+    r = cli("--help")
+    assert "wait" in r.stdout and "monitor-run" not in r.stdout
+
+
+def test_exit_codes_are_distinct() -> None:
+    codes = [EXIT_EVENT, EXIT_ALL_DONE, EXIT_TIMEOUT, EXIT_SHUTDOWN]
+    assert len(set(codes)) == 4 and not {1, 2, 3} & set(codes)
+    assert wait_mod.EXIT_CODES["mail"] == wait_mod.EXIT_CODES["tasks"] == 0
