@@ -242,8 +242,12 @@ def raw_lines(path: Path) -> list[bytes]:
 
 
 def write_raw(path: Path, *items: dict[str, Any] | bytes) -> None:
-    """Append lines behind omp's back, like another program would (no lock, no index)."""
-    with open(path, "ab") as f:
+    """Append lines behind omp's back, like another program would (no lock, no index).
+
+    A new file is created 0600, as omp (and a careful peer) would make it.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with open(fd, "ab") as f:
         for item in items:
             if isinstance(item, bytes):
                 f.write(item)

@@ -94,6 +94,7 @@ def test_a_stale_lock_on_a_pending_task_is_taken_over(
 ) -> None:
     lock = tasks_dir(root) / "1.lock"
     lock.write_text('{"owner":"worker-2","pid":999999}\n')  # a claimer died before the task write
+    lock.chmod(0o600)
     r = claim(capsys)
     assert r.rc == 0, r
     assert json.loads(lock.read_text())["owner"] == "worker-1"

@@ -227,7 +227,7 @@ def test_human_form_of_a_ts_mailbox(root: Path, capsys: pytest.CaptureFixture[st
         {"team_name": "demo", "cwd": str(root), "worker": "worker-2"},
         as_json=False,
     )
-    lines = r.stdout.splitlines()
+    lines = [x for x in r.stdout.splitlines() if not x.startswith("(")]  # not the notes
     assert lines[0] == "23:53:52  worker-1 *: hello from worker-1"
     assert lines[1] == "23:53:52  worker-3: worker-3: can you review src/a.py?"
     assert lines[2].startswith('23:53:52  worker-4 *: unicode \u2713 and "quotes"')
