@@ -359,6 +359,21 @@ def bench_list(work: Path, root: Path, omp: list[str], sizes: Sizes) -> list[Row
     cmd = api_cmd(omp, "mailbox-list", {"team_name": "big", "worker": "worker-3"})
     full = median([run(cmd, env, root)[0] for _ in range(max(2, sizes.runs // 3))])
     rows.append(Row("b", f"`mailbox-list` all (newest 50), {large:,} messages", ms(full)))
+    # without an index (a mailbox only the TypeScript tool wrote, or a lost index): read-only
+    # calls never write one, so each pays the full scan until an omp writer touches the mailbox
+    team.mailbox_index("worker-3").unlink()
+    cmd = api_cmd(
+        omp, "mailbox-list", {"team_name": "big", "worker": "worker-3", "undelivered_only": True}
+    )
+    cold = median([run(cmd, env, root)[0] for _ in range(max(2, sizes.runs // 10))])
+    cold_rss = peak_rss_mib(cmd, env, root, 1)
+    rows.append(
+        Row(
+            "b",
+            f"`mailbox-list` undelivered_only, {large:,} messages, no index yet",
+            f"{ms(cold)}, peak RSS {cold_rss:.1f} MiB",
+        )
+    )
     return rows
 
 
