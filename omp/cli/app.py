@@ -42,6 +42,10 @@ def _register() -> None:
     from omp import demo_agent
 
     demo_agent.register(app)
+    from omp.cli import doctor, skills
+
+    doctor.register(app)
+    skills.register(app)
 
 
 _register()

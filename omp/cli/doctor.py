@@ -1,0 +1,36 @@
+"""`omp doctor`: check what a first run needs. Read-only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from omp.cli.output import run
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor)
+
+
+def doctor(
+    agent: str = typer.Option(
+        "copilot", "--agent", "-a", help="The agent the team will run (default copilot)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
+) -> None:
+    """Check tmux, agent programs, state permissions, the monitor lock and teams' panes.
+
+    Exit 0 when everything the agent needs is there, 1 otherwise. Writes nothing.
+    """
+
+    def body() -> dict[str, Any]:
+        from omp.doctor import diagnose
+        from omp.store.paths import find_root
+
+        return diagnose(find_root(Path.cwd()), agent=agent)
+
+    from omp.doctor import doctor_text
+
+    run(body, as_json=as_json, human=doctor_text, exit_code=lambda r: 0 if r["ok"] else 1)
