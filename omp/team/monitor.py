@@ -22,6 +22,7 @@ releasing the lock. Files (all 0600 in 0700 directories): `team-monitor/status.j
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import math
 import os
@@ -29,6 +30,7 @@ import select
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from omp.tmux import PaneIdentity
 
 CAPTURE_LINES = 40
+CAPTURE_THREADS = 4  # parallel tmux clients for captures (measured: 16 captures 78 -> 29 ms)
 RACY_SECONDS = 1.5  # a stat key newer than this is not trusted for caching (coarse mtimes)
 
 
@@ -131,6 +134,19 @@ class ScanReport:
 class _Screen:
     captured_wall: float
     screen: str
+    scan: int  # the scan that captured it
+
+
+@dataclass
+class _Pane:
+    """One live worker pane in one scan."""
+
+    team: _Team
+    worker: str
+    pane: str
+    state: PaneLike
+    tid: str
+    obs: policy.Observation
 
 
 def _stat_key(path: Path, wall: float) -> tuple[int, int, int] | None:
@@ -174,6 +190,7 @@ class Monitor:
         self._mail: dict[tuple[str, str], tuple[tuple[int, int, int], policy.Unread]] = {}
         self._screens: dict[tuple[str, str], _Screen] = {}
         self._written: dict[str, float] = {}  # target id -> when this process last wrote it
+        self._known: dict[str, policy.Tracker] = {}  # target id -> tracker last read or written
         self._profiles: dict[str, AgentProfile] | None = None
         self._last_compact: float | None = None
 
@@ -271,6 +288,7 @@ class Monitor:
         except Exception as exc:
             report.diagnostics.append(f"tmux {socket}: {_why(exc)}")
             return
+        items: list[_Pane] = []
         for t in live:
             panes = self._live_panes(t, states)
             report.teams.append(
@@ -282,10 +300,34 @@ class Monitor:
             report.live_teams += 1
             gate = bool(report.active_loops) and not self._all_done(t.cfg.paths)
             for worker, pane, st in panes:
+                tid = policy.target_id(t.name, t.gen, pane, t.ident)
+                seen.add(tid)
                 try:
-                    self._judge(t, worker, pane, st, adapter, gate, report, now, seen)
-                except Exception as exc:  # one odd pane must not stop the watch of the others
+                    unread = self._unread(t.cfg.paths, worker)
+                except Exception as exc:
                     report.diagnostics.append(f"team {t.name} {worker}: {_why(exc)}")
+                    continue
+                obs = policy.Observation(t.name, worker, unread, None, gate)
+                items.append(_Pane(t, worker, pane, st, tid, obs))
+        if not items:
+            return
+        self.paths.ensure(self.targets)
+        # Screens the policy may need (judged on what this process last knew of each tracker;
+        # the locked pass below re-reads the truth and captures whatever is still missing).
+        self._capture_all(
+            adapter,
+            [
+                it
+                for it in items
+                if self._may_need_screen(it, now, report) and self._cached(it) is None
+            ],
+            report,
+        )
+        for it in items:
+            try:
+                self._judge(it, adapter, report, now)
+            except Exception as exc:  # one odd pane must not stop the watch of the others
+                report.diagnostics.append(f"team {it.team.name} {it.worker}: {_why(exc)}")
 
     def _live_panes(
         self, t: _Team, states: Mapping[str, PaneLike | None]
@@ -325,78 +367,115 @@ class Monitor:
             self._mail[(team.name, worker)] = (key, unread)
         return unread
 
-    def _screen(
-        self, t: _Team, pane: str, st: PaneLike, adapter: Adapter, report: ScanReport
-    ) -> str:
-        if st.in_mode:
+    def _cached(self, it: _Pane) -> str | None:
+        """The pane's screen judged earlier, if it cannot have changed since; else None."""
+        if it.state.in_mode:
             return "copy_mode"  # the user is scrolling: nothing may be typed now
-        key = (t.socket, pane)
-        cached = self._screens.get(key)
+        cached = self._screens.get((it.team.socket, it.pane))
+        if cached is None:
+            return None
+        if cached.scan == self.scans:
+            return cached.screen
         # tmux stamps a window's last output in whole seconds: output strictly before the second
         # of our capture means the screen we judged is still the screen.
-        if (
-            cached is not None
-            and st.activity is not None
-            and st.activity < math.floor(cached.captured_wall)
-        ):
+        act = it.state.activity
+        if act is not None and act < math.floor(cached.captured_wall):
             return cached.screen
-        profile = self._profile(t.cfg)
+        return None
+
+    def _capture(self, it: _Pane, adapter: Adapter, lines: list[str] | None = None) -> str:
+        profile = self._profile(it.team.cfg)
         if profile is None:
             return "unknown"
         from omp.agents import classify_screen
 
         wall = self.wall()
-        lines = adapter.capture(pane, CAPTURE_LINES)
-        report.captures += 1
+        if lines is None:
+            lines = adapter.capture(it.pane, CAPTURE_LINES)
         screen = str(classify_screen(profile, lines))
-        self._screens[key] = _Screen(wall, screen)
+        self._screens[(it.team.socket, it.pane)] = _Screen(wall, screen, self.scans)
         return screen
 
-    def _judge(
-        self,
-        t: _Team,
-        worker: str,
-        pane: str,
-        st: PaneLike,
-        adapter: Adapter,
-        gate: bool,
-        report: ScanReport,
-        now: float,
-        seen: set[str],
-    ) -> None:
-        tid = policy.target_id(t.name, t.gen, pane, t.ident)
-        seen.add(tid)
-        obs = policy.Observation(
-            team=t.name,
-            worker=worker,
-            unread=self._unread(t.cfg.paths, worker),
-            idle_prompts=gate,
-        )
+    def _capture_all(self, adapter: Adapter, todo: list[_Pane], report: ScanReport) -> None:
+        """Capture several panes at once. Each `capture` is a tmux client process (~4 ms); an
+        adapter with `capture_many(pane_ids, lines)` reads them all through one."""
+        if not todo:
+            return
+        for it in todo:
+            self._profile(it.team.cfg)  # load the profiles here, not in the threads
+        many = getattr(adapter, "capture_many", None)
+        if many is not None and len(todo) > 1:
+            try:
+                screens = many([it.pane for it in todo], CAPTURE_LINES)
+            except Exception as exc:  # the locked pass captures one by one what is missing
+                report.diagnostics.append(f"tmux {todo[0].team.socket}: capture: {_why(exc)}")
+                return
+            for it in todo:
+                lines = screens.get(it.pane)
+                if lines is not None:
+                    self._capture(it, adapter, list(lines))
+                    report.captures += 1
+            return
+        with ThreadPoolExecutor(max_workers=min(CAPTURE_THREADS, len(todo))) as pool:
+            futures = [(it, pool.submit(self._capture, it, adapter)) for it in todo]
+        for it, fut in futures:
+            err = fut.exception()
+            if err is None:
+                report.captures += 1
+            else:
+                report.diagnostics.append(f"team {it.team.name} {it.worker}: capture: {_why(err)}")
+
+    def _screen(self, it: _Pane, adapter: Adapter, report: ScanReport) -> str:
+        cached = self._cached(it)
+        if cached is not None:
+            return cached
+        try:
+            screen = self._capture(it, adapter)
+        except Exception as exc:
+            report.diagnostics.append(f"team {it.team.name} {it.worker}: capture: {_why(exc)}")
+            return "unknown"
+        report.captures += 1
+        return screen
+
+    def _may_need_screen(self, it: _Pane, now: float, report: ScanReport) -> bool:
+        known = self._known.get(it.tid)
+        if known is None:  # first sight in this process: what the file says (read unlocked)
+            known, _ = self._load(it.tid, it.team, it.worker, it.pane, report)
+        return policy.wants_screen(known, it.obs, now, self.iv)
+
+    def _quiet(self, it: _Pane, now: float) -> bool:
+        """Nothing can be sent and nothing would change: skip the lock and the file this scan.
+
+        Judged on the tracker this process last read or wrote; skipping can only delay a send,
+        never add one.
+        """
+        known = self._known.get(it.tid)
+        if known is None or self._refresh_due(it.tid, now):
+            return False
+        if policy.wants_screen(known, it.obs, now, self.iv):
+            return False
+        new, send = policy.decide(known, it.obs, now, self.iv)
+        return send is None and new == known
+
+    def _judge(self, it: _Pane, adapter: Adapter, report: ScanReport, now: float) -> None:
+        t, worker, pane, tid = it.team, it.worker, it.pane, it.tid
+        if self._quiet(it, now):
+            return
         with self._target_lock(tid) as locked:
             if not locked:
                 report.diagnostics.append(f"team {t.name} {worker}: target lock busy")
                 return
             tr, doc = self._load(tid, t, worker, pane, report)
+            obs = it.obs
             if policy.wants_screen(tr, obs, now, self.iv):
-                try:
-                    screen = self._screen(t, pane, st, adapter, report)
-                except Exception as exc:
-                    report.diagnostics.append(f"team {t.name} {worker}: capture: {_why(exc)}")
-                    screen = "unknown"
-                obs = policy.Observation(
-                    team=obs.team,
-                    worker=obs.worker,
-                    unread=obs.unread,
-                    screen=screen,
-                    idle_prompts=obs.idle_prompts,
-                )
+                obs = dataclasses.replace(obs, screen=self._screen(it, adapter, report))
             new, send = policy.decide(tr, obs, now, self.iv)
             if new != tr or doc is None or self._refresh_due(tid, now):
                 self._save(tid, t, worker, pane, new, doc, now)  # the reservation, before the send
         if send is None:
             return
         outcome = self._send(t, worker, pane, adapter, send)
-        with self._target_lock(tid, wait=True) as locked:
+        with self._target_lock(tid, wait=True):
             tr, doc = self._load(tid, t, worker, pane, report)
             done = policy.record_outcome(tr, send.attempt_id, outcome, self.clock())
             if done != tr:
@@ -441,14 +520,13 @@ class Monitor:
             return "skipped" if exc.code == "pane_mismatch" else "failed"
         except Exception:
             return "failed"
-        self._screens.pop((t.socket, pane), None)
+        self._screens.pop((t.socket, pane), None)  # we typed into it: judge it afresh
         return "sent" if ok else "failed"
 
     # -- tracker files ----------------------------------------------------------------------
 
     @contextlib.contextmanager
     def _target_lock(self, tid: str, *, wait: bool = False) -> Iterator[bool]:
-        self.paths.ensure(self.targets)
         fd = fs.open_file(self.targets / f"{tid}.lock", os.O_RDWR, create=True)
         try:
             try:
@@ -466,6 +544,7 @@ class Monitor:
         """The persisted tracker (read under the target lock every time: it is the truth)."""
         path = self.targets / f"{tid}.json"
         if not fs.check_entry(path, want_dir=False):
+            self._known.pop(tid, None)
             return policy.Tracker(), None
         obj = fs.read_json(path)
         try:
@@ -475,11 +554,13 @@ class Monitor:
                 obj.get("paneId"),
             ) != (t.name, t.gen, pane):
                 raise ValueError("not this target")
-            return policy.Tracker.from_json(obj["tracker"]), obj
+            tr = policy.Tracker.from_json(obj["tracker"])
         except (KeyError, ValueError):
             # Unreadable: count every cap as reached rather than risk a fourth send.
             report.diagnostics.append(f"team {t.name} {worker}: unreadable {path.name}")
             return policy.Tracker.exhausted(), None
+        self._known[tid] = tr
+        return tr, obj
 
     def _save(
         self,
@@ -508,6 +589,7 @@ class Monitor:
             },
         )
         self._written[tid] = now
+        self._known[tid] = tr
 
     def _refresh_due(self, tid: str, now: float) -> bool:
         """`lastSeenAt` is refreshed on disk now and then, not on every scan."""

@@ -351,10 +351,13 @@ def ensure_monitor(
 
     Returns `{"started": bool, "reason": ..., "token"?, "pid"?}` with reason one of `started`,
     `no-live-teams` (nothing was created), `already-pending`, `already-running`,
-    `spawn-failed`, `contended`. Raises only for an unsafe state tree (callers fail open).
+    `spawn-failed`, `contended`, `disabled` (`OMP_NO_MONITOR=1`: nothing is looked at).
+    Raises only for an unsafe state tree or a bad `OMP_MONITOR_*` value (callers fail open).
     """
     paths = _as_root(root)
     _reap()
+    if os.environ.get("OMP_NO_MONITOR", "") not in ("", "0"):
+        return {"started": False, "reason": "disabled"}
     if not watchable_teams(paths):
         return {"started": False, "reason": "no-live-teams"}
     iv = intervals or Intervals.from_env()

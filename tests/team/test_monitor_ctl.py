@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from omp import clock
+from omp.store import fs
 from omp.store.paths import StatePaths
 from omp.team import config as team_config
 from omp.team import monitor_ctl as ctl
@@ -69,7 +70,7 @@ def write_lock(root: Path, **fields: Any) -> dict[str, Any]:
         "createdAt": clock.iso(),
     }
     doc.update(fields)
-    (paths.monitor / "owner.lock").write_text(json.dumps(doc))
+    fs.write_atomic(paths.monitor / "owner.lock", json.dumps(doc).encode())
     return doc
 
 
@@ -95,6 +96,13 @@ def test_nothing_is_created_when_there_is_nothing_to_watch(
     assert ctl.ensure_monitor(root, spawn=spawn)["reason"] == "no-live-teams"
     assert spawn.calls == []
     assert not StatePaths(root).monitor.exists()
+
+
+def test_omp_no_monitor_disables_it(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NO_MONITOR", "1")
+    spawn = Spawns()
+    assert ctl.ensure_monitor(root, spawn=spawn) == {"started": False, "reason": "disabled"}
+    assert spawn.calls == [] and not StatePaths(root).monitor.exists()
 
 
 def test_one_start_spawns_one_detached_child_with_the_exact_argv(root: Path) -> None:
@@ -204,7 +212,7 @@ def test_a_recycled_pid_is_not_taken_for_the_monitor(root: Path, holder: Any) ->
 def test_an_invalid_owner_is_reclaimed(root: Path, content: bytes) -> None:
     paths = StatePaths(root)
     paths.ensure(paths.monitor)
-    (paths.monitor / "owner.lock").write_bytes(content)
+    fs.write_atomic(paths.monitor / "owner.lock", content)
     assert ctl.ensure_monitor(root, spawn=Spawns())["started"] is True
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from omp import modes
 from omp.errors import OmpError
+from omp.store import fs
 from omp.store.paths import StatePaths
 from omp.team import config as team_config
 from omp.team import monitor_ctl as ctl
@@ -131,8 +132,9 @@ class World:
 
 def own_lock(paths: StatePaths, token: str = TOKEN) -> None:
     paths.ensure(paths.monitor)
-    (paths.monitor / "owner.lock").write_text(
-        json.dumps(
+    fs.write_json_atomic(
+        paths.monitor / "owner.lock",
+        (
             {
                 "schemaVersion": 1,
                 "token": token,
@@ -140,7 +142,7 @@ def own_lock(paths: StatePaths, token: str = TOKEN) -> None:
                 "parentPid": 1,
                 "createdAt": "2020-01-01T00:00:00.000Z",
             }
-        )
+        ),
     )
 
 
@@ -479,6 +481,22 @@ def test_idle_panes_are_not_recaptured_while_the_window_shows_no_output(world: W
     world.clock.sleep(5)
     mon.scan()
     assert len(world.fake.captures) == 6
+
+
+def test_an_adapter_that_captures_many_panes_at_once_is_used(world: World) -> None:
+    batches: list[list[str]] = []
+
+    def capture_many(pane_ids: list[str], lines: int = 40) -> dict[str, list[str]]:
+        batches.append(list(pane_ids))
+        return {p: list(world.fake.screens.get(p, [])) for p in pane_ids}
+
+    world.fake.capture_many = capture_many  # type: ignore[attr-defined]
+    world.loop()
+    mon = world.monitor()
+    world.scan_for(mon, 30)
+    assert world.fake.captures == []  # never one by one
+    assert len(batches) == 7 and all(sorted(b) == ["%1", "%2", "%3"] for b in batches)
+    assert sorted(world.fake.sent) == [(p, IDLE_PROMPT) for p in ("%1", "%2", "%3")]
 
 
 # ---- the monitor's life (run_monitor with the fake clock) -----------------------------------
