@@ -231,3 +231,12 @@ def _config(team: str | None) -> TeamConfig:
             )
         team = teams[0]
     return team_config.load(project.team(team))
+
+
+def _register_monitor() -> None:
+    from omp.cli import monitor_cmds
+
+    monitor_cmds.register(app)
+
+
+_register_monitor()
