@@ -182,6 +182,8 @@ def cpu_ticks(pid: int, children: bool) -> int:
 
 
 def registered() -> bool:
+    """Whether `omp team monitor-run` exists (registered by omp.cli.app or omp.cli.team)."""
+    import omp.cli.app  # noqa: F401  (registers the sub-apps)
     from omp.cli.team import app
 
     return any(c.name == "monitor-run" for c in app.registered_commands)

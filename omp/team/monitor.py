@@ -192,6 +192,7 @@ class Monitor:
         self._written: dict[str, float] = {}  # target id -> when this process last wrote it
         self._known: dict[str, policy.Tracker] = {}  # target id -> tracker last read or written
         self._profiles: dict[str, AgentProfile] | None = None
+        self._profile_error: str | None = None
         self._last_compact: float | None = None
 
     # -- discovery --------------------------------------------------------------------------
@@ -243,7 +244,11 @@ class Monitor:
         if self._profiles is None:
             from omp.agents import load_profiles
 
-            self._profiles = load_profiles(self.paths.root)
+            try:
+                self._profiles = load_profiles(self.paths.root)
+            except OmpError as exc:  # a broken agents.toml: no screen can be judged, none typed
+                self._profiles = {}
+                self._profile_error = exc.message
         name = cfg.raw.get("agent") or "copilot"
         return self._profiles.get(str(name)) or self._profiles.get("copilot")
 
@@ -253,6 +258,7 @@ class Monitor:
         report = ScanReport()
         self.scans += 1
         self._profiles = None  # re-read once per scan, and only if a screen must be judged
+        self._profile_error = None
         now = self.clock()
         report.active_loops = modes.active_loops(self.paths)
         by_socket: dict[str, list[_Team]] = {}
@@ -260,7 +266,16 @@ class Monitor:
             by_socket.setdefault(t.socket, []).append(t)
         seen: set[str] = set()
         for socket, teams in by_socket.items():
-            self._scan_server(socket, teams, report, now, seen)
+            try:
+                self._scan_server(socket, teams, report, now, seen)
+            except OmpError as exc:
+                if exc.code == "unsafe_path" and str(self.paths.monitor) in exc.message:
+                    raise  # our own directory is not safe to write: stop, do not work around it
+                report.diagnostics.append(f"tmux {socket}: {_why(exc)}")
+            except Exception as exc:
+                report.diagnostics.append(f"tmux {socket}: {_why(exc)}")
+        if self._profile_error:
+            report.diagnostics.append(f"agent profiles: {self._profile_error}")
         self._maybe_compact(now, seen, report)
         self.last_report = report
         return report
@@ -298,7 +313,11 @@ class Monitor:
             if not panes:
                 continue
             report.live_teams += 1
-            gate = bool(report.active_loops) and not self._all_done(t.cfg.paths)
+            try:
+                gate = bool(report.active_loops) and not self._all_done(t.cfg.paths)
+            except Exception as exc:  # unreadable tasks: no idle prompts, mail still watched
+                report.diagnostics.append(f"team {t.name}: tasks: {_why(exc)}")
+                gate = False
             for worker, pane, st in panes:
                 tid = policy.target_id(t.name, t.gen, pane, t.ident)
                 seen.add(tid)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -481,6 +482,33 @@ def test_idle_panes_are_not_recaptured_while_the_window_shows_no_output(world: W
     world.clock.sleep(5)
     mon.scan()
     assert len(world.fake.captures) == 6
+
+
+def test_a_broken_agents_file_means_no_judging_but_the_monitor_lives_on(world: World) -> None:
+    world.loop()
+    fs.write_atomic(world.paths.omp_dir / "agents.toml", b"[agents.demo\nthis is not toml")
+    mon = world.monitor()
+    world.scan_for(mon, 120)
+    assert world.fake.sent == []
+    assert mon.last_report.live_teams == 1
+    assert any("agent profiles" in d for d in mon.last_report.diagnostics)
+
+
+def test_a_corrupt_team_does_not_hide_a_healthy_one(world: World) -> None:
+    world.loop()
+    bad = world.paths.team("bad")
+    world.paths.ensure(bad.dir)
+    fs.write_atomic(bad.config, b"{not json")
+    other = world.paths.team("other")
+    world.paths.ensure(other.tasks_dir)
+    live_config(world.root, "other", 1)
+    os.chmod(other.tasks_dir / "1.json", 0o666)  # refused by the store: tasks unreadable
+    mon = world.monitor()
+    world.scan_for(mon, 30)
+    # Team t is prompted as usual; "other" (same fake panes) gets no idle prompt.
+    assert sorted(p for p, _ in world.fake.sent) == ["%1", "%2", "%3"]
+    assert mon.last_report.live_teams == 2
+    assert any(d.startswith("team other: tasks:") for d in mon.last_report.diagnostics)
 
 
 def test_an_adapter_that_captures_many_panes_at_once_is_used(world: World) -> None:
