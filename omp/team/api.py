@@ -3,10 +3,17 @@
 Every check on the input happens before any file is touched, so a refused call changes nothing on
 disk. Messages are persisted first and only then is the recipient's pane nudged: a failed nudge
 never fails a send.
+
+A worker's pane carries its identity (OMP_TEAM, OMP_WORKER, OMP_LAUNCH_TOKEN): a call from it that
+names someone else is refused (`sender_mismatch`), and so is one from a pane of an earlier launch
+(`stale_generation`). A worker's successful writing call refreshes its heartbeat; the read-only
+operations (`mailbox-list`, `list-tasks`, `roster`) write nothing at all. A message with an event
+goes through `omp.team.events`, imported only then, which keeps a plain send fast.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,10 +23,12 @@ from omp.store import names
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths, find_root
 from omp.team import config as team_config
-from omp.team import limits, mailbox, nudge, tasks
+from omp.team import limits, mailbox, nudge, presence, tasks
 from omp.team.config import TeamConfig
 
 MAX_BODY = 32 * 1024
+# send-message fields that make a message an event (see omp.team.events, imported only for them)
+EVENT_FIELDS = ("event", "intent", "need_reply", "task_id", "ref_message_id", "detail")
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
 
@@ -107,6 +116,52 @@ def _flag(inp: Result, key: str) -> bool:
     return val
 
 
+# ---- identity -----------------------------------------------------------------------------
+
+
+def _pane_identity(team_name: str) -> tuple[str | None, str | None]:
+    """(OMP_WORKER, OMP_LAUNCH_TOKEN) when this process runs in a pane of `team_name`."""
+    if os.environ.get("OMP_TEAM") != team_name:
+        return None, None
+    return os.environ.get("OMP_WORKER") or None, os.environ.get("OMP_LAUNCH_TOKEN") or None
+
+
+def _fence(cfg: TeamConfig, claimed: str | None) -> str | None:
+    """Refuse a pane of an earlier launch, or one acting for someone else; returns the caller.
+
+    Launch gives each worker's pane OMP_TEAM, OMP_WORKER and OMP_LAUNCH_TOKEN (also recorded as
+    `launchToken` in config.json). A process with none of them (the leader, a person, a test) is
+    identified by the name it gives.
+    """
+    env_worker, token = _pane_identity(cfg.name)
+    if token is not None and cfg.raw.get("launchToken") != token:
+        raise OmpError(
+            "stale_generation",
+            f"this pane belongs to an earlier launch of team {cfg.name} (its OMP_LAUNCH_TOKEN no "
+            "longer matches the team's); it cannot act for the current team",
+            team=cfg.name,
+        )
+    if env_worker is not None and claimed is not None and claimed != env_worker:
+        raise OmpError(
+            "sender_mismatch",
+            f"this pane is {env_worker} of team {cfg.name} (OMP_WORKER); it cannot act as "
+            f"{claimed}",
+            worker=env_worker,
+            claimed=claimed,
+        )
+    return env_worker or claimed
+
+
+def _beat(cfg: TeamConfig, who: str | None) -> None:
+    """A writing call by a worker is a sign of life: refresh its heartbeat (best-effort)."""
+    if who is None:
+        return
+    try:
+        presence.touch(cfg, who)
+    except Exception:
+        pass  # presence never fails a call that already succeeded
+
+
 # ---- messaging ----------------------------------------------------------------------------
 
 
@@ -117,16 +172,32 @@ def send_message(inp: Result) -> Reply:
     assert sender is not None and to is not None
     names.recipient_name(to)
     body = _body(inp)
+    fields = None
+    if any(inp.get(k) is not None for k in EVENT_FIELDS):
+        from omp.team import events  # the conversation machinery, only for messages that need it
+
+        fields = events.parse(inp, team.project.root, text_field(inp, "cwd", required=False))
     cfg = team_config.load(team)
+    who = _fence(cfg, sender)
     _sender(cfg, sender)
     _recipient(cfg, to)
     if sender == to:
         raise OmpError("self_send", f"{sender} cannot send a message to itself")
-    msg = mailbox.new_message(sender, to, body)
-    check = limits.checker(limits.load(team.project), sender, to, msg, is_answer=False)
-    unread = mailbox.Mailbox(team, to).append_messages([msg], check)
-    nudged = _nudge(cfg, to, unread)
-    return Reply({"ok": True, "messageId": msg["id"], "nudged": nudged})
+    lim = limits.load(team.project)
+    if fields is None:
+        msg = mailbox.new_message(sender, to, body)
+        check = limits.checker(lim, sender, to, msg, is_answer=False)
+        unread = mailbox.Mailbox(team, to).append_messages([msg], check)
+        result: Result = {"ok": True, "messageId": msg["id"], "nudged": _nudge(cfg, to, unread)}
+    else:
+        from omp.team import events
+
+        outcome = events.send(cfg, sender, to, body, fields, lim)
+        result = outcome.result
+        nudged = [r for r, n in outcome.nudges if _nudge(cfg, r, n)]
+        result["nudged"] = bool(nudged)
+    _beat(cfg, who)
+    return Reply(result)
 
 
 def broadcast(inp: Result) -> Reply:
@@ -135,6 +206,7 @@ def broadcast(inp: Result) -> Reply:
     assert sender is not None
     body = _body(inp)
     cfg = team_config.load(team)
+    who = _fence(cfg, sender)
     _sender(cfg, sender)
     recipients = [w for w in cfg.worker_names if w != sender]
     if sender != LEADER:
@@ -162,6 +234,8 @@ def broadcast(inp: Result) -> Reply:
     }
     if errors:
         out["errors"] = errors
+    if ids:
+        _beat(cfg, who)
     return Reply(out)
 
 
@@ -172,20 +246,21 @@ def _nudge(cfg: TeamConfig, to: str, unread: int) -> bool:
         return False  # the message is already safe on disk; a nudge is best-effort
 
 
-def _mailbox_of(inp: Result) -> tuple[TeamConfig, mailbox.Mailbox]:
+def _mailbox_of(inp: Result) -> tuple[TeamConfig, mailbox.Mailbox, str | None]:
     team = _team(inp)
     worker = text_field(inp, "worker")
     assert worker is not None
     names.recipient_name(worker)
     cfg = team_config.load(team)
+    who = _fence(cfg, worker)
     _recipient(cfg, worker, "worker")
-    return cfg, mailbox.Mailbox(team, worker)
+    return cfg, mailbox.Mailbox(team, worker), who
 
 
 def mailbox_list(inp: Result) -> Reply:
     only = _flag(inp, "undelivered_only")
     limit = _limit(inp)
-    _, box = _mailbox_of(inp)
+    _, box, _ = _mailbox_of(inp)
     msgs, omitted, bad = box.listing(undelivered_only=only, limit=limit)
     return Reply({"ok": True, "messages": msgs, "omitted": omitted, "badLines": bad})
 
@@ -193,20 +268,22 @@ def mailbox_list(inp: Result) -> Reply:
 def mailbox_mark_delivered(inp: Result) -> Reply:
     mid = text_field(inp, "message_id")
     assert mid is not None
-    _, box = _mailbox_of(inp)
+    cfg, box, who = _mailbox_of(inp)
     done = box.mark([mid])
+    _beat(cfg, who)
     return Reply({"ok": True, "messageId": mid, "alreadyDelivered": done[mid] is None})
 
 
 def mailbox_read(inp: Result) -> Reply:
     limit = _limit(inp)
-    _, box = _mailbox_of(inp)
+    cfg, box, who = _mailbox_of(inp)
     msgs, bad = box.undelivered()
     shown = msgs[:limit] if limit else []
     ids = [m["id"] for m in shown]
     # Receipts go down only after the messages were printed: a reader killed in between shows
     # them again next time rather than losing them.
     after = [lambda: _mark_quietly(box, ids)] if ids else []
+    after.append(lambda: _beat(cfg, who))
     return Reply(
         {"ok": True, "messages": shown, "omitted": len(msgs) - len(shown), "badLines": bad},
         after,
@@ -242,9 +319,11 @@ def claim_task(inp: Result) -> Reply:
     team = _team(inp)
     tid = names.task_id(text_field(inp, "task_id"))
     cfg = team_config.load(team)
+    who = _fence(cfg, text_field(inp, "worker"))
     worker = _worker(cfg, inp)
     assert worker is not None
     task, token = tasks.claim(team, tid, worker)
+    _beat(cfg, who)
     return Reply({"ok": True, "task": task, "claimToken": token, "claim_token": token})
 
 
@@ -257,17 +336,74 @@ def transition_task_status(inp: Result) -> Reply:
     result = text_field(inp, "result", required=False)
     assert from_s is not None and to_s is not None
     cfg = team_config.load(team)
+    who = _fence(cfg, text_field(inp, "worker", required=False))
     worker = _worker(cfg, inp, required=False)
     task = tasks.transition(
         team, tid, worker=worker, from_status=from_s, to_status=to_s, token=token, result=result
     )
+    _beat(cfg, who)
     return Reply({"ok": True, "task": task})
 
 
 def list_tasks(inp: Result) -> Reply:
     team = _team(inp)
-    team_config.load(team)
+    _fence(team_config.load(team), None)
     return Reply({"ok": True, "tasks": tasks.list_all(team)})
+
+
+# ---- presence -----------------------------------------------------------------------------
+
+DESCRIPTION_WIDTH = 120
+
+
+def roster(inp: Result) -> Reply:
+    """Every member but the caller: role, status, presence, one line about it. Read-only."""
+    from omp import clock
+    from omp.textsafe import one_line
+
+    team = _team(inp)
+    worker = text_field(inp, "worker", required=False)
+    if worker is not None:
+        names.recipient_name(worker)
+    cfg = team_config.load(team)
+    me = _fence(cfg, worker)
+    if worker is not None:
+        _recipient(cfg, worker, "worker")
+    task_list = tasks.list_all(team)
+    by_id = {t.get("id"): t for t in task_list}
+    states = presence.member_states(cfg, clock.now(), task_list=task_list)
+    members = []
+    for name in cfg.recipients:
+        if name == me:
+            continue
+        st = states[name]
+        if name == LEADER:
+            role, desc = LEADER, "the team leader: hands out work and collects results"
+        else:
+            info = cfg.worker(name) or {}
+            role = str(info.get("role") or cfg.raw.get("agent") or "worker")
+            given = info.get("description")
+            if isinstance(given, str) and given.strip():
+                desc = given
+            else:
+                task = by_id.get(info.get("taskId")) or {}
+                what = task.get("description")
+                desc = ("worker" if role == "worker" else f"{role} worker") + (
+                    f"; task {task.get('id')}: {what}" if isinstance(what, str) and what else ""
+                )
+        entry: Result = {
+            "name": name,
+            "role": role,
+            "status": st.status,
+            "presence": st.presence,
+            "description": one_line(desc, DESCRIPTION_WIDTH),
+        }
+        if st.busy_with:
+            entry["busyWith"] = st.busy_with
+        if st.inactive_reason:
+            entry["inactiveReason"] = st.inactive_reason
+        members.append(entry)
+    return Reply({"ok": True, "team": cfg.name, "you": me, "members": members})
 
 
 OPERATIONS: dict[str, Callable[[Result], Reply]] = {
@@ -279,10 +415,12 @@ OPERATIONS: dict[str, Callable[[Result], Reply]] = {
     "claim-task": claim_task,
     "transition-task-status": transition_task_status,
     "list-tasks": list_tasks,
+    "roster": roster,
 }
 
 SUMMARIES: dict[str, str] = {
-    "send-message": "{team_name, from, to, body} -> {ok, messageId, nudged}",
+    "send-message": "{team_name, from, to, body, event?, intent?, need_reply?, task_id?,"
+    " ref_message_id?, detail?} -> {ok, messageId, nudged, taskId?, status?, autoReplies?}",
     "broadcast": "{team_name, from, body} -> {ok, recipients, messageIds, nudged, errors?}",
     "mailbox-list": "{team_name, worker, undelivered_only?, limit?} -> {ok, messages, omitted}"
     " (read-only)",
@@ -293,4 +431,6 @@ SUMMARIES: dict[str, str] = {
     "transition-task-status": "{team_name, task_id, worker?, from, to, claim_token, result?}"
     " -> {ok, task}",
     "list-tasks": "{team_name} -> {ok, tasks} (read-only)",
+    "roster": "{team_name, worker?} -> {ok, members: [{name, role, status, presence,"
+    " description}]}: everyone but you (read-only)",
 }

@@ -16,7 +16,7 @@ from omp import clock
 from omp.store import fs
 from omp.store.paths import StatePaths, TeamPaths
 from omp.team import config as team_config
-from omp.team import mailbox, tasks
+from omp.team import mailbox, presence, tasks
 from omp.team.config import TeamConfig
 
 if TYPE_CHECKING:
@@ -93,6 +93,13 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
     team = cfg.paths
     task_list = tasks.list_all(team)
     views = pane_views(cfg)
+    states = presence.member_states(
+        cfg,
+        clock.now(),
+        names=cfg.worker_names,
+        panes={w: v.state for w, v in views.items() if cfg.pane_of(w)},  # headless: heartbeat
+        task_list=task_list,
+    )
     workers = []
     for w in cfg.worker_names:
         view = views[w]
@@ -106,6 +113,9 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
                 "unread": mailbox.Mailbox(team, w).unread_count(),
                 "taskId": info.get("taskId"),
                 "lastActivity": _last_activity(team, w),
+                "presence": states[w].presence,
+                "status": states[w].status,
+                "busyWith": states[w].busy_with,
             }
         )
     shutdown = (

@@ -1,0 +1,302 @@
+"""Presence and status: who is there, and who is free.
+
+Presence comes from `workers/<w>/heartbeat.json` (`pid`, `pane_id`, `state`, `updated_at`), which
+only two writers touch: a worker's own writing API calls (`touch`) and the monitor's look at its
+pane (`observe_pane`). A heartbeat is its own small file, replaced atomically and never fsynced:
+writing it never touches a mailbox or the config, and it never creates a missing directory, so a
+late write cannot resurrect a removed team. A lost write only makes a worker look stale sooner.
+
+Presence is classified when read, never by a write:
+
+- `offline`: the pane is dead or gone, the recorded process has exited, or the last look saw that;
+- `live`: otherwise, with activity within `LIVE_SECONDS`;
+- `stalled`: alive as far as anyone knows, but nothing for longer (mail waits; it does not bounce);
+- `unknown`: never seen (no heartbeat yet, or the leader, whose presence is not tracked).
+
+Status (`available`, `busy`, `inactive`) is derived from the files: an open task conversation or a
+claimed `in_progress` task makes a member busy; `offline` presence, or a worker marked inactive by
+the sweep (no `task_cancel_ack` in time), makes it inactive until its next own API call.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omp import clock
+from omp.errors import OmpError
+from omp.store import fs
+from omp.store.names import LEADER
+from omp.store.paths import TeamPaths
+from omp.team.config import TeamConfig
+
+LIVE_SECONDS = 45.0
+# The monitor's look rewrites a live heartbeat at most this often: every scan would be churn.
+OBSERVE_REFRESH_SECONDS = 10.0
+HEARTBEAT_FILE = "heartbeat.json"
+PRESENCES = ("live", "stalled", "offline", "unknown")
+STATUSES = ("available", "busy", "inactive")
+DEAD_PANES = frozenset({"dead", "gone"})
+
+
+@dataclass
+class Heartbeat:
+    pid: int | None = None
+    pane_id: str | None = None
+    state: str = "live"  # what the last writer saw: "live" (activity) or "offline"
+    updated_at: float | None = None  # the last activity, POSIX seconds
+    inactive: dict[str, Any] | None = None  # {"reason", "at"}: set by the sweep
+    source: str = "api"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "pid": self.pid,
+            "pane_id": self.pane_id,
+            "state": self.state,
+            "updated_at": clock.iso(self.updated_at) if self.updated_at is not None else None,
+            "source": self.source,
+        }
+        if self.inactive:
+            out["inactive"] = self.inactive
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Heartbeat | None:
+        if not isinstance(obj, dict):
+            return None
+        pid = obj.get("pid")
+        pane = obj.get("pane_id")
+        state = obj.get("state")
+        inactive = obj.get("inactive")
+        return cls(
+            pid=pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None,
+            pane_id=pane if isinstance(pane, str) else None,
+            state=state if state in ("live", "offline") else "live",
+            updated_at=clock.parse_iso(str(obj.get("updated_at", ""))),
+            inactive=inactive if isinstance(inactive, dict) else None,
+            source=str(obj.get("source", "")),
+        )
+
+
+def heartbeat_path(team: TeamPaths, worker: str) -> Path:
+    return team.worker_dir(worker) / HEARTBEAT_FILE
+
+
+def read(team: TeamPaths, worker: str) -> Heartbeat | None:
+    """The worker's heartbeat, or None (missing, unparsable or unsafe: never seen). Read-only."""
+    try:
+        if not team.project.check(team.worker_dir(worker)):
+            return None
+        return Heartbeat.from_json(fs.read_json(heartbeat_path(team, worker)))
+    except (OmpError, OSError):
+        return None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process holds that pid: it exists
+    except OSError:
+        return True
+    return True
+
+
+def classify(hb: Heartbeat | None, now: float, pane: str | None = None) -> str:
+    """live, stalled, offline or unknown, from a heartbeat and (if known) the pane's state.
+
+    `pane` is a `status.PaneView.state`: alive, dead, gone or unknown (None: not looked at).
+    """
+    if pane in DEAD_PANES:
+        return "offline"
+    if hb is None:
+        return "unknown"
+    if hb.state == "offline" and pane != "alive":
+        return "offline"
+    if hb.pid is not None and not pid_alive(hb.pid):
+        return "offline"
+    if hb.updated_at is not None and now - hb.updated_at <= LIVE_SECONDS:
+        return "live"
+    return "stalled"
+
+
+def _worker_dir_ok(team: TeamPaths, worker: str) -> bool:
+    try:
+        return team.project.check(team.worker_dir(worker))
+    except OmpError:
+        return False
+
+
+def _write(team: TeamPaths, worker: str, hb: Heartbeat) -> bool:
+    # Never creates the directory: a heartbeat in flight must not resurrect a removed team.
+    if not _worker_dir_ok(team, worker):
+        return False
+    try:
+        fs.write_json_atomic(heartbeat_path(team, worker), hb.to_json(), pretty=False)
+    except (OmpError, OSError):
+        return False  # presence is best-effort: the call it rides on has already succeeded
+    return True
+
+
+def touch(cfg: TeamConfig, worker: str, now: float | None = None) -> bool:
+    """A worker's own writing API call: it is live now; a sweep's inactive mark is lifted."""
+    if worker == LEADER or worker not in cfg.worker_names:
+        return False
+    team = cfg.paths
+    t = clock.now() if now is None else now
+    old = read(team, worker)
+    hb = Heartbeat(
+        pid=old.pid if old else None,
+        pane_id=(old.pane_id if old and old.pane_id else None) or cfg.pane_of(worker),
+        state="live",
+        updated_at=t,
+        source="api",
+    )
+    return _write(team, worker, hb)
+
+
+def observe_pane(
+    cfg: TeamConfig,
+    worker: str,
+    *,
+    now: float,
+    alive: bool,
+    activity_at: float | None = None,
+    pane_id: str | None = None,
+    pid: int | None = None,
+) -> bool:
+    """The monitor's look at a worker's pane; writes only when something changed. True if written.
+
+    `alive`: the pane exists and its process runs (False for a dead or gone pane, or an exited
+    process). `activity_at`: the latest time the look has evidence the agent is working or
+    responsive (pass `now` when the screen changed since the last look or shows the agent's ready
+    prompt, or tmux's activity time); None when it saw none. `pid` is the pane's process.
+    The sweep's inactive mark is kept: only the worker's own API call lifts it.
+    """
+    if worker == LEADER or worker not in cfg.worker_names:
+        return False
+    team = cfg.paths
+    old = read(team, worker)
+    hb = Heartbeat(
+        pid=pid if pid is not None else (old.pid if old else None),
+        pane_id=pane_id or (old.pane_id if old else None) or cfg.pane_of(worker),
+        state=old.state if old else "live",
+        updated_at=old.updated_at if old else None,
+        inactive=old.inactive if old else None,
+        source="pane",
+    )
+    if not alive:
+        hb.state = "offline"
+    else:
+        if hb.state == "offline":
+            hb.state = "live"
+        if activity_at is not None:
+            seen = min(activity_at, now)
+            stale = hb.updated_at is None or seen - hb.updated_at >= OBSERVE_REFRESH_SECONDS
+            if stale or (old is not None and old.state == "offline"):
+                hb.updated_at = max(seen, hb.updated_at or seen)
+    if old is not None and (
+        old.state == hb.state
+        and old.pid == hb.pid
+        and old.pane_id == hb.pane_id
+        and old.updated_at == hb.updated_at
+    ):
+        return False
+    return _write(team, worker, hb)
+
+
+def mark_inactive(cfg: TeamConfig, worker: str, reason: str, now: float) -> bool:
+    """Mark a worker inactive (the sweep: a cancel never acknowledged). Lifted by `touch`."""
+    if worker == LEADER or worker not in cfg.worker_names:
+        return False
+    team = cfg.paths
+    hb = read(team, worker) or Heartbeat(pane_id=cfg.pane_of(worker), updated_at=None)
+    hb.inactive = {"reason": reason, "at": clock.iso(now)}
+    hb.source = "sweep"
+    return _write(team, worker, hb)
+
+
+# ---- status ---------------------------------------------------------------------------------
+
+
+@dataclass
+class MemberState:
+    name: str
+    presence: str
+    status: str
+    busy_with: list[str] = field(default_factory=list)  # conversation ids, "task:<id>" for claims
+    inactive_reason: str | None = None
+    last_seen: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "status": self.status,
+            "presence": self.presence,
+            "busyWith": self.busy_with,
+            "lastSeen": clock.iso(self.last_seen) if self.last_seen is not None else None,
+        }
+        if self.inactive_reason:
+            out["inactiveReason"] = self.inactive_reason
+        return out
+
+
+def member_states(
+    cfg: TeamConfig,
+    now: float,
+    *,
+    names: Iterable[str] | None = None,
+    panes: Mapping[str, str] | None = None,
+    task_list: list[dict[str, Any]] | None = None,
+) -> dict[str, MemberState]:
+    """Presence and status of members (default: every worker and the leader). Read-only."""
+    from omp.team import conversations, tasks
+
+    team = cfg.paths
+    wanted = list(cfg.recipients if names is None else names)
+    busy: dict[str, list[str]] = {n: [] for n in wanted}
+    for conv in conversations.open_conversations(team):
+        if conv.worker in busy:
+            busy[conv.worker].append(conv.task_id)
+    for t in tasks.list_all(team) if task_list is None else task_list:
+        owner = t.get("owner")
+        if t.get("status") == "in_progress" and isinstance(owner, str) and owner in busy:
+            busy[owner].append(f"task:{t.get('id')}")
+    out: dict[str, MemberState] = {}
+    for n in wanted:
+        hb = None if n == LEADER else read(team, n)
+        pres = classify(hb, now, (panes or {}).get(n))
+        reason = None
+        if pres == "offline":
+            status, reason = "inactive", "offline"
+        elif hb is not None and hb.inactive:
+            status, reason = "inactive", str(hb.inactive.get("reason", "marked inactive"))
+        elif busy[n]:
+            status = "busy"
+        else:
+            status = "available"
+        out[n] = MemberState(
+            n, pres, status, busy[n], reason, hb.updated_at if hb is not None else None
+        )
+    return out
+
+
+def describe(state: MemberState, now: float) -> str:
+    """One line for a pong: `worker-2: busy with <task>; live (seen 3s ago)`."""
+    text = f"{state.name}: {state.status}"
+    if state.status == "busy" and state.busy_with:
+        text += f" with {', '.join(state.busy_with)}"
+    if state.inactive_reason and state.inactive_reason != "offline":
+        text += f" ({state.inactive_reason})"
+    if state.presence == "unknown":
+        seen = "presence not tracked" if state.name == LEADER else "not seen yet"
+    elif state.last_seen is not None:
+        seen = f"{state.presence} (seen {max(0, int(now - state.last_seen))}s ago)"
+    else:
+        seen = state.presence
+    return f"{text}; {seen}"

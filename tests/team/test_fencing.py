@@ -1,0 +1,170 @@
+"""Sender identity and launch fencing: a pane acts only as its own worker, and only for the
+launch that made it. Refusals are exit 1 with a stable code and write nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from omp.errors import USAGE_CODES
+from omp.store.paths import StatePaths, TeamPaths
+from omp.team import config as team_config
+from tests.helpers import OmpRun, call_api, isolate, make_project, make_team, snapshot_tree
+
+TOKEN = "lt-now"
+
+
+@pytest.fixture(autouse=True)
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    isolate(monkeypatch, tmp_path)
+    root = make_project(tmp_path / "proj")
+    team = make_team(root, "t", 3, task="x", no_limits=True)
+    make_team(root, "other", 1, no_limits=True)
+    raw = team_config.load(team).raw
+    raw["launchToken"] = TOKEN
+    team_config.write(team, raw)
+    monkeypatch.setenv("OMP_ROOT", str(root))
+    return root
+
+
+@pytest.fixture
+def team(root: Path) -> TeamPaths:
+    return StatePaths(root).team("t")
+
+
+@pytest.fixture
+def pane(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """This process is worker-1's pane of the current launch."""
+    monkeypatch.setenv("OMP_TEAM", "t")
+    monkeypatch.setenv("OMP_WORKER", "worker-1")
+    monkeypatch.setenv("OMP_LAUNCH_TOKEN", TOKEN)
+    return monkeypatch
+
+
+def call(capsys: pytest.CaptureFixture[str], sub: str, team: str = "t", **fields: Any) -> OmpRun:
+    return call_api(capsys, sub, {"team_name": team, **fields})
+
+
+def refused(run: OmpRun, code: str) -> None:
+    assert run.json is not None and run.json.get("error") == code, run
+    assert code not in USAGE_CODES and run.rc == 1, run
+    assert "\n" not in run.json["message"]
+
+
+IMPERSONATIONS = [
+    ("send-message", {"from": "worker-2", "to": "leader", "body": "x"}),
+    ("send-message", {"from": "leader", "to": "worker-2", "body": "x"}),
+    ("send-message", {"from": "worker-2", "to": "leader", "body": "x", "event": "task_req"}),
+    ("broadcast", {"from": "leader", "body": "x"}),
+    ("mailbox-read", {"worker": "worker-2"}),
+    ("mailbox-list", {"worker": "leader"}),
+    ("mailbox-mark-delivered", {"worker": "worker-2", "message_id": "01X"}),
+    ("claim-task", {"task_id": "2", "worker": "worker-2"}),
+    (
+        "transition-task-status",
+        {"task_id": "2", "worker": "worker-2", "from": "pending", "to": "in_progress"},
+    ),
+    ("roster", {"worker": "worker-3"}),
+]
+
+
+@pytest.mark.parametrize(("sub", "fields"), IMPERSONATIONS)
+def test_a_pane_cannot_act_as_someone_else(
+    root: Path,
+    pane: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    sub: str,
+    fields: dict[str, Any],
+) -> None:
+    before = snapshot_tree(root / ".omp")
+    run = call(capsys, sub, **fields)
+    refused(run, "sender_mismatch")
+    assert "worker-1" in run.json["message"]
+    assert snapshot_tree(root / ".omp") == before
+
+
+def test_a_pane_acts_as_itself(
+    team: TeamPaths, pane: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        call(capsys, "send-message", **{"from": "worker-1", "to": "leader", "body": "hi"}).rc == 0
+    )
+    assert call(capsys, "mailbox-read", worker="worker-1").rc == 0
+    assert call(capsys, "claim-task", task_id="1", worker="worker-1").rc == 0
+    assert call(capsys, "list-tasks").rc == 0
+    assert call(capsys, "roster").json["you"] == "worker-1"
+
+
+@pytest.mark.parametrize("config_token", ["lt-later", None])
+def test_a_pane_of_another_launch_is_stale(
+    root: Path,
+    team: TeamPaths,
+    pane: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    config_token: str | None,
+) -> None:
+    raw = team_config.load(team).raw
+    raw.pop("launchToken")
+    if config_token:
+        raw["launchToken"] = config_token
+    team_config.write(team, raw)
+    before = snapshot_tree(root / ".omp")
+    for sub, fields in [
+        ("send-message", {"from": "worker-1", "to": "leader", "body": "x"}),
+        ("mailbox-list", {"worker": "worker-1"}),
+        ("list-tasks", {}),
+        ("roster", {}),
+    ]:
+        refused(call(capsys, sub, **fields), "stale_generation")
+    assert snapshot_tree(root / ".omp") == before
+
+
+def test_fencing_applies_only_to_the_panes_own_team(
+    pane: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # worker-1 of team t running `omp` for another team is identified by what it says
+    run = call(
+        capsys, "send-message", team="other", **{"from": "leader", "to": "worker-1", "body": "x"}
+    )
+    assert run.rc == 0, run
+
+
+def test_without_a_token_only_the_name_is_checked(
+    pane: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pane.delenv("OMP_LAUNCH_TOKEN")
+    assert call(capsys, "send-message", **{"from": "worker-1", "to": "leader", "body": "a"}).rc == 0
+    refused(
+        call(capsys, "send-message", **{"from": "worker-3", "to": "leader", "body": "b"}),
+        "sender_mismatch",
+    )
+
+
+def test_without_a_pane_identity_anyone_may_speak_for_themselves(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for who in ("leader", "worker-2"):
+        run = call(capsys, "send-message", **{"from": who, "to": "worker-1", "body": who})
+        assert run.rc == 0, run
+
+
+def test_a_refusal_is_checked_before_anything_is_written(
+    root: Path, pane: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # input errors (exit 2) come first; the identity refusal comes before any write
+    run = call(
+        capsys, "send-message", **{"from": "worker-2", "to": "leader", "body": "x", "event": "nope"}
+    )
+    assert (run.rc, run.json["error"]) == (2, "invalid_event")
+    before = snapshot_tree(root / ".omp")
+    refused(
+        call(
+            capsys,
+            "send-message",
+            **{"from": "worker-2", "to": "leader", "body": "x", "event": "ping"},
+        ),
+        "sender_mismatch",
+    )
+    assert snapshot_tree(root / ".omp") == before
