@@ -249,3 +249,25 @@ def test_library_claim_and_transition_round_trip(root: Path) -> None:
     assert tasks.read(team, "2")["status"] == "completed"  # type: ignore[index]
     outbox = team.worker_dir("worker-2") / "outbox.jsonl"
     assert [r["type"] for r in records(outbox)] == ["task_complete"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: transition writes the task (completed, lock removed) before appending the "
+    "outbox line; an unsafe outbox makes the call fail with unsafe_path although the task "
+    "already changed, and a retry gets status_mismatch (omp/team/tasks.py transition/_outbox)",
+)
+def test_a_refused_completion_changes_nothing(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = claim(capsys).json["claimToken"]
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(b"")
+    outbox = root / ".omp" / "state" / "team" / "demo" / "workers" / "worker-1" / "outbox.jsonl"
+    os.symlink(outside, outbox)
+    before = snapshot_tree(root / ".omp")
+    r = move(capsys, token, "in_progress", "completed")
+    assert outside.read_bytes() == b""
+    if r.rc != 0:  # refused: then nothing may have changed
+        assert r.json["error"] == "unsafe_path"
+        assert snapshot_tree(root / ".omp") == before
