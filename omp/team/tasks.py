@@ -14,6 +14,7 @@ import secrets
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from omp import clock
@@ -24,6 +25,7 @@ from omp.store.paths import TeamPaths
 
 STATUSES = ("pending", "in_progress", "completed", "failed", "interrupted")
 TERMINAL = frozenset({"completed", "failed", "interrupted"})
+OUTBOX_EVENTS = {"completed": "task_complete", "failed": "task_failed"}
 MOVES = {
     "pending": {"in_progress"},
     "in_progress": {"completed", "failed", "interrupted"},
@@ -162,6 +164,8 @@ def transition(
         held = task.get("claimToken")
         if held and held != token:
             raise OmpError("claim_token_mismatch", f"task {tid}: claim token does not match")
+        owner = worker or task.get("owner")
+        outbox = _outbox_path(team, owner) if owner and to_status in OUTBOX_EVENTS else None
         task["status"] = to_status
         if result is not None:
             task["result"] = result
@@ -173,24 +177,30 @@ def transition(
                 os.unlink(team.task_lock(tid))
             except FileNotFoundError:
                 pass
-    owner = worker or task.get("owner")
-    if owner and to_status in ("completed", "failed"):
-        _outbox(team, owner, task)
+    if outbox is not None:
+        jsonl.append(outbox, _outbox_line(task))
     return task
 
 
-def _outbox(team: TeamPaths, worker: str, task: dict[str, Any]) -> None:
+def _outbox_path(team: TeamPaths, worker: str) -> Path:
+    """The worker's outbox, checked before the task changes: a refused outbox changes nothing."""
     wdir = team.worker_dir(worker)
     team.project.ensure(wdir)
+    path = wdir / "outbox.jsonl"
+    fs.check_entry(path, want_dir=False)
+    return path
+
+
+def _outbox_line(task: dict[str, Any]) -> dict[str, Any]:
     line: dict[str, Any] = {
-        "type": "task_complete" if task["status"] == "completed" else "task_failed",
+        "type": OUTBOX_EVENTS[task["status"]],
         "taskId": task["id"],
         "status": task["status"],
         "timestamp": clock.iso(),
     }
     if task.get("result") is not None:
         line["result"] = task["result"]
-    jsonl.append(wdir / "outbox.jsonl", line)
+    return line
 
 
 def clear_locks(team: TeamPaths) -> int:

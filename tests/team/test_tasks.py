@@ -251,12 +251,6 @@ def test_library_claim_and_transition_round_trip(root: Path) -> None:
     assert [r["type"] for r in records(outbox)] == ["task_complete"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: transition writes the task (completed, lock removed) before appending the "
-    "outbox line; an unsafe outbox makes the call fail with unsafe_path although the task "
-    "already changed, and a retry gets status_mismatch (omp/team/tasks.py transition/_outbox)",
-)
 def test_a_refused_completion_changes_nothing(
     root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
