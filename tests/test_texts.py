@@ -252,3 +252,18 @@ def test_every_error_is_one_line(root: Path, capsys: pytest.CaptureFixture[str])
     for out in outs:
         assert out.json["ok"] is False
         assert "\n" not in out.json["message"] and len(out.json["message"]) < 300, out.json
+
+
+def test_long_body_is_cut_in_human_output_with_the_id(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = "word " * 100
+    sent = _send(capsys, to="leader", body=body)
+    mid = sent.json["messageId"]
+    payload = {"team_name": TEAM, "worker": "leader"}
+    out = call_api(capsys, "mailbox-list", payload, as_json=False)
+    line = out.stdout.splitlines()[-1]
+    assert line.endswith(f"…  [cut; full text: id {mid}]"), line
+    assert len(line) < 300
+    full = _api(capsys, "mailbox-list", payload)
+    assert full.json["messages"][0]["body"] == body  # JSON carries the whole body
