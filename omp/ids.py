@@ -31,7 +31,10 @@ def new_id(now_ms: int | None = None) -> str:
     ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     if ms <= _last_ms:
         ms = _last_ms
-        _last_rand = (_last_rand + 1) & ((1 << 80) - 1)
+        _last_rand += 1
+        if _last_rand >> 80:  # the random part overflowed: borrow the next millisecond
+            ms += 1
+            _last_rand = 0
     else:
         _last_rand = int.from_bytes(os.urandom(10), "big")
     _last_ms = ms

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,13 +126,13 @@ class Mailbox:
         except OmpError:
             return False  # an unsafe index is ignored (and replaced by the next writer)
 
-    def _current(self, fd: int) -> tuple[MailState, list[dict[str, Any]]]:
-        """State caught up to the end of the file, plus the messages found in the tail."""
+    def _current(self, fd: int) -> MailState:
+        """State caught up to the end of the file (the tail past the index, streamed)."""
         state = self._fd_state(fd)
-        chunk = jsonl.read_fd(fd, state.offset)
-        tail = state.apply(chunk)
+        for chunk in _chunks(fd, state.offset):
+            state.apply(chunk)
         state.probe = _probe(fd, state.offset)
-        return state, tail
+        return state
 
     def undelivered(self) -> tuple[list[dict[str, Any]], int]:
         """Undelivered messages, oldest first, and the count of lines that did not parse."""
@@ -140,7 +140,7 @@ class Mailbox:
             return [], 0
         fd = fs.open_file(self.path, os.O_RDONLY)
         try:
-            state, _ = self._current(fd)
+            state = self._current(fd)
             msgs = _read_at(fd, sorted(state.undelivered.values()))
         finally:
             os.close(fd)
@@ -151,7 +151,7 @@ class Mailbox:
             return 0
         fd = fs.open_file(self.path, os.O_RDONLY)
         try:
-            state, _ = self._current(fd)
+            state = self._current(fd)
         finally:
             os.close(fd)
         return len(state.undelivered)
@@ -164,7 +164,7 @@ class Mailbox:
             return [], 0, 0
         fd = fs.open_file(self.path, os.O_RDONLY)
         try:
-            state, _ = self._current(fd)
+            state = self._current(fd)
             if undelivered_only:
                 places = sorted(state.undelivered.values())
                 shown = places[-limit:] if limit else []
@@ -187,7 +187,7 @@ class Mailbox:
         """
         self.team.project.ensure(self.team.mailbox_dir)
         with jsonl.locked(self.path) as fd:
-            state, _ = self._current(fd)
+            state = self._current(fd)
             if check is not None:
                 check(fd, state)
             data = b"".join(jsonl.encode(r) for r in records)
@@ -203,7 +203,7 @@ class Mailbox:
         if not self._exists():
             raise _not_found(message_ids[0], self.recipient)
         with jsonl.locked(self.path, create=False) as fd:
-            state, _ = self._current(fd)
+            state = self._current(fd)
             todo = [m for m in message_ids if m in state.undelivered]
             missing = [m for m in message_ids if m not in state.undelivered]
             if missing:
@@ -230,7 +230,8 @@ class Mailbox:
         becomes complete with the repair newline, and must be counted too.
         """
         jsonl.append_locked(fd, data, self.path)
-        state.apply(jsonl.read_fd(fd, state.offset))
+        for chunk in _chunks(fd, state.offset):
+            state.apply(chunk)
         self._save(fd, state)
 
     def _save(self, fd: int, state: MailState) -> None:
@@ -373,13 +374,36 @@ def merge_receipt(msg: dict[str, Any], delivered: dict[str, str]) -> dict[str, A
     return msg
 
 
+SCAN_BLOCK = 1 << 20
+
+
+def _chunks(fd: int, offset: int) -> Iterator[jsonl.Chunk]:
+    """Complete lines from `offset` to the end, a block at a time: memory stays bounded even
+    when a mailbox with no usable index (one the TypeScript tool wrote) is read in full."""
+    size = os.fstat(fd).st_size
+    block = SCAN_BLOCK
+    while offset < size:
+        data = os.pread(fd, min(block, size - offset), offset)
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            if offset + len(data) >= size:
+                return  # a partial last line: it waits for its newline
+            block *= 2  # one line longer than a block
+            continue
+        chunk = jsonl.Chunk(start=offset)
+        jsonl.parse_lines(data[:cut], offset, chunk)
+        offset = chunk.end
+        block = SCAN_BLOCK
+        yield chunk
+
+
 def _ids_in(fd: int, wanted: set[str]) -> set[str]:
     """Which of `wanted` appear as message ids anywhere in the file (a full scan: rare path)."""
     found: set[str] = set()
-    chunk = jsonl.read_fd(fd, 0)
-    for _, _, rec in chunk.records:
-        if rec.get("type") == "message" and rec.get("id") in wanted:
-            found.add(rec["id"])
+    for chunk in _chunks(fd, 0):
+        for _, _, rec in chunk.records:
+            if rec.get("type") == "message" and rec.get("id") in wanted:
+                found.add(rec["id"])
     return found
 
 
