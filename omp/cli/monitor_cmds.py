@@ -23,8 +23,8 @@ def register(team_app: typer.Typer) -> None:
     ) -> None:
         """Block until the leader has unread mail, a task moves, or every task is done.
 
-        Exit codes: 0 mail or a task moved, 10 all tasks done, 11 timeout, 12 team shut down;
-        1/2/3 are errors as everywhere in omp. Read-only.
+        Exit codes: 0 mail or a task moved, 10 all tasks done, 11 timeout, 12 team shut down
+        (1, 2 and 3 are errors, as everywhere in omp). Writes nothing.
         """
         from omp.team.wait import wait_text
 
