@@ -21,6 +21,19 @@ def _message_line(m: dict[str, Any]) -> str:
     return line
 
 
+def _sent(result: dict[str, Any]) -> str:
+    mid = result.get("messageId")
+    if "pong" in result:
+        return f"pong: {clean(str(result['pong'].get('body', '')))}\n"
+    if result.get("status") == "rejected":
+        return f"{result.get('event')} {mid} rejected: {result.get('reason')}\n"
+    how = "nudged" if result.get("nudged") else "not nudged"
+    line = f"sent {mid} ({how})"
+    if result.get("status") == "acknowledged":
+        line += f"; task {result.get('taskId')} acknowledged, the worker is now busy"
+    return line + "\n"
+
+
 def render(sub: str, result: dict[str, Any]) -> str:
     if "messages" in result:
         msgs = result["messages"]
@@ -33,8 +46,7 @@ def render(sub: str, result: dict[str, Any]) -> str:
             lines.append(f"({result['badLines']} unreadable line(s) skipped)")
         return "\n".join(lines) + "\n"
     if sub == "send-message":
-        how = "nudged" if result.get("nudged") else "not nudged"
-        return f"sent {result.get('messageId')} ({how})\n"
+        return _sent(result)
     if sub == "broadcast":
         out = f"sent to {', '.join(result.get('recipients', [])) or 'nobody'}\n"
         for e in result.get("errors", []):
@@ -53,4 +65,11 @@ def render(sub: str, result: dict[str, Any]) -> str:
             for t in result["tasks"]
         ]
         return "\n".join(rows or ["no tasks"]) + "\n"
+    if "members" in result:
+        rows = [
+            f"{m['name']:<12} {m.get('status', '?'):<9} {m.get('presence', '?'):<8} "
+            f"{one_line(str(m.get('description', '')), 60)}"
+            for m in result["members"]
+        ]
+        return "\n".join(rows or ["no other members"]) + "\n"
     return "ok\n"

@@ -250,6 +250,7 @@ def status_text(result: dict[str, Any]) -> str:
         for w in t["workers"]:
             lines.append(
                 f"    {w['name']:<10} pane {w['paneId'] or '-':<5} {w['pane']:<7} "
+                f"{w.get('presence', '-'):<8} {w.get('status', '-'):<9} "
                 f"unread {w['unread']:<3} last {w['lastActivity'] or '-'}"
             )
         lines.append(f"  allDone={str(t['allDone']).lower()}")
