@@ -481,8 +481,14 @@ class DemoAgent:
         mid, sender, body = msg.get("id"), msg.get("from"), msg.get("body")
         if not isinstance(mid, str) or not isinstance(sender, str) or not isinstance(body, str):
             return
-        if mid in self.replied or sender == self.me or is_answer(msg):
+        if mid in self.replied or sender == self.me:
             return
+        if msg.get("event") == "task_req":
+            self.replied.add(mid)
+            self.do_request(msg, mid, sender, body)
+            return
+        if is_answer(msg) or msg.get("event") is not None:
+            return  # answers and task events are never answered: no loops
         if sender == LEADER:
             if not _STATUS_RE.search(body):
                 return  # acknowledged on screen only; the leader did not ask for anything
@@ -499,6 +505,29 @@ class DemoAgent:
             return
         self.answered.append(f"{sender}: {reply}")
         self.screen.say(f"● replied to {sender}")
+
+    def do_request(self, msg: Result, mid: str, sender: str, body: str) -> None:
+        """A teammate's task_req (omp already acknowledged it for us): do it, answer task_done."""
+        given = msg.get("task_id")
+        tid = given if isinstance(given, str) and given else mid
+        self.screen.say(f"● {sender} asked: {_first_line(body, 80)}")
+        self.work(f"{tid[-6:]} for {sender}")
+        reply = {
+            "team_name": self.team,
+            "from": self.me,
+            "to": sender,
+            "body": f"done: {_first_line(body, 60)} (demo agent: simulated work)",
+            "event": "task_done",
+            "task_id": tid,
+            "ref_message_id": mid,
+        }
+        try:
+            self.call("send-message", reply)
+        except ApiError as exc:
+            self.screen.done(f"✗ {exc}")
+            return
+        self.answered.append(f"{sender}: task_done for {tid}")
+        self.screen.done(f"● told {sender} the request is done")
 
     def _identity_from_nudge(self, line: str) -> None:
         for m in _JSON_OBJECT_RE.finditer(line):

@@ -245,3 +245,35 @@ def test_cli_launch_json_and_status(server: Tmux, project: Path) -> None:
     assert rc == 0 and obj["teams"][0]["allDone"] is True
     rc, _out, _, _ = run_omp("team", "status", "nope", cwd=project, env=env)
     assert rc == 1
+
+
+def test_two_demo_workers_complete_a_task_req_exchange(server: Tmux, project: Path) -> None:
+    _launch(server, project, n=2)
+    poll(lambda: _settled(project))
+    req = run_api(
+        "send-message",
+        {
+            "team_name": "t1",
+            "from": "worker-1",
+            "to": "worker-2",
+            "body": "please count the files in src/",
+            "event": "task_req",
+        },
+        cwd=project,
+    )
+    assert req.rc == 0, req.stdout + req.stderr
+    assert req.json["status"] == "acknowledged"
+    tid = req.json["taskId"]
+
+    def answered() -> list[dict[str, Any]]:
+        res = run_api("mailbox-list", {"team_name": "t1", "worker": "worker-1"}, cwd=project)
+        return [m for m in res.json["messages"] if m.get("task_id") == tid]
+
+    msgs = poll(lambda: [m for m in answered() if m.get("event") == "task_done"] and answered())
+    events = [m["event"] for m in msgs]
+    assert events[0] == "task_ack" and events[-1] == "task_done"
+    done = msgs[-1]
+    assert done["from"] == "worker-2" and done["ref_message_id"] == tid
+    roster = run_api("roster", {"team_name": "t1", "worker": "worker-1"}, cwd=project)
+    member = next(m for m in roster.json["members"] if m["name"] == "worker-2")
+    assert member["status"] == "available"
