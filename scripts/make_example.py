@@ -203,15 +203,12 @@ class Scenario:
             raise
 
 
-def _kill_server(socket: str, env: dict[str, str]) -> None:
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run(
-            ["tmux", "-L", socket, "kill-server"],
-            env=env,
-            capture_output=True,
-            timeout=10,
-            check=False,
-        )
+def _kill_server(socket: str) -> None:
+    """Kill the private server (if the shutdown left it running) and remove its socket file."""
+    from omp.tmux import Tmux
+
+    with contextlib.suppress(Exception):
+        Tmux(socket_name=socket).kill_server()
 
 
 @contextlib.contextmanager
@@ -237,7 +234,7 @@ def generate(out: Path) -> None:
         try:
             sc.run()
         finally:
-            _kill_server(socket, sc.env)
+            _kill_server(socket)
         ctx = Context.from_project(project, home, socket)
         write_normalized(project / ".omp", out, ctx)
 
