@@ -207,6 +207,9 @@ def _builtins() -> dict[str, AgentProfile]:
         name="demo",
         command=[sys.executable, "-m", "omp", "demo-agent"],
         program=sys.executable,
+        # A tmux server that already runs gives new panes its own environment, not the
+        # launching shell's: forward the demo's knobs explicitly.
+        env_prefixes=("OMP_DEMO_",),
         prompt_pattern=r"^❯(?:\s|$)",
         ready_patterns=(r"^❯(?:\s.*)?$",),
         # The prompt is always the last line; while working, a busy line sits right above it and

@@ -233,7 +233,9 @@ class Tmux:
                 check=False,
             )
         except FileNotFoundError as exc:
-            raise OmpError("tmux_missing", f"{self._binary}: not found on PATH") from exc
+            raise OmpError(
+                "tmux_not_found", f"{self._binary} is not installed (apt-get install tmux)"
+            ) from exc
         except subprocess.TimeoutExpired as exc:
             raise OmpError(
                 "tmux_error", f"{args[0]}: no answer from tmux within {self.timeout:g}s"
@@ -570,8 +572,13 @@ class Tmux:
         """An exclusive flock per (server, pane); yields False if not had within `timeout`."""
         lock_dir.mkdir(mode=fs.DIR_MODE, parents=True, exist_ok=True)
         fs.check_entry(lock_dir, want_dir=True)
-        server = self.socket_path or self.socket_name or os.environ.get("TMUX", "default")
-        tag = hashlib.sha256(server.split(",")[0].encode()).hexdigest()[:12]
+        # Key on the resolved socket file, however the server was named (-L name, -S path or
+        # $TMUX), so a launch trigger and a nudge into the same pane take the same lock.
+        if self.socket_path or self.socket_name:
+            server = self._socket_file()
+        else:
+            server = os.environ.get("TMUX", "").split(",")[0] or self._socket_file()
+        tag = hashlib.sha256(os.path.realpath(server).encode()).hexdigest()[:12]
         path = lock_dir / f"pane-{tag}-{pane_id.lstrip('%')}.lock"
         fd = fs.open_file(path, os.O_RDWR, create=True)
         try:

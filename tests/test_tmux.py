@@ -165,7 +165,7 @@ def test_missing_binary_and_timeout(tmp_path: Path) -> None:
     assert not missing.is_available()
     with pytest.raises(OmpError) as err:
         missing.cmd("list-sessions")
-    assert err.value.code == "tmux_missing"
+    assert err.value.code == "tmux_not_found"
 
     hung = tmp_path / "hung-tmux"
     hung.write_text("#!/bin/sh\nexec sleep 30\n")

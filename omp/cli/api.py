@@ -120,7 +120,7 @@ def main(argv: list[str]) -> None:
         raise
     except Exception as exc:
         output.internal(exc, as_json)
-    if "messages" in reply.result:
+    if reply.result.get("messages"):
         reply.result["notice"] = PEER_NOTICE
     if as_json:
         output.emit_json(reply.result)

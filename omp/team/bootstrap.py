@@ -26,7 +26,10 @@ def inbox_markdown(
     teammates: list[str],
     result_path: Path,
 ) -> str:
-    others = ", ".join(teammates) if teammates else "(none)"
+    if len(teammates) > 6:  # a big team: keep the inbox small (an agent rereads it every turn)
+        others = f"{teammates[0]} … {teammates[-1]} ({len(teammates)}; list them with roster)"
+    else:
+        others = ", ".join(teammates) if teammates else "(none)"
     peer = teammates[0] if teammates else "worker-1"
     done = _cmd(
         "transition-task-status",

@@ -89,7 +89,13 @@ def create(team: TeamPaths, tid: str, description: str) -> dict[str, Any]:
 def _require(team: TeamPaths, tid: str) -> dict[str, Any]:
     task = read(team, tid)
     if task is None:
-        raise OmpError("task_not_found", f"task {tid} not found", task_id=tid)
+        known = [t["id"] for t in list_all(team)]
+        raise OmpError(
+            "task_not_found",
+            f"task {tid} not found; tasks of team {team.name}: {', '.join(known) or 'none'}",
+            task_id=tid,
+            tasks=known,
+        )
     return task
 
 
@@ -146,12 +152,6 @@ def transition(
             raise OmpError(
                 "invalid_input", f"unknown status {s!r}; statuses: {', '.join(STATUSES)}"
             )
-    if to_status not in MOVES.get(from_status, set()):
-        allowed = ", ".join(f"{a} -> {b}" for a, bs in MOVES.items() for b in sorted(bs))
-        raise OmpError(
-            "invalid_transition",
-            f"cannot move a task from {from_status} to {to_status}; allowed: {allowed}",
-        )
     with guarded(team):
         task = _require(team, tid)
         if task.get("status") != from_status:
@@ -161,9 +161,19 @@ def transition(
                 task_id=tid,
                 status=task.get("status"),
             )
+        if to_status not in MOVES.get(from_status, set()):
+            allowed = ", ".join(f"{a} -> {b}" for a, bs in MOVES.items() for b in sorted(bs))
+            raise OmpError(
+                "invalid_transition",
+                f"cannot move a task from {from_status} to {to_status}; allowed: {allowed}",
+            )
         held = task.get("claimToken")
         if held and held != token:
-            raise OmpError("claim_token_mismatch", f"task {tid}: claim token does not match")
+            raise OmpError(
+                "claim_token_mismatch",
+                f"task {tid}: claim_token does not match; pass the claimToken that claim-task "
+                "returned to you",
+            )
         owner = worker or task.get("owner")
         outbox = _outbox_path(team, owner) if owner and to_status in OUTBOX_EVENTS else None
         task["status"] = to_status
