@@ -32,6 +32,7 @@ from tests.team.test_monitor_tmux import (
     owner,
     poll,
     running_owner,
+    status_of,
 )
 
 IV = Intervals()
@@ -316,8 +317,7 @@ def test_ten_concurrent_starts_leave_exactly_one_monitor(live_root: Path) -> Non
     # Later starts find it running and add nothing.
     for _ in range(3):
         assert ctl.ensure_monitor(root)["reason"] == "already-running"
-    status_file = StatePaths(root).monitor / "status.json"
-    poll(lambda: status_file.exists() and json.loads(status_file.read_text())["scans"] >= 3)
+    poll(lambda: status_of(root).get("scans", 0) >= 3, what="three scans")
     assert monitor_pids(root) == [lock["pid"]]
 
 

@@ -101,7 +101,16 @@ def monitor_pids(root: Path) -> list[int]:
             continue
         if b"monitor-run" in argv and str(root).encode() in argv:
             out.append(int(entry))
-    return out
+    # A tmux client the monitor has forked but not yet exec'd still shows the monitor's argv.
+    return [p for p in out if _ppid(p) not in out]
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def owner(root: Path) -> dict[str, Any] | None:
@@ -109,6 +118,14 @@ def owner(root: Path) -> dict[str, Any] | None:
         return json.loads((StatePaths(root).monitor / "owner.lock").read_text())  # type: ignore[no-any-return]
     except (OSError, ValueError):
         return None
+
+
+def status_of(root: Path) -> dict[str, Any]:
+    """The monitor's status.json, or {} before its first write."""
+    try:
+        return json.loads((StatePaths(root).monitor / "status.json").read_text())  # type: ignore[no-any-return]
+    except FileNotFoundError:
+        return {}
 
 
 def running_owner(root: Path) -> dict[str, Any] | None:
@@ -157,11 +174,14 @@ def test_a_demo_worker_whose_nudge_was_missed_is_renudged_and_reads_it(
     assert started["started"] is True, started
 
     poll(lambda: box.unread_count() == 0, 30, "worker-1 to read its mail")
-    screen = "\n".join(omp_tmux.capture(pane, 60))
+    screen = poll(
+        lambda: (s := "\n".join(omp_tmux.capture(pane, 60))) and "✉ worker-2:" in s and s,
+        10,
+        "the mail on screen",
+    )
     assert "You have 1 new message(s). Read them: omp team api mailbox-read" in screen
     assert "✉ worker-2: please check the parser" in screen
-    status_file = StatePaths(root).monitor / "status.json"
-    poll(lambda: json.loads(status_file.read_text())["nudgesSent"] == 1, what="nudgesSent 1")
+    poll(lambda: status_of(root).get("nudgesSent") == 1, what="nudgesSent 1")
     events = [
         json.loads(x) for x in (StatePaths(root).monitor / "events.jsonl").read_text().splitlines()
     ]
