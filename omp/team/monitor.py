@@ -194,6 +194,7 @@ class Monitor:
         self._profiles: dict[str, AgentProfile] | None = None
         self._profile_error: str | None = None
         self._last_compact: float | None = None
+        self._server_gone: dict[str, int] = {}  # team -> scans in a row its server was missing
 
     # -- discovery --------------------------------------------------------------------------
 
@@ -293,7 +294,13 @@ class Monitor:
         for t in teams:
             if server is None or not _same_server(t.ident, server):
                 report.teams.append({"team": t.name, "live": False, "why": "tmux server gone"})
+                # Every pane went with its server, but a sweep cannot be undone: act only when
+                # two scans in a row found it gone.
+                self._server_gone[t.name] = self._server_gone.get(t.name, 0) + 1
+                if self._server_gone[t.name] >= 2:
+                    self._presence_and_sweep(t, {}, report)
             else:
+                self._server_gone.pop(t.name, None)
                 live.append(t)
         wanted = [p for t in live for w in t.cfg.worker_names if (p := t.cfg.pane_of(w))]
         if not wanted:
@@ -303,6 +310,8 @@ class Monitor:
         except Exception as exc:
             report.diagnostics.append(f"tmux {socket}: {_why(exc)}")
             return
+        for t in live:
+            self._presence_and_sweep(t, states, report)
         items: list[_Pane] = []
         for t in live:
             panes = self._live_panes(t, states)
@@ -347,6 +356,46 @@ class Monitor:
                 self._judge(it, adapter, report, now)
             except Exception as exc:  # one odd pane must not stop the watch of the others
                 report.diagnostics.append(f"team {it.team.name} {it.worker}: {_why(exc)}")
+
+    def _presence_and_sweep(
+        self, t: _Team, states: Mapping[str, PaneLike | None], report: ScanReport
+    ) -> None:
+        """Record what tmux says of each worker's pane, then rescue orphaned or timed-out work.
+
+        Both write only when something changed, so an idle team costs a few stats per scan.
+        """
+        from omp.team import presence, sweep
+
+        now = self.wall()
+        seen: dict[str, PaneLike | None] = {}
+        for w in t.cfg.worker_names:
+            pane = t.cfg.pane_of(w)
+            st = states.get(pane) if pane else None
+            if st is not None and t.ident.get("windowId") and st.window_id != t.ident["windowId"]:
+                st = None  # the id now names someone else's pane
+            seen[w] = st
+            try:
+                presence.observe_pane(
+                    t.cfg,
+                    w,
+                    now=now,
+                    alive=st is not None and not st.dead,
+                    activity_at=st.activity if st is not None else None,
+                    pane_id=pane,
+                    pid=getattr(st, "pid", None),
+                )
+            except Exception as exc:
+                report.diagnostics.append(f"team {t.name} {w}: presence: {_why(exc)}")
+        try:
+            actions = sweep.sweep_team(t.cfg, now, seen)
+        except Exception as exc:
+            report.diagnostics.append(f"team {t.name}: sweep: {_why(exc)}")
+            return
+        for action in actions:
+            ctl.log_event(
+                self.paths, "sweep", now=self.clock(), token=self.token, team=t.name,
+                action=action,
+            )  # fmt: skip
 
     def _live_panes(
         self, t: _Team, states: Mapping[str, PaneLike | None]

@@ -745,3 +745,55 @@ def test_target_ids_differ_per_generation_and_server() -> None:
     assert a != policy.target_id("t", "g2", "%1", ident)
     assert a != policy.target_id("t", "g1", "%2", ident)
     assert a != policy.target_id("t", "g1", "%1", dict(ident, serverStartedAt=3))
+
+
+# ---- presence and orphan sweeps, run by each scan --------------------------------------------
+
+
+def test_a_scan_turns_a_dead_workers_claimed_task_into_interrupted(world: World) -> None:
+    from omp.team import mailbox, tasks
+
+    team = world.paths.team("t")
+    tasks.claim(team, "2", "worker-2")
+    mon = world.monitor()
+    mon.scan()
+    assert tasks.read(team, "2")["status"] == "in_progress"  # alive: nothing to rescue
+    del world.fake.panes[world.workers["worker-2"]]  # the worker's pane is gone
+    mon.scan()
+    task = tasks.read(team, "2")
+    assert task["status"] == "interrupted"
+    # the leader hears why, and nothing is replayed: the task is not pending again
+    fails = [
+        m for m in mailbox.Mailbox(team, "leader").undelivered()[0] if m.get("event") == "task_fail"
+    ]
+    assert len(fails) == 1 and "worker-2" in fails[0]["body"]
+    mon.scan()
+    assert tasks.read(team, "2")["status"] == "interrupted"
+    assert len([m for m in mailbox.Mailbox(team, "leader").undelivered()[0]
+                if m.get("event") == "task_fail"]) == 1  # fmt: skip
+
+
+def test_a_vanished_server_is_swept_only_after_two_scans(world: World) -> None:
+    from omp.team import tasks
+
+    team = world.paths.team("t")
+    tasks.claim(team, "1", "worker-1")
+    mon = world.monitor()
+    world.fake.server = None  # type: ignore[assignment]
+    mon.scan()
+    assert tasks.read(team, "1")["status"] == "in_progress"  # one miss is not proof
+    mon.scan()
+    assert tasks.read(team, "1")["status"] == "interrupted"
+
+
+def test_a_scan_records_presence_in_heartbeats(world: World) -> None:
+    from omp.team import presence
+
+    mon = world.monitor()
+    mon.scan()
+    hb = presence.read(world.paths.team("t"), "worker-3")
+    assert hb is not None and hb.pane_id == world.workers["worker-3"]
+    world.fake.panes[world.workers["worker-3"]].dead = True
+    mon.scan()
+    hb = presence.read(world.paths.team("t"), "worker-3")
+    assert hb is not None and hb.state == "offline"
