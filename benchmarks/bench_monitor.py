@@ -100,35 +100,6 @@ def own(paths: StatePaths, token: str) -> None:
     assert ctl.adopt(paths, token, pid=os.getpid(), now=time.time())
 
 
-class BatchTmux(Tmux):
-    """A prototype of the proposed `Tmux.capture_many`: every pane through one tmux client.
-
-    Not omp code (tmux.py is the only door to tmux): it shows what the monitor gains from it.
-    """
-
-    def capture_many(self, pane_ids: list[str], lines: int = 40) -> dict[str, list[str]]:
-        mark = f"omp-capture-{secrets.token_hex(6)}"
-        argv = [self._binary, *self._base]
-        # The marker carries an index, not the pane id: display-message runs its text through
-        # strftime, which would eat `%3`.
-        for i, p in enumerate(pane_ids):
-            argv += ["display-message", "-p", f"{mark} {i}", ";"]
-            argv += ["capture-pane", "-p", "-J", "-t", p, ";"]
-        cp = subprocess.run(argv[:-1], capture_output=True, text=True, timeout=self.timeout)
-        out: dict[str, list[str]] = {}
-        rows: list[str] = []
-        for row in cp.stdout.split("\n"):
-            if row.startswith(mark + " "):
-                rows = out[pane_ids[int(row[len(mark) + 1 :])]] = []
-            else:
-                rows.append(row.rstrip())
-        for rows in out.values():
-            while rows and not rows[-1]:
-                rows.pop()
-            del rows[:-lines]
-        return out
-
-
 def time_scans(mon: Monitor, n: int, *, force: bool = False) -> tuple[list[float], list[int]]:
     times, caps = [], []
     for _ in range(n):
@@ -160,14 +131,8 @@ def bench_scans(root: Path, scans: int) -> list[tuple[str, str, str, str]]:
     rows.append(("loop active, steady (unchanged screens)", ms(statistics.median(t)),
                  str(statistics.median(c)), "≤ 50 ms"))  # fmt: skip
     t, c = time_scans(mon, scans, force=True)
-    rows.append(("loop active, every pane captured (4 threads)", ms(statistics.median(t)),
-                 str(max(c)), "≤ 50 ms"))  # fmt: skip
-    sock = str(json.loads(json.dumps(team_config.load(paths.team(TEAMS[0])).raw))
-               ["tmuxIdentity"]["socketPath"])  # fmt: skip
-    mon = Monitor(root, token, intervals=iv, adapter_factory=lambda s: BatchTmux(socket_path=sock))
-    t, c = time_scans(mon, scans, force=True)
-    rows.append(("same, one tmux client (proposed Tmux.capture_many)", ms(statistics.median(t)),
-                 str(max(c)), "≤ 50 ms"))  # fmt: skip
+    rows.append(("loop active, every pane captured (one tmux client)",
+                 ms(statistics.median(t)), str(max(c)), "≤ 50 ms"))  # fmt: skip
     modes.cancel(paths, "ralph")
     ctl.release(paths, token)
     return rows

@@ -23,6 +23,7 @@ import fcntl
 import hashlib
 import os
 import re
+import secrets
 import shlex
 import shutil
 import stat
@@ -43,6 +44,7 @@ SHELLS = frozenset({"sh", "bash", "zsh", "fish", "dash", "ksh", "mksh", "csh", "
 _SEP = "\x1f"  # unit separator: cannot occur in ids, numbers or command names
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _KEY = re.compile(r"(?:[CMS]-)*(?:[A-Za-z][A-Za-z0-9]*|[!-~])")
+_PANE_ID = re.compile(r"%\d+")
 _SESSION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,99}")
 _NO_SERVER = ("no server running on", "error connecting to", "server exited unexpectedly")
 _NO_TARGET = ("can't find pane", "can't find window", "can't find session")
@@ -406,6 +408,60 @@ class Tmux:
         while rows and not rows[-1]:
             rows.pop()
         return rows[-lines:] if lines > 0 else []
+
+    def capture_many(self, pane_ids: Sequence[str], lines: int = 40) -> dict[str, list[str]]:
+        """`capture` of many panes through ONE tmux client (the monitor's scan: ~4 ms for 16
+        panes instead of ~40). A pane that is gone is left out of the result.
+
+        The commands are chained with bare `;` arguments (so this is the one call that does not
+        escape them), each capture preceded by a marker line. The marker carries an index, not
+        the pane id: display-message expands its text through strftime, which would eat `%3`.
+        """
+        if not pane_ids:
+            return {}
+        mark = f"omp-capture-{secrets.token_hex(6)}"
+        argv = [self._binary, *self._base]
+        for i, pane in enumerate(pane_ids):
+            if not _PANE_ID.fullmatch(pane):
+                raise OmpError("invalid_input", f"invalid pane id {pane!r}")
+            argv += ["display-message", "-p", f"{mark} {i}", ";"]
+            argv += ["capture-pane", "-p", "-J", "-t", pane, ";"]
+            argv += ["display-message", "-p", f"{mark} end", ";"]
+        try:
+            cp = subprocess.run(
+                argv[:-1],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                timeout=self.timeout,
+                check=False,
+            )
+        except FileNotFoundError as exc:
+            raise OmpError("tmux_not_found", f"{self._binary} is not installed") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise OmpError(
+                "tmux_error", f"capture-pane: no answer from tmux within {self.timeout:g}s"
+            ) from exc
+        # tmux stops at the first failing command (a gone pane): what came before is good.
+        out: dict[str, list[str]] = {}
+        rows: list[str] = []
+        current: str | None = None
+        for row in cp.stdout.split("\n"):
+            if row == f"{mark} end":
+                if current is not None:  # only a capture that ran to its end marker counts
+                    out[current] = rows
+                current = None
+            elif row.startswith(mark + " "):
+                current, rows = pane_ids[int(row[len(mark) + 1 :])], []
+            elif current is not None:
+                rows.append(row.rstrip())
+        for rows in out.values():
+            while rows and not rows[-1]:
+                rows.pop()
+            del rows[: max(0, len(rows) - lines)]
+        return out
 
     def identity_of(self, pane_id: str) -> PaneIdentity | None:
         info = self._pane_info(pane_id)

@@ -495,3 +495,21 @@ def test_kill_server_unlinks_its_socket(omp_tmux: Tmux, tmp_path: Path) -> None:
     assert omp_tmux.kill_server()
     assert not os.path.exists(info["socket_path"])
     assert omp_tmux.server_identity() is None
+
+
+def test_capture_many_reads_every_pane_in_one_client(omp_tmux: Tmux, tmp_path: Path) -> None:
+    _, _, a = omp_tmux.new_session("many", cwd=tmp_path, command=["cat"])
+    b = omp_tmux.split_pane(a, cwd=tmp_path, command=["cat"])
+    c = omp_tmux.split_pane(b, cwd=tmp_path, command=["cat"], horizontal=False)
+    for pane, word in ((a, "alpha %3 one"), (b, "beta; two"), (c, "gamma three")):
+        omp_tmux.send_literal(pane, word)
+    wait_until(lambda: "gamma three" in "\n".join(omp_tmux.capture(c)))
+    many = omp_tmux.capture_many([a, b, c])
+    assert many == {p: omp_tmux.capture(p) for p in (a, b, c)}
+    assert "alpha %3 one" in many[a][-1] and "beta; two" in many[b][-1]
+    # a gone pane is left out; the panes before it still come back
+    omp_tmux.kill_pane(c)
+    assert set(omp_tmux.capture_many([a, b, c])) == {a, b}
+    assert omp_tmux.capture_many([]) == {}
+    with pytest.raises(OmpError):
+        omp_tmux.capture_many(["%1; kill-server"])

@@ -30,7 +30,6 @@ import select
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -53,7 +52,6 @@ if TYPE_CHECKING:
     from omp.tmux import PaneIdentity
 
 CAPTURE_LINES = 40
-CAPTURE_THREADS = 4  # parallel tmux clients for captures (measured: 16 captures 78 -> 29 ms)
 RACY_SECONDS = 1.5  # a stat key newer than this is not trusted for caching (coarse mtimes)
 
 
@@ -78,6 +76,8 @@ class Adapter(Protocol):
     def pane_states(self, pane_ids: Sequence[str]) -> Mapping[str, PaneLike | None]: ...
 
     def capture(self, pane_id: str, lines: int = 40) -> list[str]: ...
+
+    def capture_many(self, pane_ids: Sequence[str], lines: int = 40) -> dict[str, list[str]]: ...
 
     def deliver(
         self,
@@ -465,33 +465,21 @@ class Monitor:
         return screen
 
     def _capture_all(self, adapter: Adapter, todo: list[_Pane], report: ScanReport) -> None:
-        """Capture several panes at once. Each `capture` is a tmux client process (~4 ms); an
-        adapter with `capture_many(pane_ids, lines)` reads them all through one."""
+        """Capture the panes that need judging through one tmux client (`capture_many`)."""
         if not todo:
             return
         for it in todo:
-            self._profile(it.team.cfg)  # load the profiles here, not in the threads
-        many = getattr(adapter, "capture_many", None)
-        if many is not None and len(todo) > 1:
-            try:
-                screens = many([it.pane for it in todo], CAPTURE_LINES)
-            except Exception as exc:  # the locked pass captures one by one what is missing
-                report.diagnostics.append(f"tmux {todo[0].team.socket}: capture: {_why(exc)}")
-                return
-            for it in todo:
-                lines = screens.get(it.pane)
-                if lines is not None:
-                    self._capture(it, adapter, list(lines))
-                    report.captures += 1
+            self._profile(it.team.cfg)  # load the profiles once, before judging
+        try:
+            screens = adapter.capture_many([it.pane for it in todo], CAPTURE_LINES)
+        except Exception as exc:  # the locked pass captures one by one what is missing
+            report.diagnostics.append(f"tmux {todo[0].team.socket}: capture: {_why(exc)}")
             return
-        with ThreadPoolExecutor(max_workers=min(CAPTURE_THREADS, len(todo))) as pool:
-            futures = [(it, pool.submit(self._capture, it, adapter)) for it in todo]
-        for it, fut in futures:
-            err = fut.exception()
-            if err is None:
+        for it in todo:
+            lines = screens.get(it.pane)
+            if lines is not None:
+                self._capture(it, adapter, list(lines))
                 report.captures += 1
-            else:
-                report.diagnostics.append(f"team {it.team.name} {it.worker}: capture: {_why(err)}")
 
     def _screen(self, it: _Pane, adapter: Adapter, report: ScanReport) -> str:
         cached = self._cached(it)

@@ -73,6 +73,9 @@ class FakeTmux:
         self.captures.append(pane_id)
         return list(self.screens.get(pane_id, []))
 
+    def capture_many(self, pane_ids: list[str], lines: int = 40) -> dict[str, list[str]]:
+        return {p: self.capture(p, lines) for p in pane_ids if p in self.panes}
+
     def deliver(self, pane_id: str, text: str, profile: Any, **_: Any) -> bool:
         if self.on_deliver:
             self.on_deliver(pane_id, text)
