@@ -295,7 +295,7 @@ class Context:
         for value, placeholder in self.literals:
             text = text.replace(value, placeholder)
         for key in ZERO_KEYS:
-            text = re.sub(rf'("{key}":\s*)\d+', r"\g<1>0", text)
+            text = re.sub(rf'("{key}":\s*)(?:\d+|null)', r"\g<1>0", text)
         for key in HEX_KEYS:
             text = re.sub(rf'("{key}":\s*)"[^"]*"', rf'\g<1>"<{_kebab(key)}>"', text)
         text = re.sub(r'("sessionId":\s*)"\$\d+"', r'\g<1>"<session>"', text)
