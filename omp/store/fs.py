@@ -3,12 +3,22 @@
 Directories are 0700 and files 0600. A symlinked or foreign-owned path under the state tree is
 refused with `unsafe_path` and never followed or repaired: omp state may sit in a shared checkout,
 and a planted symlink must not turn an append into a write somewhere else.
+
+Permissions are checked on every access, not only at creation. Inside a `.omp/state` tree (the
+`state` directory included) a directory or file that its group or other users may write is
+refused: omp creates 0700/0600, so a write bit for others means someone widened it, and another
+user could then edit mail or plant entries behind the reader's back. Nothing is chmod-repaired.
+Read bits alone are accepted: the TypeScript tool writes the same files 0644/0755, and both tools
+must read each other's state. Outside the state tree (`.omp` itself, `.omp/config.toml`, files of
+callers elsewhere) a person or git made the entry, often group-writable under umask 002: only
+symlinks, foreign owners and the wrong kind of entry are refused there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import json
 import os
 import stat
@@ -22,6 +32,10 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+# A FIFO planted where a file belongs would block a read-only open until a writer came; with
+# O_NONBLOCK the open returns and the fstat check refuses it. No effect on regular files.
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 
 
 def _unsafe(path: Path, why: str) -> OmpError:
@@ -33,12 +47,13 @@ def storage_error(path: Path, exc: OSError) -> OmpError:
     return OmpError("storage_error", f"cannot write {path}: {reason}", path=str(path))
 
 
-def check_entry(path: Path, *, want_dir: bool) -> bool:
-    """True if `path` exists as a safe entry of the wanted kind, False if it does not exist."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return False
+def in_state_tree(path: Path) -> bool:
+    """True for `<root>/.omp/state` and everything below it: the private part of the tree."""
+    parts = path.parts
+    return any(a == ".omp" and b == "state" for a, b in itertools.pairwise(parts))
+
+
+def _check_stat(path: Path, st: os.stat_result, *, want_dir: bool) -> None:
     if stat.S_ISLNK(st.st_mode):
         raise _unsafe(path, "it is a symlink")
     if st.st_uid != os.geteuid():
@@ -47,6 +62,22 @@ def check_entry(path: Path, *, want_dir: bool) -> bool:
         raise _unsafe(path, "it is not a directory")
     if not want_dir and not stat.S_ISREG(st.st_mode):
         raise _unsafe(path, "it is not a regular file")
+    if st.st_mode & _WRITABLE_BY_OTHERS and in_state_tree(path):
+        want = "0700" if want_dir else "0600"
+        raise _unsafe(
+            path,
+            f"its mode {stat.S_IMODE(st.st_mode):04o} lets other users write it; omp creates it "
+            f"{want} and never repairs it: find out who changed it, then chmod it yourself",
+        )
+
+
+def check_entry(path: Path, *, want_dir: bool) -> bool:
+    """True if `path` exists as a safe entry of the wanted kind, False if it does not exist."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    _check_stat(path, st, want_dir=want_dir)
     return True
 
 
@@ -71,20 +102,23 @@ def ensure_dir(path: Path, *, base: Path) -> Path:
 
 
 def open_file(path: Path, flags: int, *, create: bool = False) -> int:
-    """Open a regular file without following a symlink; refuse foreign owners."""
-    mode = flags | _NOFOLLOW | _CLOEXEC | (os.O_CREAT if create else 0)
+    """Open a regular file without following a symlink; refuse foreign owners and open modes.
+
+    The checks run on the opened descriptor (`fstat`), so what is checked is what is used.
+    """
+    mode = flags | _NOFOLLOW | _CLOEXEC | _NONBLOCK | (os.O_CREAT if create else 0)
     try:
         fd = os.open(path, mode, FILE_MODE)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _unsafe(path, "it is a symlink") from exc
+        if exc.errno == errno.ENXIO:  # a socket, or a FIFO opened for writing with no reader
+            raise _unsafe(path, "it is not a regular file") from exc
         raise
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _unsafe(path, "it is not a regular file")
-        if st.st_uid != os.geteuid():
-            raise _unsafe(path, f"it is owned by uid {st.st_uid}, not by you")
+        _check_stat(path, os.fstat(fd), want_dir=False)
+        if _NONBLOCK and not flags & _NONBLOCK:
+            os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise

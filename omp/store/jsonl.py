@@ -6,7 +6,9 @@ does not end in a newline, a writer died mid-line: a newline goes first so that 
 single bad line and the new line is whole.
 
 Readers: consume only complete lines; a partial tail waits for its newline. A line that does not
-parse is skipped and counted, never fatal, and never blocks the lines after it.
+parse is skipped and counted, never fatal, and never blocks the lines after it. A reader that must
+not lose what it read uses `consume`: the cursor moves only after the handler returned, so a reader
+killed in between reads the same lines again (at-least-once), never skips them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,11 +157,32 @@ def write_cursor(path: Path, offset: int) -> None:
 
 
 def read_new(path: Path, cursor: Path) -> Chunk:
-    """Read past the cursor and move it (at-least-once: the cursor moves after the read)."""
+    """Read past the cursor and move it at once, before the caller sees the lines.
+
+    A caller killed after this returns but before it handled the lines has lost them (the cursor
+    is already past them): use `consume` when the lines must be handled at least once.
+    """
     chunk = read_from(path, read_cursor(cursor))
+    _advance(cursor, chunk)
+    return chunk
+
+
+def consume(path: Path, cursor: Path, handle: Callable[[Chunk], None]) -> Chunk:
+    """Read past the cursor, hand the lines to `handle`, and only then move the cursor.
+
+    At-least-once: if `handle` raises, or the process dies before it returns, the cursor stays
+    where it was and the same lines come back next time. `handle` must tolerate seeing a line
+    twice. Two processes consuming one cursor concurrently may both handle the same lines.
+    """
+    chunk = read_from(path, read_cursor(cursor))
+    handle(chunk)
+    _advance(cursor, chunk)
+    return chunk
+
+
+def _advance(cursor: Path, chunk: Chunk) -> None:
     if chunk.end != chunk.start or chunk.reset:
         write_cursor(cursor, chunk.end)
-    return chunk
 
 
 def peek_new(path: Path, cursor: Path) -> Chunk:
