@@ -28,6 +28,9 @@ from tests.helpers import call_api, isolate, mailbox_file, make_project, make_te
 SENDERS = 8
 SENDS = 500
 RANDOM_KILLS = 12
+# The kill schedule's seed (read before the test drops OMP_* variables); failures print theirs.
+# The schedule is in wall-clock time, so a seed repeats the choices, not the exact interleaving.
+SEED = int(os.environ.get("OMP_FAULT_SEED", "0"))
 # Slots whose first incarnation dies mid-line at this send (deterministic torn writes).
 TEARS = {2: 37, 5: 211}
 
@@ -44,7 +47,7 @@ def test_senders_killed_at_random_lose_no_acknowledged_message(
     make_team(root, "demo", 11, no_limits=True)  # worker-1..8 send
     acks_dir = tmp_path / "acks"
     acks_dir.mkdir()
-    seed = int(os.environ.get("OMP_FAULT_SEED", "0")) or random.randrange(1 << 30)
+    seed = SEED or random.randrange(1 << 30)
     rng = random.Random(seed)
 
     incarnations = [0] * SENDERS
