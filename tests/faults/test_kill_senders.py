@@ -118,6 +118,9 @@ def test_senders_killed_at_random_lose_no_acknowledged_message(
     assert not missing, f"{len(missing)} acknowledged message(s) lost (seed {seed})"
     n_frag = sum(len(v) for v in fragments.values())
     assert len(TEARS) <= n_frag <= kills, (n_frag, kills, seed)
+    kept = b"".join(f for v in fragments.values() for f in v)
+    for slot in TEARS:  # the lines torn on purpose are still there, cut short
+        assert f'"from":"worker-{slot + 1}"'.encode() in kept, (slot, seed)
 
     # Through the API: a full drain returns every stored message once, fragments only counted.
     for rcpt in RECIPIENTS:
