@@ -11,7 +11,7 @@ _ESCAPES = re.compile(
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
     r"|\x9b[0-?]*[ -/]*[@-~]"
     r"|\x9d[^\x07\x1b]*(?:\x07|\x1b\\)?"
-    r"|\x1b[@-Z\\-_]?"
+    r"|\x1b[ -/]*[0-~]?"  # any other escape: intermediates, then its final byte (ESC c...)
 )
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 

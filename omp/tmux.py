@@ -626,8 +626,12 @@ class Tmux:
     @contextlib.contextmanager
     def _pane_lock(self, lock_dir: Path, pane_id: str, timeout: float) -> Iterator[bool]:
         """An exclusive flock per (server, pane); yields False if not had within `timeout`."""
-        lock_dir.mkdir(mode=fs.DIR_MODE, parents=True, exist_ok=True)
-        fs.check_entry(lock_dir, want_dir=True)
+        if not fs.check_entry(lock_dir, want_dir=True):
+            try:  # the last component only: callers hand in a directory inside their own tree
+                os.mkdir(lock_dir, fs.DIR_MODE)
+            except FileExistsError:
+                pass
+            fs.check_entry(lock_dir, want_dir=True)
         # Key on the resolved socket file, however the server was named (-L name, -S path or
         # $TMUX), so a launch trigger and a nudge into the same pane take the same lock.
         if self.socket_path or self.socket_name:

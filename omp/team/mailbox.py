@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,7 +187,7 @@ class Mailbox:
         is already there (duplicates, rate, a full mailbox) hold against concurrent senders.
         """
         self.team.project.ensure(self.team.mailbox_dir)
-        with jsonl.locked(self.path) as fd:
+        with self._writing(create=True) as fd:
             state = self._current(fd)
             if check is not None:
                 check(fd, state)
@@ -202,7 +203,7 @@ class Mailbox:
         """
         if not self._exists():
             raise _not_found(message_ids[0], self.recipient)
-        with jsonl.locked(self.path, create=False) as fd:
+        with self._writing(create=False) as fd:
             state = self._current(fd)
             todo = [m for m in message_ids if m in state.undelivered]
             missing = [m for m in message_ids if m not in state.undelivered]
@@ -234,11 +235,18 @@ class Mailbox:
             state.apply(chunk)
         self._save(fd, state)
 
+    @contextmanager
+    def _writing(self, *, create: bool) -> Iterator[int]:
+        """The mailbox's lock, refused (nothing written) if its index was tampered with: a
+        symlinked or widened index is left exactly as it is found, like any unsafe path."""
+        fs.check_entry(self.index_path, want_dir=False)
+        with jsonl.locked(self.path, create=create) as fd:
+            fs.check_entry(self.index_path, want_dir=False)  # again, now that we hold the lock
+            yield fd
+
     def _save(self, fd: int, state: MailState) -> None:
         state.probe = _probe(fd, state.offset)
         try:
-            if os.path.lexists(self.index_path) and not self._index_ok():
-                os.unlink(self.index_path)  # an unsafe index: remove the entry, never follow it
             fs.write_json_atomic(self.index_path, state.to_json(), pretty=False)
         except (OSError, OmpError):
             pass  # the index is a cache: the next reader rescans; the message itself is safe

@@ -79,6 +79,8 @@ def _view(st: PaneState | None, ident: dict[str, Any]) -> PaneView:
 def _last_activity(team: TeamPaths, worker: str) -> str | None:
     wdir = team.worker_dir(worker)
     newest = 0.0
+    if not team.project.check(wdir):  # missing; an unsafe one raises unsafe_path
+        return None
     try:
         with os.scandir(wdir) as it:
             for entry in it:
@@ -164,9 +166,11 @@ def status(project: StatePaths, name: str | None) -> dict[str, Any]:
 
 def _result_text(team: TeamPaths, worker: str) -> str | None:
     path = team.worker_dir(worker) / RESULT_FILE
+    if not team.project.check(team.worker_dir(worker)):  # never read through a symlinked dir
+        return None
     try:
         data = fs.read_bytes(path)
-    except Exception:
+    except OSError:
         return None
     if not data or not data.strip():
         return None

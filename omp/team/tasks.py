@@ -127,8 +127,11 @@ def claim(team: TeamPaths, tid: str, worker: str) -> tuple[dict[str, Any], str]:
                 continue
             try:
                 os.write(fd, lock_body)
-            finally:
+            except OSError as exc:  # a full disk: no empty lock left behind, a clean refusal
                 os.close(fd)
+                os.unlink(lock)
+                raise fs.storage_error(lock, exc) from exc
+            os.close(fd)
             break
         token = f"{worker}-{int(time.time() * 1000)}-{secrets.token_hex(4)}"
         task.update(status="in_progress", owner=worker, startedAt=clock.iso(), claimToken=token)
@@ -216,6 +219,8 @@ def _outbox_line(task: dict[str, Any]) -> dict[str, Any]:
 def clear_locks(team: TeamPaths) -> int:
     """Remove every task lock (shutdown); returns how many."""
     n = 0
+    if not team.project.check(team.tasks_dir):  # unsafe_path for a symlinked tasks directory
+        return 0
     try:
         names = os.listdir(team.tasks_dir)
     except OSError:

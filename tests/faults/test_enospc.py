@@ -141,14 +141,6 @@ def test_the_library_append_reports_storage_error_and_cuts_back(
     assert log.read_bytes() == before
 
 
-CLAIM_LOCK_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: tasks.claim writes the lock body with a bare os.write (omp/team/tasks.py, the "
-    "`os.write(fd, lock_body)` after the O_EXCL open), so ENOSPC escapes as an OSError: exit 3 "
-    "'internal' instead of storage_error, and an empty lock file is left behind (the next claim "
-    "does take it over)",
-)
-
 # Every writing subcommand, with every file of the state tree on a full disk.
 WRITERS = [
     ("send-message", {"from": "leader", "to": "worker-2", "body": "hello"}),
@@ -167,12 +159,11 @@ WRITERS = [
         },
     ),
 ]
-KNOWN_BUGS = {"claim-task": CLAIM_LOCK_BUG}
 
 
 @pytest.mark.parametrize(
     ("sub", "fields"),
-    [pytest.param(s, f, id=s, marks=KNOWN_BUGS.get(s, ())) for s, f in WRITERS],
+    [pytest.param(s, f, id=s) for s, f in WRITERS],
 )
 def test_a_full_disk_never_ends_in_a_traceback_or_a_torn_file(
     root: Path,

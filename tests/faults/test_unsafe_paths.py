@@ -346,12 +346,6 @@ def test_an_unsafe_log_is_refused_by_the_cursor_reader(
 # ---- known gaps in modules this suite does not own (strict xfail: they flip when fixed) ------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GAP: an unsafe mailbox index is silently unlinked and rewritten by the next writer "
-    "(omp/team/mailbox.py Mailbox._save: `os.unlink(self.index_path)` when not _index_ok()); "
-    "the spec says refuse with unsafe_path and leave it as it was. Reads ignore it (safe).",
-)
 @pytest.mark.parametrize("how", ["symlink", "writable"])
 def test_an_unsafe_mailbox_index_is_refused_and_left_as_it_was(
     root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str
@@ -372,8 +366,7 @@ def test_an_unsafe_mailbox_index_is_refused_and_left_as_it_was(
 def test_an_unsafe_mailbox_index_is_never_followed(
     root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """What holds today, whatever the xfail above decides: the planted target is untouched and
-    the mailbox is read correctly (the index is only a cache)."""
+    """The planted target is untouched, and reads still work: the index is only a cache."""
     api = _api(capsys, root)
     assert api("send-message", **{"from": "leader", "to": "worker-2", "body": "one"}).rc == 0
     index = root / TEAM / "mailbox" / ".worker-2.index.json"
@@ -383,18 +376,13 @@ def test_an_unsafe_mailbox_index_is_never_followed(
     index.unlink()
     os.symlink(elsewhere / "index.json", index)
     before = snapshot_tree(elsewhere)
-    assert api("send-message", **{"from": "leader", "to": "worker-2", "body": "two"}).rc == 0
+    refused = api("send-message", **{"from": "leader", "to": "worker-2", "body": "two"})
+    assert refused.rc == 1 and refused.json["error"] == "unsafe_path"
     listed = api("mailbox-list", worker="worker-2", undelivered_only=True)
-    assert [m["body"] for m in listed.json["messages"]] == ["one", "two"]
+    assert [m["body"] for m in listed.json["messages"]] == ["one"]
     assert snapshot_tree(elsewhere) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GAP: shutdown's tasks.clear_locks lists and unlinks *.lock through a symlinked "
-    "tasks directory without checking it (omp/team/tasks.py clear_locks: os.listdir + os.unlink "
-    "with no team.project.check(team.tasks_dir)), deleting files outside the state tree",
-)
 def test_shutdown_never_deletes_through_a_symlinked_tasks_directory(
     root: Path, tmp_path: Path
 ) -> None:
@@ -412,12 +400,6 @@ def test_shutdown_never_deletes_through_a_symlinked_tasks_directory(
     assert (elsewhere / "precious.lock").read_text() == "not omp's"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GAP: collect reads workers/<w>/result.md through a symlinked worker directory "
-    "(omp/team/status.py _result_text: fs.read_bytes with no team.project.check(worker_dir); "
-    "O_NOFOLLOW guards only the last component), so an outside file's text is shown",
-)
 def test_collect_never_reads_through_a_symlinked_worker_directory(
     root: Path, tmp_path: Path
 ) -> None:
