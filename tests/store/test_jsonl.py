@@ -310,3 +310,22 @@ def test_read_new_with_nothing_new_does_not_touch_the_cursor(tmp_path: Path) -> 
     before = snapshot_tree(tmp_path)
     assert jsonl.read_new(path, cursor).records == []
     assert snapshot_tree(tmp_path) == before
+
+
+def test_an_appender_keeps_its_descriptor_and_still_repairs_a_foreign_fragment(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "log.jsonl"
+    with jsonl.Appender(path) as app:
+        assert app.append({"n": 1}) == 0
+        second = app.append({"n": 2})
+        with open(path, "ab") as other:  # another writer died mid-line
+            other.write(b'{"n": 3, "cut')
+        third = app.append({"n": 4})
+    data = path.read_bytes()
+    assert data.splitlines() == [b'{"n":1}', b'{"n":2}', b'{"n": 3, "cut', b'{"n":4}']
+    assert second == len(b'{"n":1}\n')
+    assert data[third:] == b'{"n":4}\n'
+    chunk = jsonl.read_from(path)
+    assert [r["n"] for _, _, r in chunk.records] == [1, 2, 4] and chunk.bad == 1
+    assert app.fd == -1  # closed by the context manager
