@@ -225,6 +225,14 @@ def broadcast(inp: Result) -> Reply:
             continue
         ids.append(msg["id"])
         sent.append((to, unread))
+    if errors and not sent:
+        # Nothing went out: an agent reading ok:true would believe everyone heard it.
+        raise OmpError(
+            "broadcast_failed",
+            f"the broadcast reached nobody: {'; '.join(errors)}",
+            errors=errors,
+            recipients=[],
+        )
     nudged = [to for to, unread in sent if _nudge(cfg, to, unread)]
     out: Result = {
         "ok": True,

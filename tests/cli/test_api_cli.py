@@ -718,8 +718,9 @@ def test_a_symlinked_state_directory_is_refused_and_its_target_untouched(
     ):
         r = call_api(capsys, sub, payload(root, **extra))
         if sub == "broadcast" and level == "mailbox":
-            # per-recipient failures are reported in `errors`, nothing is delivered
-            assert r.json["recipients"] == [] and r.json["messageIds"] == []
+            # nothing was delivered: a refusal listing every recipient's failure
+            assert r.rc == 1 and r.json["error"] == "broadcast_failed"
+            assert r.json["recipients"] == []
             assert len(r.json["errors"]) == 3
             assert all("unsafe_path" in e for e in r.json["errors"])
             continue
