@@ -499,36 +499,12 @@ class Tmux:
             raise OmpError("invalid_key", f"{key!r} is not a tmux key name")
         self.cmd("send-keys", "-t", pane_id, key)
 
-    def deliver(
-        self,
-        pane_id: str,
-        text: str,
-        profile: AgentProfile,
-        *,
-        lock_dir: Path,
-        expected: PaneIdentity | None = None,
-        rounds: int = 3,
-        poll: float = 0.03,
-        echo_timeout: float = 1.0,
-        round_timeout: float = 1.0,
-        lock_timeout: float = 10.0,
-    ) -> bool:
+    def deliver(self, pane_id: str, text: str, profile: AgentProfile, **options: Any) -> bool:
         """Type `text` into an agent's input box and submit it; True only if verified on screen.
 
-        See `deliver_result`, which says why a delivery did not happen.
+        The options are `deliver_result`'s, which also says why a delivery did not happen.
         """
-        return self.deliver_result(
-            pane_id,
-            text,
-            profile,
-            lock_dir=lock_dir,
-            expected=expected,
-            rounds=rounds,
-            poll=poll,
-            echo_timeout=echo_timeout,
-            round_timeout=round_timeout,
-            lock_timeout=lock_timeout,
-        ).ok
+        return self.deliver_result(pane_id, text, profile, **options).ok
 
     def deliver_result(
         self,

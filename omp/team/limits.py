@@ -16,11 +16,11 @@ Per project, `.omp/config.toml` may set any of:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from omp.errors import OmpError
-from omp.store import fs
+from omp.store import project_config
 from omp.store.paths import StatePaths
 from omp.team import mailbox
 
@@ -37,30 +37,7 @@ class Limits:
 
 
 def load(project: StatePaths) -> Limits:
-    path = project.omp_dir / "config.toml"
-    data = fs.read_bytes(path) if project.check(project.omp_dir) else None
-    if data is None:
-        return Limits()
-    import tomllib
-
-    try:
-        doc = tomllib.loads(data.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise OmpError("invalid_config", f"{path}: {exc}") from None
-    section = doc.get("limits", {})
-    if not isinstance(section, dict):
-        raise OmpError("invalid_config", f"{path}: [limits] must be a table")
-    known = {f.name: f.type for f in fields(Limits)}
-    values: dict[str, Any] = {}
-    for key, val in section.items():
-        if key not in known:
-            raise OmpError(
-                "invalid_config", f"{path}: unknown limit {key!r}; known: {', '.join(known)}"
-            )
-        if isinstance(val, bool) or not isinstance(val, int | float) or val < 0:
-            raise OmpError("invalid_config", f"{path}: {key} must be a number >= 0")
-        values[key] = int(val) if known[key] == "int" else float(val)
-    return Limits(**values)
+    return project_config.load_section(project, "limits", Limits, "limit")
 
 
 def checker(

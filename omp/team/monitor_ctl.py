@@ -21,13 +21,12 @@ catch every exception. Nothing is created when there is no live team to watch.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -225,23 +224,13 @@ def release(paths: StatePaths, token: str) -> bool:
 # ---- events and status ----------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _flocked(path: Path) -> Iterator[None]:
-    fd = fs.open_file(path, os.O_RDWR, create=True)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 def log_event(paths: StatePaths, kind: str, /, *, now: float | None = None, **fields: Any) -> None:
     """Append one line to `events.jsonl`, keeping the newest `MAX_EVENTS` (atomic rewrite)."""
     rec: dict[str, Any] = {"schemaVersion": SCHEMA, "type": kind, "timestamp": clock.iso(now)}
     rec.update({k: v for k, v in fields.items() if v is not None})
     line = json.dumps(rec, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
     path = paths.monitor / EVENTS
-    with _flocked(paths.monitor / EVENTS_LOCK):
+    with fs.flocked(paths.monitor / EVENTS_LOCK):
         old = fs.read_bytes(path) or b""
         lines = [ln + b"\n" for ln in old.split(b"\n") if ln.strip()]
         lines.append(line)

@@ -32,12 +32,12 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
-from omp.store import fs
+from omp.store import project_config
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths
 from omp.team import conversations, mailbox, presence, tasks
@@ -53,45 +53,9 @@ class Settings:
     cancel_ack_seconds: float = 20.0
 
 
-_SETTINGS_CACHE: dict[str, tuple[tuple[int, int, int], Settings]] = {}
-
-
 def load_settings(project: StatePaths) -> Settings:
-    """`[timeouts]` of `.omp/config.toml` (defaults when absent); re-read only when it changed."""
-    path = project.omp_dir / "config.toml"
-    try:
-        if not project.check(project.omp_dir):
-            return Settings()
-        st = os.lstat(path)
-    except (FileNotFoundError, OmpError):
-        return Settings()
-    key = (st.st_ino, st.st_size, st.st_mtime_ns)
-    cached = _SETTINGS_CACHE.get(str(path))
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    data = fs.read_bytes(path) or b""
-    import tomllib
-
-    try:
-        doc = tomllib.loads(data.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise OmpError("invalid_config", f"{path}: {exc}") from None
-    section = doc.get("timeouts", {})
-    if not isinstance(section, dict):
-        raise OmpError("invalid_config", f"{path}: [timeouts] must be a table")
-    known = {f.name for f in fields(Settings)}
-    values: dict[str, float] = {}
-    for k, v in section.items():
-        if k not in known:
-            raise OmpError(
-                "invalid_config", f"{path}: unknown timeout {k!r}; known: {', '.join(known)}"
-            )
-        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
-            raise OmpError("invalid_config", f"{path}: {k} must be a number of seconds >= 0")
-        values[k] = float(v)
-    settings = Settings(**values)
-    _SETTINGS_CACHE[str(path)] = (key, settings)
-    return settings
+    """`[timeouts]` of `.omp/config.toml` (defaults when absent)."""
+    return project_config.load_section(project, "timeouts", Settings, "timeout")
 
 
 def pane_state(value: object) -> str:

@@ -8,7 +8,6 @@ TypeScript tool's visible record of who holds what.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import secrets
 import time
@@ -35,13 +34,8 @@ MOVES = {
 @contextmanager
 def guarded(team: TeamPaths) -> Iterator[None]:
     team.project.ensure(team.tasks_dir)
-    path = team.tasks_dir / ".guard"
-    fd = fs.open_file(path, os.O_RDWR, create=True)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with fs.flocked(team.tasks_dir / ".guard"):
         yield
-    finally:
-        os.close(fd)
 
 
 def read(team: TeamPaths, tid: str) -> dict[str, Any] | None:

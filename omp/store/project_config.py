@@ -1,0 +1,58 @@
+"""`.omp/config.toml`: per-project settings, one table per concern (`[limits]`, `[timeouts]`).
+
+Each table maps onto a frozen dataclass of numbers; a missing file or table gives the defaults.
+A key the dataclass does not know, or a value that is not a number >= 0, is refused with
+`invalid_config` naming the file, so a typo never silently falls back to a default. Parsed
+tables are cached per process by the file's (inode, size, mtime): the monitor asks every scan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, TypeVar
+
+from omp.errors import OmpError
+from omp.store import fs
+from omp.store.paths import StatePaths
+
+T = TypeVar("T")
+_CACHE: dict[tuple[str, str], tuple[tuple[int, int, int], Any]] = {}
+
+
+def load_section(project: StatePaths, section: str, cls: type[T], what: str) -> T:
+    """The `[section]` table as a `cls` instance; `what` names one key in messages."""
+    path = project.omp_dir / "config.toml"
+    try:
+        if not project.check(project.omp_dir):
+            return cls()
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return cls()
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    cached = _CACHE.get((str(path), section))
+    if cached is not None and cached[0] == key:
+        return cached[1]  # type: ignore[no-any-return]
+    data = fs.read_bytes(path) or b""
+    import tomllib  # only when the project has a config file
+
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise OmpError("invalid_config", f"{path}: {exc}") from None
+    table = doc.get(section, {})
+    if not isinstance(table, dict):
+        raise OmpError("invalid_config", f"{path}: [{section}] must be a table")
+    kinds = {f.name: f.type for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    values: dict[str, Any] = {}
+    for k, v in table.items():
+        if k not in kinds:
+            raise OmpError(
+                "invalid_config", f"{path}: unknown {what} {k!r}; known: {', '.join(kinds)}"
+            )
+        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+            raise OmpError("invalid_config", f"{path}: [{section}] {k} must be a number >= 0")
+        values[k] = int(v) if kinds[k] == "int" else float(v)
+    result = cls(**values)
+    _CACHE[(str(path), section)] = (key, result)
+    return result
