@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -60,6 +59,8 @@ def internal(exc: BaseException, as_json: bool) -> NoReturn:
     else:
         sys.stderr.write(f"omp: {msg}\n")
     if sys.stderr.isatty() or _debug():
+        import traceback
+
         traceback.print_exc(file=sys.stderr)
     raise SystemExit(EXIT_INTERNAL)
 

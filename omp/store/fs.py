@@ -22,7 +22,6 @@ import itertools
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -155,10 +154,7 @@ def read_json(path: Path) -> Any | None:
 def write_atomic(path: Path, data: bytes) -> None:
     """Write via a temp file in the same directory and `os.replace`: readers see old or new."""
     check_entry(path, want_dir=False)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise storage_error(path, exc) from exc
+    fd, tmp = _temp_beside(path)
     try:
         view = memoryview(data)
         while view:
@@ -172,6 +168,21 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.close(fd)
         _unlink_quietly(Path(tmp))
         raise storage_error(path, exc) from exc
+
+
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A new private temp file next to `path` (what `tempfile.mkstemp` does, without its
+    ~4 ms of imports on every `omp team api` call)."""
+    for _ in range(16):
+        tmp = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+            return os.open(tmp, flags, FILE_MODE), tmp
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise storage_error(path, exc) from exc
+    raise storage_error(path, FileExistsError(17, "no free temporary name"))
 
 
 def write_json_atomic(path: Path, obj: Any, *, pretty: bool = True) -> None:

@@ -8,7 +8,6 @@ tables are cached per process by the file's (inode, size, mtime): the monitor as
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any, TypeVar
 
@@ -43,7 +42,8 @@ def load_section(project: StatePaths, section: str, cls: type[T], what: str) -> 
     table = doc.get(section, {})
     if not isinstance(table, dict):
         raise OmpError("invalid_config", f"{path}: [{section}] must be a table")
-    kinds = {f.name: f.type for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    # A NamedTuple with a default for every field: the default's type is the field's type.
+    kinds: dict[str, Any] = dict(getattr(cls, "_field_defaults", {}))
     values: dict[str, Any] = {}
     for k, v in table.items():
         if k not in kinds:
@@ -52,7 +52,7 @@ def load_section(project: StatePaths, section: str, cls: type[T], what: str) -> 
             )
         if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
             raise OmpError("invalid_config", f"{path}: [{section}] {k} must be a number >= 0")
-        values[k] = int(v) if kinds[k] == "int" else float(v)
+        values[k] = int(v) if isinstance(kinds[k], int) else float(v)
     result = cls(**values)
     _CACHE[(str(path), section)] = (key, result)
     return result

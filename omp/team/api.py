@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from omp.errors import OmpError
@@ -35,12 +34,14 @@ MAX_LIMIT = 1000
 Result = dict[str, Any]
 
 
-@dataclass
 class Reply:
     """An operation's result, plus work to do only after the result was printed."""
 
-    result: Result
-    after: list[Callable[[], None]] = field(default_factory=list)
+    __slots__ = ("after", "result")
+
+    def __init__(self, result: Result, after: list[Callable[[], None]] | None = None) -> None:
+        self.result = result
+        self.after = after if after is not None else []
 
 
 # ---- input helpers ------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +15,14 @@ from omp.store.paths import StatePaths, TeamPaths
 MAX_WORKERS = 32
 
 
-@dataclass
 class TeamConfig:
     """The parsed config; `raw` keeps every field, known or not, so rewrites lose nothing."""
 
-    paths: TeamPaths
-    raw: dict[str, Any]
+    __slots__ = ("paths", "raw")
+
+    def __init__(self, paths: TeamPaths, raw: dict[str, Any]) -> None:
+        self.paths = paths
+        self.raw = raw
 
     @property
     def name(self) -> str:

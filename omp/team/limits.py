@@ -16,8 +16,7 @@ Per project, `.omp/config.toml` may set any of:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from omp.errors import OmpError
 from omp.store import project_config
@@ -28,8 +27,7 @@ from omp.team import mailbox
 ANSWER_EVENTS = frozenset({"task_done", "task_fail", "task_clarify_res", "task_cancel_ack"})
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     duplicate_window_seconds: float = 10.0
     rate_window_seconds: float = 30.0
     rate_max_messages: int = 8

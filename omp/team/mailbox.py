@@ -17,7 +17,6 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +30,26 @@ Check = Callable[[int, "MailState"], None]
 _PROBE = 32  # bytes before the index offset that must still match: catches a replaced file
 
 
-@dataclass
 class MailState:
     """What the mailbox holds up to `offset`: counts and the undelivered messages' places."""
 
-    offset: int = 0
-    ino: int = 0
-    probe: str = ""
-    messages: int = 0
-    bad: int = 0
-    undelivered: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (offset, len)
+    __slots__ = ("bad", "ino", "messages", "offset", "probe", "undelivered")
+
+    def __init__(
+        self,
+        offset: int = 0,
+        ino: int = 0,
+        probe: str = "",
+        messages: int = 0,
+        bad: int = 0,
+        undelivered: dict[str, tuple[int, int]] | None = None,
+    ) -> None:
+        self.offset = offset
+        self.ino = ino
+        self.probe = probe
+        self.messages = messages
+        self.bad = bad
+        self.undelivered = undelivered if undelivered is not None else {}  # id -> (offset, len)
 
     def apply(self, chunk: jsonl.Chunk) -> list[dict[str, Any]]:
         """Fold a chunk into the state; return the message records it held."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +41,26 @@ STATUSES = ("available", "busy", "inactive")
 DEAD_PANES = frozenset({"dead", "gone"})
 
 
-@dataclass
 class Heartbeat:
-    pid: int | None = None
-    pane_id: str | None = None
-    state: str = "live"  # what the last writer saw: "live" (activity) or "offline"
-    updated_at: float | None = None  # the last activity, POSIX seconds
-    inactive: dict[str, Any] | None = None  # {"reason", "at"}: set by the sweep
-    source: str = "api"
+    # A plain class: this module is on the `omp team api` path, where `dataclasses` (it imports
+    # `inspect`) would cost ~10 ms a call.
+    __slots__ = ("inactive", "pane_id", "pid", "source", "state", "updated_at")
+
+    def __init__(
+        self,
+        pid: int | None = None,
+        pane_id: str | None = None,
+        state: str = "live",  # what the last writer saw: "live" (activity) or "offline"
+        updated_at: float | None = None,  # the last activity, POSIX seconds
+        inactive: dict[str, Any] | None = None,  # {"reason", "at"}: set by the sweep
+        source: str = "api",
+    ) -> None:
+        self.pid = pid
+        self.pane_id = pane_id
+        self.state = state
+        self.updated_at = updated_at
+        self.inactive = inactive
+        self.source = source
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -224,14 +235,24 @@ def mark_inactive(cfg: TeamConfig, worker: str, reason: str, now: float) -> bool
 # ---- status ---------------------------------------------------------------------------------
 
 
-@dataclass
 class MemberState:
-    name: str
-    presence: str
-    status: str
-    busy_with: list[str] = field(default_factory=list)  # conversation ids, "task:<id>" for claims
-    inactive_reason: str | None = None
-    last_seen: float | None = None
+    __slots__ = ("busy_with", "inactive_reason", "last_seen", "name", "presence", "status")
+
+    def __init__(
+        self,
+        name: str,
+        presence: str,
+        status: str,
+        busy_with: list[str] | None = None,  # conversation ids, "task:<id>" for claims
+        inactive_reason: str | None = None,
+        last_seen: float | None = None,
+    ) -> None:
+        self.name = name
+        self.presence = presence
+        self.status = status
+        self.busy_with = busy_with if busy_with is not None else []
+        self.inactive_reason = inactive_reason
+        self.last_seen = last_seen
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

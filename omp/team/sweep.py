@@ -32,8 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from omp import clock
 from omp.errors import OmpError
@@ -47,8 +46,7 @@ from omp.team.conversations import Conversation
 Action = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     task_seconds: float = 20 * 60.0
     cancel_ack_seconds: float = 20.0
 

@@ -9,7 +9,6 @@ TypeScript tool's visible record of who holds what.
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -127,7 +126,7 @@ def claim(team: TeamPaths, tid: str, worker: str) -> tuple[dict[str, Any], str]:
                 raise fs.storage_error(lock, exc) from exc
             os.close(fd)
             break
-        token = f"{worker}-{int(time.time() * 1000)}-{secrets.token_hex(4)}"
+        token = f"{worker}-{int(time.time() * 1000)}-{os.urandom(4).hex()}"
         task.update(status="in_progress", owner=worker, startedAt=clock.iso(), claimToken=token)
         _write(team, task)
     return task, token

@@ -188,11 +188,12 @@ def test_a_full_disk_never_ends_in_a_traceback_or_a_torn_file(
     assert disk.count >= 1, "the call wrote nothing: the test proves nothing"
     assert r.rc in (0, 1), r
     assert r.json is not None and "Traceback" not in r.stderr, r
-    if r.rc == 1:
-        assert r.json["error"] == "storage_error", r.json
-    elif sub == "broadcast":
+    if sub == "broadcast":  # nothing went out: a refusal listing each recipient's error
+        assert r.rc == 1 and r.json["error"] == "broadcast_failed", r.json
         assert r.json["recipients"] == [] and r.json["errors"], r.json
         assert all("storage_error" in e for e in r.json["errors"])
+    elif r.rc == 1:
+        assert r.json["error"] == "storage_error", r.json
     else:
         # Only best-effort writes may fail quietly (receipts of mailbox-read: shown again).
         assert sub == "mailbox-read", r.json
