@@ -510,3 +510,35 @@ def test_a_plain_send_does_not_import_the_conversation_machinery(
         "omp.team.conversations",
         "omp.team.events",
     ]
+
+
+_COSTLY = _PROBE.replace(
+    'heavy = ("omp.team.events", "omp.team.conversations", "omp.team.sweep")',
+    # what no API call on a headless team needs; each costs ~10-100 ms of start-up
+    'heavy = ("typer", "libtmux", "ulid", "dataclasses", "inspect", "tempfile")',
+)
+
+
+@pytest.mark.parametrize(
+    ("sub", "payload"),
+    [
+        ("send-message", {"from": "leader", "to": "worker-1", "body": "plain"}),
+        ("mailbox-list", {"worker": "worker-1"}),
+        ("mailbox-read", {"worker": "worker-1"}),
+    ],
+)
+def test_an_api_call_imports_nothing_costly(
+    root: Path, tmp_path: Path, sub: str, payload: dict[str, Any]
+) -> None:
+    env = child_env(tmp_path / "home", OMP_ROOT=str(root))
+    argv = [sub, "--input", json.dumps({"team_name": "t", **payload}), "--json"]
+    out = subprocess.run(
+        [sys.executable, "-c", _COSTLY, *argv],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert json.loads(out[0])["ok"] is True, out
+    assert out[1] == "[]"
