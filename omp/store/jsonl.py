@@ -24,9 +24,13 @@ from typing import Any
 from omp.store import fs
 
 
+# One encoder, built once: json.dumps with non-default arguments builds a new one per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def encode(record: dict[str, Any]) -> bytes:
-    # json.dumps never emits a raw newline, so one record is always one line.
-    return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    # JSON never holds a raw newline, so one record is always one line.
+    return (_ENCODER.encode(record) + "\n").encode()
 
 
 @contextmanager
@@ -107,9 +111,11 @@ class Appender:
 
 
 def _write_all(fd: int, data: bytes) -> int:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    n = os.write(fd, data)
+    if n < len(data):  # a short write (a full disk, a signal): finish it, still under the lock
+        view = memoryview(data)[n:]
+        while view:
+            view = view[os.write(fd, view) :]
     return len(data)
 
 
