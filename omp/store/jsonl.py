@@ -23,7 +23,6 @@ from typing import Any
 
 from omp.store import fs
 
-
 # One encoder, built once: json.dumps with non-default arguments builds a new one per call.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 

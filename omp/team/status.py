@@ -262,7 +262,8 @@ def status_text(result: dict[str, Any]) -> str:
     if mon:
         lines.append(
             f"monitor: pid {mon.get('pid', '?')}, {mon.get('reason', '?')}, "
-            f"last scan {mon.get('updatedAt', '?')}, nudges {mon.get('nudgesSent', 0)}"
+            f"last scan {mon.get('updatedAt', '?')}, nudges {mon.get('nudgesSent', 0)}, "
+            f"idle prompts {mon.get('idlePromptsSent', 0)}"
         )
     return "\n".join(lines) + "\n"
 
