@@ -24,31 +24,6 @@ app = typer.Typer(
 JsonOpt = typer.Option(False, "--json", help="Print exactly one JSON object.")
 
 
-@app.command("create")
-def create(
-    name: str = typer.Argument(..., help="Team name."),
-    workers: int = typer.Option(..., "--workers", "-w", help="Number of workers (1-32)."),
-    task: str = typer.Option("", "--task", help="Also write one pending task per worker."),
-    as_json: bool = JsonOpt,
-) -> None:
-    """Write a team's config (and tasks) without tmux: for headless teams and scripts."""
-
-    def body() -> dict[str, Any]:
-        from omp.team.setup import create_team
-
-        return create_team(Path.cwd(), name, workers, task=task)
-
-    run(body, as_json=as_json, human=lambda r: f"created team {r['team']} ({r['config']})")
-
-
-@app.command("api", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def api(ctx: typer.Context) -> None:
-    """Machine-facing API, JSON in and out: `omp team api --help` lists the subcommands."""
-    from omp.cli.api import main as api_main
-
-    api_main(list(ctx.args))
-
-
 def progress(msg: str) -> None:
     """Launch progress, on stderr: with --json, stdout stays exactly one JSON object."""
     sys.stderr.write(f"omp: {msg}\n")
@@ -211,6 +186,23 @@ def list_(as_json: bool = JsonOpt) -> None:
     run(body, as_json=as_json, human=human)
 
 
+@app.command("create")
+def create(
+    name: str = typer.Argument(..., help="Team name."),
+    workers: int = typer.Option(..., "--workers", "-w", help="Number of workers (1-32)."),
+    task: str = typer.Option("", "--task", help="Also write one pending task per worker."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Write a team's config (and tasks) without tmux: for headless teams and scripts."""
+
+    def body() -> dict[str, Any]:
+        from omp.team.setup import create_team
+
+        return create_team(Path.cwd(), name, workers, task=task)
+
+    run(body, as_json=as_json, human=lambda r: f"created team {r['team']} ({r['config']})")
+
+
 def _project() -> StatePaths:
     from omp.store.paths import StatePaths, find_root
 
@@ -240,3 +232,11 @@ def _register_monitor() -> None:
 
 
 _register_monitor()
+
+
+@app.command("api", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def api(ctx: typer.Context) -> None:
+    """Machine-facing API, JSON in and out: `omp team api --help` lists the subcommands."""
+    from omp.cli.api import main as api_main
+
+    api_main(list(ctx.args))
