@@ -350,9 +350,8 @@ class DemoAgent:
             return
         inbox = data.decode("utf-8", "replace")
         m = _TASK_ID_RE.search(inbox)
-        if m is None:
-            self.screen.say(f"✗ no 'Task ID:' in {path}")
-            self.notify_leader(f"{self.me} found no Task ID in {path}")
+        if m is None:  # launched without a task: wait for the leader's messages and requests
+            self.screen.say("● no task yet; waiting for the leader (mail or a task_req)")
             return
         tid = m.group(1)
         if self.team is None or self.worker is None:

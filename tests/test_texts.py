@@ -263,7 +263,10 @@ def test_long_body_is_cut_in_human_output_with_the_id(
     payload = {"team_name": TEAM, "worker": "leader"}
     out = call_api(capsys, "mailbox-list", payload, as_json=False)
     line = out.stdout.splitlines()[-1]
-    assert line.endswith(f"…  [cut; full text: id {mid}]"), line
+    assert line.endswith(f"…  [cut; whole text of {mid}: add --json]"), line
     assert len(line) < 300
     full = _api(capsys, "mailbox-list", payload)
     assert full.json["messages"][0]["body"] == body  # JSON carries the whole body
+    # mailbox-read marks what it shows delivered, so it never cuts: the whole body is there
+    read = call_api(capsys, "mailbox-read", payload, as_json=False)
+    assert body.strip() in read.stdout and "[cut" not in read.stdout

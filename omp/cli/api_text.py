@@ -9,15 +9,18 @@ from omp.textsafe import clean, one_line
 BODY_WIDTH = 200
 
 
-def _message_line(m: dict[str, Any]) -> str:
+def _message_line(m: dict[str, Any], *, cut: bool) -> str:
     ts = str(m.get("timestamp", ""))[11:19] or "--:--:--"
     sender = clean(str(m.get("from", "?")))
     mark = "" if m.get("deliveredAt") else " *"
     body = str(m.get("body", ""))
+    if not cut:  # mailbox-read marks what it shows delivered: show all of it
+        text = clean(body).replace("\n", "\n    ")
+        return f"{ts}  {sender}{mark}: {text}"
     shown = one_line(body, BODY_WIDTH)
     line = f"{ts}  {sender}{mark}: {shown}"
     if shown != clean(body):
-        line += f"  [cut; full text: id {m.get('id')}]"
+        line += f"  [cut; whole text of {m.get('id')}: add --json]"
     return line
 
 
@@ -37,10 +40,13 @@ def _sent(result: dict[str, Any]) -> str:
 def render(sub: str, result: dict[str, Any]) -> str:
     if "messages" in result:
         msgs = result["messages"]
-        lines = [_message_line(m) for m in msgs] or ["no messages"]
+        reading = sub == "mailbox-read"
+        lines = [_message_line(m, cut=not reading) for m in msgs] or ["no messages"]
         if msgs and result.get("notice"):
             lines.insert(0, f"({result['notice']})")
-        if result.get("omitted"):
+        if result.get("omitted") and reading:
+            lines.append(f"({result['omitted']} more unread, newer: run the same command again)")
+        elif result.get("omitted"):
             lines.append(f"({result['omitted']} older not shown; raise limit to see them)")
         if result.get("badLines"):
             lines.append(f"({result['badLines']} unreadable line(s) skipped)")

@@ -156,13 +156,18 @@ def list_(as_json: bool = JsonOpt) -> None:
     """The project's teams, one line each."""
 
     def body() -> dict[str, Any]:
+        from omp.errors import OmpError
         from omp.team import config as team_config
 
         project = _project()
-        rows = []
+        rows: list[dict[str, Any]] = []
         for n in team_config.list_teams(project):
             tp = project.team(n)
-            cfg = team_config.load(tp)
+            try:
+                cfg = team_config.load(tp)
+            except OmpError as err:  # one broken team does not hide the others
+                rows.append({"team": n, "error": err.code, "message": err.message})
+                continue
             rows.append(
                 {
                     "team": n,
@@ -178,7 +183,9 @@ def list_(as_json: bool = JsonOpt) -> None:
         if not r["teams"]:
             return "no teams in this project"
         return "\n".join(
-            f"{t['team']:<24} {t['workers']} x {t['agent'] or '?':<8} "
+            f"{t['team']:<24} unreadable: {t['message']} [{t['error']}]"
+            if "error" in t
+            else f"{t['team']:<24} {t['workers']} x {t['agent'] or '?':<8} "
             f"{'shut down' if t['shutdown'] else 'live':<9} {t['createdAt']}"
             for t in r["teams"]
         )

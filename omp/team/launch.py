@@ -32,9 +32,6 @@ if TYPE_CHECKING:
 
 MAX_WORKERS = team_config.MAX_WORKERS
 Progress = Callable[[str], None]
-NO_TASK = (
-    "No task yet: wait for the leader's instructions (read your mail when told you have some)."
-)
 
 
 @dataclass
@@ -126,8 +123,11 @@ class Launch:
         req = self.req
         if not 1 <= req.workers <= MAX_WORKERS:
             raise OmpError("invalid_input", f"worker count must be 1-{MAX_WORKERS}")
-        if not req.task.strip():
-            req.task = NO_TASK
+        if req.ready_timeout is not None and req.ready_timeout <= 0:
+            raise OmpError(
+                "invalid_input", f"--ready-timeout must be > 0, got {req.ready_timeout:g}"
+            )
+        req.task = req.task.strip()
         project = StatePaths(find_root(req.cwd))
         profiles = load_profiles(project.root)
         profile = profiles.get(req.agent)
@@ -206,6 +206,9 @@ class Launch:
             team.name, req.workers, cwd=req.cwd, task=req.task, role=profile.name
         )
         worker_names = [w["name"] for w in raw["workers"]]
+        if not req.task:  # no task: workers wait for the leader, nothing to claim
+            for w in raw["workers"]:
+                w["taskId"] = None
 
         if inside:
             leader = self.env.get("TMUX_PANE", "")
@@ -295,7 +298,7 @@ class Launch:
                 team=team.name,
                 worker=w["name"],
                 task_id=w["taskId"],
-                description=setup.task_description(self.req.task, i, n),
+                description=setup.task_description(self.req.task, i, n) if self.req.task else "",
                 teammates=[x for x in worker_names if x != w["name"]],
                 result_path=wdir / "result.md",
             )

@@ -6,8 +6,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from omp import clock
 from omp.errors import OmpError
-from omp.store import names
+from omp.store import fs, names
 from omp.store.paths import StatePaths, TeamPaths, find_root
 from omp.team import config as team_config
 from omp.team import tasks
@@ -38,14 +39,49 @@ def refuse_existing(team: TeamPaths) -> None:
         )
 
 
+# What one run of a team leaves per worker; a relaunch under the same name starts without them.
+RUN_FILES = ("result.md", "outbox.jsonl", ".outbox-offset", "heartbeat.json")
+
+
+def archive_previous_run(team: TeamPaths) -> Path | None:
+    """Move the last run's tasks, conversations and per-worker results aside (never deleted)
+    into `runs/<shutdown time>/`, so a relaunch neither shows old results as new nor inherits
+    old claims. Mail stays where it is: it belongs to the team, not to one run."""
+    if not team.shutdown.exists():
+        return None
+    record = fs.read_json(team.shutdown)
+    stamp = record.get("shutdownAt") if isinstance(record, dict) else None
+    label = str(stamp or clock.iso()).replace(":", "-")
+    dest = team.dir / "runs" / label
+    while os.path.lexists(dest):
+        dest = dest.with_name(dest.name + "+")
+    team.project.ensure(dest)
+    moves: list[tuple[Path, Path]] = []
+    for sub in ("tasks", "conversations"):
+        if team.project.check(team.dir / sub):
+            moves.append((team.dir / sub, dest / sub))
+    if team.project.check(team.workers_dir):
+        for w in sorted(os.listdir(team.workers_dir)):
+            wdir = team.workers_dir / w
+            if not names.is_valid_name(w) or not team.project.check(wdir):
+                continue
+            for f in RUN_FILES:
+                if fs.check_entry(wdir / f, want_dir=False):
+                    moves.append((wdir / f, dest / "workers" / w / f))
+    moves.append((team.shutdown, dest / "shutdown.json"))
+    for src, dst in moves:
+        team.project.ensure(dst.parent)
+        os.rename(src, dst)
+    return dest
+
+
 def write_state(team: TeamPaths, raw: dict[str, Any], task: str) -> None:
     """Worker directories and tasks first, the config last: a team is visible once complete."""
+    archive_previous_run(team)
     n = len(raw["workers"])
     for i, w in enumerate(raw["workers"], start=1):
         team.project.ensure(team.worker_dir(w["name"]))
         if task:
             tasks.create(team, w["taskId"], task_description(task, i, n))
     team.project.ensure(team.mailbox_dir)
-    if team.shutdown.exists():
-        os.unlink(team.shutdown)  # a relaunch under the same name is live again
     team_config.write(team, raw)

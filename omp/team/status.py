@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from omp import clock
+from omp.errors import OmpError
 from omp.store import fs
 from omp.store.paths import StatePaths, TeamPaths
 from omp.team import config as team_config
@@ -156,9 +157,20 @@ def monitor_summary(project: StatePaths) -> dict[str, Any] | None:
 
 
 def status(project: StatePaths, name: str | None) -> dict[str, Any]:
-    names_ = [name] if name else team_config.list_teams(project)
-    teams = [team_status(team_config.load(project.team(n))) for n in names_]
+    if name:
+        teams = [team_status(team_config.load(project.team(name)))]
+    else:
+        teams = [_status_or_error(project, n) for n in team_config.list_teams(project)]
     return {"ok": True, "teams": teams, "monitor": monitor_summary(project)}
+
+
+def _status_or_error(project: StatePaths, name: str) -> dict[str, Any]:
+    """One team of the project's overview: a broken team is a row saying why, not a failure
+    that hides every other team."""
+    try:
+        return team_status(team_config.load(project.team(name)))
+    except OmpError as err:
+        return {"team": name, "error": err.code, "message": err.message}
 
 
 # ---- collect --------------------------------------------------------------------------------
@@ -210,14 +222,15 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
             }
         )
     done = sum(1 for x in out if x["outcome"] == "done")
-    finished = sum(1 for x in out if x["outcome"] != "working")
+    task_list = list(by_id.values())
     return {
         "ok": True,
         "team": cfg.name,
         "workers": out,
         "total": len(out),
         "doneCount": done,
-        "allDone": bool(out) and finished == len(out),
+        # the same rule as `status` and `wait`: every task finished (a dead pane is not)
+        "allDone": bool(task_list) and all(t.get("status") in tasks.TERMINAL for t in task_list),
     }
 
 
@@ -240,6 +253,9 @@ def status_text(result: dict[str, Any]) -> str:
         return 'no teams in this project (start one: omp team launch 3 "<task>")\n'
     lines: list[str] = []
     for t in result["teams"]:
+        if "error" in t:
+            lines.append(f"team {t['team']} — unreadable: {t['message']} [{t['error']}]")
+            continue
         tag = " (shut down)" if t["shutdown"] else ""
         lines.append(
             f"team {t['team']} — {t['agent'] or '?'}{tag}; leader unread {t['leaderUnread']}"

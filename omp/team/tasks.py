@@ -24,8 +24,9 @@ from omp.store.paths import TeamPaths
 STATUSES = ("pending", "in_progress", "completed", "failed", "interrupted")
 TERMINAL = frozenset({"completed", "failed", "interrupted"})
 OUTBOX_EVENTS = {"completed": "task_complete", "failed": "task_failed"}
+# What transition-task-status may do; pending -> in_progress happens only through a claim,
+# which takes the lock and hands out the token.
 MOVES = {
-    "pending": {"in_progress"},
     "in_progress": {"completed", "failed", "interrupted"},
 }
 
@@ -156,6 +157,12 @@ def transition(
                 f"task {tid} is {task.get('status')}, not {from_status}",
                 task_id=tid,
                 status=task.get("status"),
+            )
+        if from_status == "pending" and to_status == "in_progress":
+            raise OmpError(
+                "invalid_transition",
+                f"task {tid}: start a task with claim-task (it returns the claimToken), "
+                "not with transition-task-status",
             )
         if to_status not in MOVES.get(from_status, set()):
             allowed = ", ".join(f"{a} -> {b}" for a, bs in MOVES.items() for b in sorted(bs))

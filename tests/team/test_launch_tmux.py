@@ -277,3 +277,20 @@ def test_two_demo_workers_complete_a_task_req_exchange(server: Tmux, project: Pa
     roster = run_api("roster", {"team_name": "t1", "worker": "worker-1"}, cwd=project)
     member = next(m for m in roster.json["members"] if m["name"] == "worker-2")
     assert member["status"] == "available"
+
+
+def test_a_launch_without_a_task_leaves_workers_free_for_requests(
+    server: Tmux, project: Path
+) -> None:
+    res = _launch(server, project, n=1, task="")
+    assert res["workers"][0]["taskId"] is None
+    assert _status(project)["tasks"] == []
+    inbox = (project / ".omp/state/team/t1/workers/worker-1/inbox.md").read_text()
+    assert "claim-task" not in inbox
+    req = run_api(
+        "send-message",
+        {"team_name": "t1", "from": "leader", "to": "worker-1", "body": "fix foo",
+         "event": "task_req"},
+        cwd=project,
+    )  # fmt: skip
+    assert req.rc == 0 and req.json["status"] == "acknowledged", req.stdout
