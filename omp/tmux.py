@@ -222,10 +222,13 @@ class Tmux:
 
     def _exec(self, args: Sequence[str]) -> tuple[int, str, str]:
         # Every argument is escaped: tmux splits commands at any argument ending in ';'.
-        argv = [self._binary, *self._base, *(_escape_arg(a) for a in args)]
+        return self._run([_escape_arg(a) for a in args], args[0] if args else "tmux")
+
+    def _run(self, args: Sequence[str], what: str) -> tuple[int, str, str]:
+        """One tmux client process, bounded by `timeout`: (returncode, stdout, stderr)."""
         try:
             cp = subprocess.run(
-                argv,
+                [self._binary, *self._base, *args],
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,
@@ -240,7 +243,7 @@ class Tmux:
             ) from exc
         except subprocess.TimeoutExpired as exc:
             raise OmpError(
-                "tmux_error", f"{args[0]}: no answer from tmux within {self.timeout:g}s"
+                "tmux_error", f"{what}: no answer from tmux within {self.timeout:g}s"
             ) from exc
         return cp.returncode, cp.stdout, cp.stderr.strip()
 
@@ -420,35 +423,19 @@ class Tmux:
         if not pane_ids:
             return {}
         mark = f"omp-capture-{secrets.token_hex(6)}"
-        argv = [self._binary, *self._base]
+        args: list[str] = []
         for i, pane in enumerate(pane_ids):
             if not _PANE_ID.fullmatch(pane):
                 raise OmpError("invalid_input", f"invalid pane id {pane!r}")
-            argv += ["display-message", "-p", f"{mark} {i}", ";"]
-            argv += ["capture-pane", "-p", "-J", "-t", pane, ";"]
-            argv += ["display-message", "-p", f"{mark} end", ";"]
-        try:
-            cp = subprocess.run(
-                argv[:-1],
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-                timeout=self.timeout,
-                check=False,
-            )
-        except FileNotFoundError as exc:
-            raise OmpError("tmux_not_found", f"{self._binary} is not installed") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise OmpError(
-                "tmux_error", f"capture-pane: no answer from tmux within {self.timeout:g}s"
-            ) from exc
+            args += ["display-message", "-p", f"{mark} {i}", ";"]
+            args += ["capture-pane", "-p", "-J", "-t", pane, ";"]
+            args += ["display-message", "-p", f"{mark} end", ";"]
+        _, stdout, _ = self._run(args[:-1], "capture-pane")
         # tmux stops at the first failing command (a gone pane): what came before is good.
         out: dict[str, list[str]] = {}
         rows: list[str] = []
         current: str | None = None
-        for row in cp.stdout.split("\n"):
+        for row in stdout.split("\n"):
             if row == f"{mark} end":
                 if current is not None:  # only a capture that ran to its end marker counts
                     out[current] = rows

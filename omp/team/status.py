@@ -240,7 +240,8 @@ def collect_markdown(result: dict[str, Any]) -> str:
         head += " — all finished"
     parts = [head]
     for w in result["workers"]:
-        parts.append(f"\n## {w['name']} (task {w['taskId']}): {w['outcome']}")
+        task = f" (task {w['taskId']})" if w.get("taskId") else ""
+        parts.append(f"\n## {w['name']}{task}: {w['outcome']}")
         if w.get("result"):
             parts.append(f"Result: {w['result']}")
         if w.get("resultMarkdown"):
