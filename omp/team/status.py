@@ -29,7 +29,7 @@ MAX_RESULT_CHARS = 4000
 
 @dataclass
 class PaneView:
-    state: str  # alive | dead | gone | unknown
+    state: str  # alive | dead | gone | unknown | none (a headless worker: no pane at all)
     dead_status: int | None = None
 
 
@@ -40,7 +40,8 @@ def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
     One tmux call for all panes; no server is started.
     """
     panes = {w: cfg.pane_of(w) for w in cfg.worker_names}
-    out = {w: PaneView("unknown" if p else "gone") for w, p in panes.items()}
+    # "none": a headless worker never had a pane (not one that went away)
+    out = {w: PaneView("unknown" if p else "none") for w, p in panes.items()}
     ident = cfg.tmux
     wanted = [p for p in panes.values() if p]
     if not wanted or not ident:
@@ -51,7 +52,7 @@ def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
         tmux = Tmux(socket_path=ident.get("socketPath")) if ident.get("socketPath") else Tmux()
         server = tmux.server_identity()
         if server is None or not _same_server(ident, server):
-            return {w: PaneView("gone") for w in panes}
+            return {w: PaneView("gone" if p else "none") for w, p in panes.items()}
         states = tmux.pane_states(wanted)
     except Exception:
         return out

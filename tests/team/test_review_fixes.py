@@ -110,3 +110,12 @@ def test_an_inbox_without_a_task_has_nothing_to_claim() -> None:
     )  # fmt: skip
     assert "Task ID" not in text and "claim-task" not in text
     assert "None yet: wait" in text and '"to":"worker-1"' not in text  # never told to self-send
+
+
+def test_a_headless_worker_has_no_pane_rather_than_a_gone_one(root: Path) -> None:
+    team = make_team(root, "hl", 2, task="job")
+    st = team_status.status(StatePaths(root), "hl")["teams"][0]
+    assert [w["pane"] for w in st["workers"]] == ["none", "none"]
+    assert all(w["presence"] != "offline" for w in st["workers"])
+    col = team_status.collect(team_config.load(team))
+    assert [w["outcome"] for w in col["workers"]] == ["working", "working"]
