@@ -45,6 +45,7 @@ from omp.team import monitor_ctl as ctl
 from omp.team import monitor_policy as policy
 from omp.team.config import TeamConfig
 from omp.team.mailbox import Mailbox
+from omp.team.panes import same_server
 from omp.team.tasks import TERMINAL
 
 if TYPE_CHECKING:
@@ -292,7 +293,7 @@ class Monitor:
             return
         live: list[_Team] = []
         for t in teams:
-            if server is None or not _same_server(t.ident, server):
+            if server is None or not same_server(t.ident, server):
                 report.teams.append({"team": t.name, "live": False, "why": "tmux server gone"})
                 # Every pane went with its server, but a sweep cannot be undone: act only when
                 # two scans in a row found it gone.
@@ -706,12 +707,6 @@ class Monitor:
                 **extra,
             },
         )
-
-
-def _same_server(ident: Mapping[str, Any], server: Mapping[str, Any]) -> bool:
-    return str(ident.get("serverPid")) == str(server.get("server_pid")) and str(
-        ident.get("serverStartedAt")
-    ) == str(server.get("server_started_at"))
 
 
 def _why(exc: BaseException) -> str:

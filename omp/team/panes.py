@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from omp.team.config import TeamConfig
 
@@ -16,6 +17,14 @@ def tmux_for(cfg: TeamConfig) -> Tmux:
 
     sock = (cfg.tmux or {}).get("socketPath")
     return Tmux(socket_path=sock) if isinstance(sock, str) and sock else Tmux()
+
+
+def same_server(ident: Mapping[str, Any], server: Mapping[str, Any]) -> bool:
+    """Is `server` (from `Tmux.server_identity`) the incarnation recorded in a config's
+    `tmuxIdentity`? A restarted server reuses pane ids for other panes."""
+    return str(ident.get("serverPid")) == str(server.get("server_pid")) and str(
+        ident.get("serverStartedAt")
+    ) == str(server.get("server_started_at"))
 
 
 def expected_identity(cfg: TeamConfig, pane: str) -> PaneIdentity | None:

@@ -8,7 +8,7 @@ from omp import clock
 from omp.store import fs
 from omp.team import tasks
 from omp.team.config import TeamConfig
-from omp.team.status import _same_server
+from omp.team.panes import same_server, tmux_for
 
 
 def shutdown(cfg: TeamConfig) -> dict[str, Any]:
@@ -21,14 +21,11 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
     panes = [(w, cfg.pane_of(w)) for w in cfg.worker_names]
     if ident and any(p for _, p in panes):
         try:
-            from omp.tmux import Tmux
-
-            sock = ident.get("socketPath")
-            tmux = Tmux(socket_path=sock) if sock else Tmux()
+            tmux = tmux_for(cfg)
             server = tmux.server_identity()
         except Exception:
             server = None
-        if server is None or not _same_server(ident, server):
+        if server is None or not same_server(ident, server):
             skipped = [{"pane": p, "why": "tmux server gone or restarted"} for _, p in panes if p]
         else:
             states = tmux.pane_states([p for _, p in panes if p])

@@ -7,7 +7,6 @@ not the monitor, not a tmux server. Tests pin the state tree byte-identical, mti
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,11 +46,11 @@ def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
     if not wanted or not ident:
         return out
     try:
-        from omp.tmux import Tmux
+        from omp.team.panes import same_server, tmux_for
 
-        tmux = Tmux(socket_path=ident.get("socketPath")) if ident.get("socketPath") else Tmux()
+        tmux = tmux_for(cfg)
         server = tmux.server_identity()
-        if server is None or not _same_server(ident, server):
+        if server is None or not same_server(ident, server):
             return {w: PaneView("gone" if p else "none") for w, p in panes.items()}
         states = tmux.pane_states(wanted)
     except Exception:
@@ -60,12 +59,6 @@ def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
         if p:
             out[w] = _view(states.get(p), ident)
     return out
-
-
-def _same_server(ident: Mapping[str, Any], server: Mapping[str, Any]) -> bool:
-    return str(ident.get("serverPid")) == str(server.get("server_pid")) and str(
-        ident.get("serverStartedAt")
-    ) == str(server.get("server_started_at"))
 
 
 def _view(st: PaneState | None, ident: dict[str, Any]) -> PaneView:
