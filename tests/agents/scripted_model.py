@@ -35,7 +35,8 @@ class ToolCall:
 class Reply:
     """The next assistant move: `text`, or one `tool_call` (with optional `text` before it).
 
-    `delay` holds the HTTP response that many seconds first (a slow model: the CLI stays busy).
+    `delay`: seconds the model "thinks" (a streamed reply opens at once and its first token
+    comes that much later; a plain one answers that much later): the CLI stays busy.
     """
 
     text: str = ""
@@ -188,18 +189,21 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 return
             chat = Chat(body if isinstance(body, dict) else {}, time.time())
             try:
-                _, reply = model._answer(chat)
+                ex, reply = model._answer(chat)
             except Exception as exc:
                 self._json(500, {"error": {"message": f"policy failed: {exc}"}})
                 return
-            if reply.delay > 0:
-                time.sleep(reply.delay)
             cid = f"chatcmpl-{model._next_id()}"
             call_id = f"call_{model._next_id()}"
-            if chat.stream:
-                self._sse(list(_chunks(cid, model.model, reply, call_id)))
-            else:
-                self._json(200, _completion(cid, model.model, reply, call_id))
+            try:
+                if chat.stream:
+                    self._sse(list(_chunks(cid, model.model, reply, call_id)), reply.delay)
+                else:
+                    time.sleep(reply.delay)
+                    self._json(200, _completion(cid, model.model, reply, call_id))
+            except OSError:  # the CLI dropped the request (cancelled, or gave up waiting)
+                with model._lock:
+                    ex.error = "client disconnected"
 
         def _json(self, status: int, doc: dict[str, Any]) -> None:
             data = json.dumps(doc).encode()
@@ -209,14 +213,18 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _sse(self, chunks: list[dict[str, Any]]) -> None:
+        def _sse(self, chunks: list[dict[str, Any]], delay: float) -> None:
+            """The stream opens at once; a delayed reply then thinks before its first token."""
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Connection", "close")
             self.end_headers()
             self.close_connection = True
-            for chunk in chunks:
+            for i, chunk in enumerate(chunks):
+                if i == 1 and delay > 0:
+                    self.wfile.flush()
+                    time.sleep(delay)
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()

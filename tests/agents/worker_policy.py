@@ -31,6 +31,7 @@ NUDGE = re.compile(r"You have \d+ new message\(s\)\. Read them: (.+?)\s*$", re.M
 # printed (a bare `omp`, an absolute path, or `python -m omp`).
 API_LINE = re.compile(r"^\s*(?P<cmd>\S.*? team api (?P<op>[a-z-]+) --input '(?P<arg>\{.*?\})'.*)$")
 RESULT_FILE = re.compile(r"Write your full result to (\S+)")
+CLAIMED = '"claimToken":"'  # in claim-task's output (the inbox only names the placeholder)
 SHELL_NAMES = ("bash", "shell", "run_shell_command", "shell_command", "exec_command")
 
 
@@ -124,6 +125,8 @@ class _Replay:
                     args = json.loads(call["function"]["arguments"] or "{}")
                 except (ValueError, KeyError, TypeError):
                     args = {}
+                if not isinstance(args, dict) or "command" not in args:
+                    continue  # not a shell call (Copilot itself calls read_bash on a notice)
                 out = outputs.get(str(call.get("id")), "")
                 self.done.append(Step(str(args.get("command", "")), out))
         self.pos = 0
@@ -141,11 +144,15 @@ class _Replay:
 
 @dataclass
 class WorkerPolicy:
-    """Knobs: `busy_seconds` runs `sleep N` after the claim (a worker mid-turn); `hold_seconds`
-    delays every model answer; `final_text` is the last reply of the task (e.g. a loop's
-    completion word); `reply_text` prefixes answers to mail."""
+    """Knobs: `busy_seconds` makes the worker busy mid-turn right after its claim, by a `sleep N`
+    shell call (`busy_how="tool"`) or by the model taking that long to answer (`"model"`);
+    `hold_seconds` delays every model answer; `final_text` is the last reply of the task (e.g.
+    a loop's completion word); `reply_text` prefixes answers to mail; the first
+    `ignore_nudges` nudges are answered with words only (the mail stays unread)."""
 
     busy_seconds: float = 0.0
+    busy_how: str = "tool"
+    ignore_nudges: int = 0
     hold_seconds: float = 0.0
     final_text: str = "Task done."
     reply_text: str = "got it"
@@ -162,11 +169,12 @@ class WorkerPolicy:
         state: dict[str, Any] = {}
         for goal in self.goals(chat):
             for command in goal(replay, state):
-                return self._run(chat, command)
+                return self._run(chat, command, self._hold(chat))
         return Reply(text=state.get("last_text", self.final_text), delay=self.hold_seconds)
 
     def goals(self, chat: Chat) -> Iterator[Any]:
         """One goal per instruction found in the user messages, in order."""
+        nudges = 0
         for msg in chat.messages:
             if msg.get("role") != "user":
                 continue
@@ -174,15 +182,23 @@ class WorkerPolicy:
             for m in TRIGGER.finditer(text):
                 yield self._task_goal(m[1])
             for m in NUDGE.finditer(text):
-                yield self._mail_goal(m[1])
+                nudges += 1
+                yield self._mail_goal(m[1], ignore=nudges <= self.ignore_nudges)
 
-    def _run(self, chat: Chat, command: str) -> Reply:
+    def _hold(self, chat: Chat) -> float:
+        last = chat.messages[-1] if chat.messages else {}
+        just_claimed = last.get("role") == "tool" and CLAIMED in message_text(last)
+        if self.busy_how == "model" and just_claimed:
+            return self.busy_seconds
+        return self.hold_seconds
+
+    def _run(self, chat: Chat, command: str, delay: float) -> Reply:
         name, required = shell_tool(chat)
         args: dict[str, Any] = {"command": command}
         if "description" in required:
             api = API_LINE.match(command)
             args["description"] = f"omp {api['op']}" if api else command.split()[0]
-        return Reply(tool_call=ToolCall(name, args), delay=self.hold_seconds)
+        return Reply(tool_call=ToolCall(name, args), delay=delay)
 
     # A goal is a generator of commands over the replay: it yields the next command to run, or
     # finishes. Steps already in the conversation are taken from the replay without yielding.
@@ -209,7 +225,7 @@ class WorkerPolicy:
             send = inbox.commands["send-message"]
             done = inbox.commands["transition-task-status"]
             plan = []
-            if self.busy_seconds > 0:
+            if self.busy_seconds > 0 and self.busy_how == "tool":
                 plan.append(f"sleep {self.busy_seconds:g}")
             plan.append(send.with_arg(body=f"{send.arg.get('from')}: {self.progress_text}"))
             if inbox.result_file:
@@ -223,8 +239,11 @@ class WorkerPolicy:
 
         return goal
 
-    def _mail_goal(self, read_cmd: str) -> Any:
+    def _mail_goal(self, read_cmd: str, *, ignore: bool) -> Any:
         def goal(replay: _Replay, state: dict[str, Any]) -> Iterator[str]:
+            if ignore:
+                state["last_text"] = "Not now."
+                return
             step = replay.take(read_cmd)
             if step is None:
                 yield read_cmd
