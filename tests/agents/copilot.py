@@ -113,7 +113,6 @@ class CopilotTeam:
         model: ScriptedModel,
         *,
         monitor: dict[str, str] | None = None,
-        venv_on_path: bool = False,
     ) -> None:
         self.root = base / "proj"
         (self.root / ".git").mkdir(parents=True)
@@ -126,7 +125,7 @@ class CopilotTeam:
         # there), then the system's. Not the venv's bin: omp must not need an activated venv.
         venv_bin = str(Path(sys.executable).parent)
         system = [p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if p != venv_bin]
-        path = [str(copilot.parent), *([venv_bin] if venv_on_path else []), *system]
+        path = [str(copilot.parent), *system]
         extra = {
             "PATH": os.pathsep.join(path),
             "SHELL": "/bin/sh",

@@ -20,9 +20,6 @@ from tests.agents.worker_policy import CLAIMED, NUDGE, TRIGGER, WorkerPolicy
 
 pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]
 
-# Until omp names itself by absolute path in every agent text (issue 10 §1), a worker pane finds
-# `omp` only through PATH: this puts the venv's bin there for the launching process.
-VENV_ON_PATH = True
 
 Factory = Callable[..., CopilotTeam]
 
@@ -131,7 +128,7 @@ def launch_done(team: CopilotTeam, workers: int) -> dict[str, Any]:
 def test_two_copilot_workers_reach_all_done(
     copilot_team: Factory, scripted_model: ScriptedModel, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    team = copilot_team(venv_on_path=VENV_ON_PATH)
+    team = copilot_team()
     t0 = time.monotonic()
     st = launch_done(team, 2)
     wall = time.monotonic() - t0
@@ -163,7 +160,7 @@ def test_two_copilot_workers_reach_all_done(
 def test_leader_message_is_nudged_read_and_answered(
     copilot_team: Factory, scripted_model: ScriptedModel
 ) -> None:
-    team = copilot_team(venv_on_path=VENV_ON_PATH)
+    team = copilot_team()
     launch_done(team, 1)
     sent = team.api("send-message", {"from": "leader", "to": "worker-1", "body": "status?"})
     assert sent["ok"] is True and sent["nudged"] is True, sent  # typed and submitted, verified
@@ -189,7 +186,7 @@ def test_message_sent_mid_turn_is_read_when_the_turn_ends(
     when it ends. The message itself arrives whole, as its own user turn.
     """
     scripted_model.policy = WorkerPolicy(busy_seconds=8, busy_how=busy_how)
-    team = copilot_team(venv_on_path=VENV_ON_PATH)
+    team = copilot_team()
     team.launch(1)
     # inside its turn: running a long shell command, or the model holding its next answer
     poll(lambda: busy_since(scripted_model, busy_how), f"busy ({busy_how})")
@@ -220,7 +217,7 @@ def test_unread_mail_is_renudged_by_the_monitor(
         "OMP_MONITOR_SCAN_SECONDS": "0.5",
         "OMP_MONITOR_UNREAD_REPEAT_SECONDS": "3",
     }
-    team = copilot_team(venv_on_path=VENV_ON_PATH, monitor=monitor)
+    team = copilot_team(monitor=monitor)
     launch_done(team, 1)
     sent = team.api("send-message", {"from": "leader", "to": "worker-1", "body": "ping"})
     assert sent["ok"] is True and sent["nudged"] is True, sent
