@@ -30,7 +30,13 @@ def _sent(result: dict[str, Any]) -> str:
         return f"pong: {clean(str(result['pong'].get('body', '')))}\n"
     if result.get("status") == "rejected":
         return f"{result.get('event')} {mid} rejected: {result.get('reason')}\n"
-    how = "nudged" if result.get("nudged") else "not nudged"
+    state, why = result.get("nudge"), result.get("nudgeReason")
+    if result.get("nudged"):
+        how = "nudged"
+    elif state == "deferred":
+        how = f"nudge deferred: {why}" if why else "nudge deferred"
+    else:
+        how = f"not nudged: {why}" if why else "not nudged"
     line = f"sent {mid} ({how})"
     if result.get("status") == "acknowledged":
         line += f"; task {result.get('taskId')} acknowledged, the worker is now busy"

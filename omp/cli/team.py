@@ -48,6 +48,12 @@ def launch(
     ready_timeout: float = typer.Option(
         None, "--ready-timeout", help="Seconds to wait for each agent (default per profile)."
     ),
+    leader_agent: str = typer.Option(
+        None,
+        "--leader-agent",
+        help="The agent in the leader's pane (its screen decides when a nudge may be typed); "
+        "detected when omp runs inside it.",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Open one tmux pane per worker, start an agent in each and hand each its task."""
@@ -69,6 +75,7 @@ def launch(
             socket=socket,
             new_session=new_session,
             nudge_leader=nudge_leader,
+            leader_agent=leader_agent,
             cwd=Path.cwd(),
             ready_timeout=ready_timeout,
         )

@@ -188,15 +188,18 @@ def send_message(inp: Result) -> Reply:
     if fields is None:
         msg = mailbox.new_message(sender, to, body)
         check = limits.checker(lim, sender, to, msg, is_answer=False)
-        unread = mailbox.Mailbox(team, to).append_messages([msg], check)
-        result: Result = {"ok": True, "messageId": msg["id"], "nudged": _nudge(cfg, to, unread)}
+        mailbox.Mailbox(team, to).append_messages([msg], check)
+        result: Result = {"ok": True, "messageId": msg["id"], **_nudge_fields(cfg, to)}
     else:
         from omp.team import events
 
         outcome = events.send(cfg, sender, to, body, fields, lim)
         result = outcome.result
-        nudged = [r for r, n in outcome.nudges if _nudge(cfg, r, n)]
-        result["nudged"] = bool(nudged)
+        # The recipient's nudge is the one reported; others (auto-replies) are best-effort.
+        for r, _ in outcome.nudges:
+            if r != to:
+                nudge.nudge(cfg, r)
+        result.update(_nudge_fields(cfg, to))
     _beat(cfg, who)
     return Reply(result)
 
@@ -214,18 +217,18 @@ def broadcast(inp: Result) -> Reply:
         recipients.append(LEADER)
     ids: list[str] = []
     errors: list[str] = []
-    sent: list[tuple[str, int]] = []
+    sent: list[str] = []
     lim = limits.load(team.project)
     for to in recipients:
         msg = mailbox.new_message(sender, to, body)
         check = limits.checker(lim, sender, to, msg, is_answer=False)
         try:
-            unread = mailbox.Mailbox(team, to).append_messages([msg], check)
+            mailbox.Mailbox(team, to).append_messages([msg], check)
         except OmpError as err:
             errors.append(f"{to}: {err.code}: {err.message}")
             continue
         ids.append(msg["id"])
-        sent.append((to, unread))
+        sent.append(to)
     if errors and not sent:
         # Nothing went out: an agent reading ok:true would believe everyone heard it.
         raise OmpError(
@@ -234,12 +237,13 @@ def broadcast(inp: Result) -> Reply:
             errors=errors,
             recipients=[],
         )
-    nudged = [to for to, unread in sent if _nudge(cfg, to, unread)]
+    nudges = {to: nudge.nudge(cfg, to) for to in sent}
     out: Result = {
         "ok": True,
-        "recipients": [to for to, _ in sent],
+        "recipients": sent,
         "messageIds": ids,
-        "nudged": nudged,
+        "nudged": [to for to, o in nudges.items() if o.typed],
+        "nudges": {to: o.state for to, o in nudges.items()},
     }
     if errors:
         out["errors"] = errors
@@ -248,11 +252,14 @@ def broadcast(inp: Result) -> Reply:
     return Reply(out)
 
 
-def _nudge(cfg: TeamConfig, to: str, unread: int) -> bool:
-    try:
-        return nudge.nudge(cfg, to, unread)
-    except Exception:
-        return False  # the message is already safe on disk; a nudge is best-effort
+def _nudge_fields(cfg: TeamConfig, to: str) -> Result:
+    """`nudged` (typed, as before) and what happened: `nudge` typed | deferred | not_needed |
+    no_pane | unreachable, and `nudgeReason` when it was not typed."""
+    o = nudge.nudge(cfg, to)
+    out: Result = {"nudged": o.typed, "nudge": o.state}
+    if o.reason:
+        out["nudgeReason"] = o.reason
+    return out
 
 
 def _mailbox_of(inp: Result) -> tuple[TeamConfig, mailbox.Mailbox, str | None]:

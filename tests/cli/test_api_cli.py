@@ -105,8 +105,12 @@ def test_send_message_from_a_subdirectory_in_a_real_process(
     assert r.rc == 0, r
     assert r.stderr == ""
     assert r.stdout.count("\n") == 1
-    assert set(r.json) == {"ok", "messageId", "nudged"}
+    assert set(r.json) == {"ok", "messageId", "nudged", "nudge", "nudgeReason"}
     assert r.json["ok"] is True and r.json["nudged"] is False
+    assert (r.json["nudge"], r.json["nudgeReason"]) == (
+        "no_pane",
+        "worker-2 has no pane (a headless team)",
+    )
     ULID.from_str(r.json["messageId"])
     lines = records(mailbox_file(root, "worker-2"))
     assert len(lines) == 1
@@ -509,7 +513,11 @@ def test_human_form_is_one_short_line_per_message(
         as_json=False,
     )
     assert r.rc == 0, r
-    assert re.fullmatch(r"sent [0-9A-Z]{26} \(not nudged\)\n", r.stdout)
+    assert re.fullmatch(
+        r"sent [0-9A-Z]{26} \(not nudged: the leader is not nudged \(launch with "
+        r"--nudge-leader\); it polls with wait\)\n",
+        r.stdout,
+    )
     send(capsys, root, "worker-2", "leader", "red \x1b[31mALERT\x1b[0m\x07 \x1b]0;title\x07done")
     send(capsys, root, "worker-3", "leader", "first line\nsecond line")
     r = run_api(
