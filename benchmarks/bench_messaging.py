@@ -25,6 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -411,7 +412,11 @@ def _rate_one(fn: Callable[[], None], lines: int) -> float:
 
 
 def _rate_many(target: Callable[..., None], argsets: list[tuple[Any, ...]], lines: int) -> float:
-    ctx = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    ctx = (
+        multiprocessing.get_context("fork")
+        if sys.platform == "linux"
+        else multiprocessing.get_context("spawn")
+    )
     barrier = ctx.Barrier(len(argsets) + 1)
     procs = [ctx.Process(target=target, args=(*a, barrier)) for a in argsets]
     for p in procs:
@@ -433,11 +438,11 @@ def bench_appends(work: Path, root: Path, sizes: Sizes) -> list[Row]:
     one, many, kept, kept_many = [], [], [], []
     for rep in range(sizes.reps):
         path = work / f"one-{rep}.jsonl"
-        one.append(_rate_one(lambda p=path: _append_lines(str(p), n, record, None), n))
+        one.append(_rate_one(partial(_append_lines, str(path), n, record, None), n))
         path = work / f"many-{rep}.jsonl"
         many.append(_rate_many(_append_lines, [(str(path), n // 8, record)] * 8, n // 8 * 8))
         path = work / f"kept-{rep}.jsonl"
-        kept.append(_rate_one(lambda p=path: _append_kept_open(str(p), n, record, None), n))
+        kept.append(_rate_one(partial(_append_kept_open, str(path), n, record, None), n))
         path = work / f"kept-many-{rep}.jsonl"
         kept_many.append(
             _rate_many(_append_kept_open, [(str(path), n // 8, record)] * 8, n // 8 * 8)
@@ -450,7 +455,7 @@ def bench_appends(work: Path, root: Path, sizes: Sizes) -> list[Row]:
         for f in (team.mailbox(recipient), team.mailbox_index(recipient)):
             if f.exists():
                 f.unlink()
-        mb_one.append(_rate_one(lambda r=recipient: _append_mailbox(str(root), r, m, None), m))
+        mb_one.append(_rate_one(partial(_append_mailbox, str(root), recipient, m, None), m))
         for f in (team.mailbox(recipient), team.mailbox_index(recipient)):
             f.unlink()
         mb_many.append(
@@ -463,7 +468,7 @@ def bench_appends(work: Path, root: Path, sizes: Sizes) -> list[Row]:
         for f in (team.mailbox(recipient), team.mailbox_index(recipient)):
             if f.exists():
                 f.unlink()
-        low.append(_rate_one(lambda r=recipient: _append_mailbox(str(root), r, batch, None), batch))
+        low.append(_rate_one(partial(_append_mailbox, str(root), recipient, batch, None), batch))
     target = "≥ 100,000 lines/s"
     return [
         Row(
@@ -616,12 +621,13 @@ def main(argv: list[str] | None = None) -> int:
         create_team(root, "mark", 2)
         create_team(root, "appends", 4)
         rows: list[Row] = []
-        for step, fn in (
+        steps: tuple[tuple[str, Callable[[], list[Row]]], ...] = (
             ("a", lambda: bench_send(work, root, omp, sizes)),
             ("b", lambda: bench_list(work, root, omp, sizes)),
             ("c", lambda: bench_appends(work, root, sizes)),
             ("d", lambda: bench_mark(work, root, omp, sizes)),
-        ):
+        )
+        for step, fn in steps:
             print(f"running ({step}) ...", file=sys.stderr, flush=True)
             rows += fn()
     finally:
