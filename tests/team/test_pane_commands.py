@@ -25,7 +25,7 @@ import pytest
 from omp.tmux import Tmux
 from tests.helpers import child_env
 
-pytestmark = pytest.mark.tmux
+pytestmark = [pytest.mark.tmux, pytest.mark.slow]  # real shells in real panes, a venv built
 T = TypeVar("T")
 
 VENV_OMP = Path(sys.executable).parent / "omp"
