@@ -28,7 +28,6 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from omp import clock, ids
@@ -534,7 +533,3 @@ def _ids_in(fd: int, wanted: set[str]) -> set[str]:
         if len(found) == len(keys):
             break
     return found
-
-
-def mailbox_path(team: TeamPaths, recipient: str) -> Path:
-    return team.mailbox(recipient)
