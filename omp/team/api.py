@@ -293,7 +293,7 @@ def mailbox_mark_delivered(inp: Result) -> Reply:
 def mailbox_read(inp: Result) -> Reply:
     limit = _limit(inp)
     cfg, box, who = _mailbox_of(inp)
-    msgs, bad = box.undelivered()
+    msgs, bad = box.undelivered(keep=True)
     shown = msgs[:limit] if limit else []
     ids = [m["id"] for m in shown]
     # Receipts go down only after the messages were printed: a reader killed in between shows

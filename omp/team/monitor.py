@@ -451,7 +451,7 @@ class Monitor:
         cached = self._mail.get((team.name, worker))
         if key is not None and cached is not None and cached[0] == key:
             return cached[1]
-        msgs, _ = Mailbox(team, worker).undelivered()
+        msgs, _ = Mailbox(team, worker).undelivered(keep=True)
         newest = omp_clock.parse_iso(str(msgs[-1].get("timestamp", ""))) if msgs else None
         ids = tuple(str(m["id"]) for m in msgs[-policy.BATCH_IDS :])
         unread = policy.Unread(count=len(msgs), ids=ids, newest_at=newest)

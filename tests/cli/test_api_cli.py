@@ -70,7 +70,8 @@ def send(
 ) -> dict[str, Any]:
     r = call_api(capsys, "send-message", payload(root, **{"from": frm, "to": to, "body": body}))
     assert r.rc == 0, r
-    return r.json
+    out: dict[str, Any] = r.json
+    return out
 
 
 def fill(root: Path, recipient: str, n: int, sender: str = "worker-1") -> list[dict[str, Any]]:

@@ -27,8 +27,7 @@ from omp.team.launch import LaunchRequest, launch
 from omp.team.mailbox import Mailbox
 from omp.team.nudge import nudge_text
 from omp.tmux import Tmux
-from tests.faults.support import poll
-from tests.helpers import call_api, child_env, make_project, run_api, run_omp, snapshot_tree
+from tests.helpers import call_api, child_env, make_project, poll, run_api, run_omp, snapshot_tree
 
 pytestmark = pytest.mark.tmux
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -6,10 +6,9 @@ import os
 import secrets
 import shutil
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -21,21 +20,9 @@ from omp.team import status as team_status
 from omp.team.launch import LaunchRequest, launch
 from omp.team.shutdown import shutdown
 from omp.tmux import Tmux
-from tests.helpers import child_env, run_api, run_omp, snapshot_tree
+from tests.helpers import child_env, poll, run_api, run_omp, snapshot_tree
 
-pytestmark = pytest.mark.tmux
-T = TypeVar("T")
-
-
-def poll(probe: Callable[[], T], timeout: float = 15.0, interval: float = 0.05) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"not met within {timeout}s; last value {value!r}")
-        time.sleep(interval)
+pytestmark = [pytest.mark.tmux, pytest.mark.slow]  # real launches
 
 
 @pytest.fixture
@@ -80,7 +67,8 @@ def _launch(server: Tmux, root: Path, n: int = 3, **kw: Any) -> dict[str, Any]:
 
 
 def _status(root: Path, team: str = "t1") -> dict[str, Any]:
-    return team_status.status(StatePaths(root), team)["teams"][0]
+    snapshot: dict[str, Any] = team_status.status(StatePaths(root), team)["teams"][0]
+    return snapshot
 
 
 def _settled(root: Path, team: str = "t1") -> bool:
@@ -174,7 +162,7 @@ def test_shutdown_kills_only_the_team_panes(
     res = launch(LaunchRequest(workers=2, task="t", agent="demo", name="t1", cwd=project))
     panes = [w["paneId"] for w in res["workers"]]
     states = server.pane_states([leader, *panes])
-    assert all(states[p] and states[p].window_id == wid for p in [leader, *panes])
+    assert all((s := states[p]) and s.window_id == wid for p in [leader, *panes])
     cfg = team_config.load(StatePaths(project).team("t1"))
     out = shutdown(cfg)
     assert sorted(out["killedPanes"]) == sorted(panes)

@@ -8,9 +8,9 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -22,28 +22,13 @@ from omp.team import config as team_config
 from omp.team import monitor_ctl as ctl
 from omp.team.mailbox import Mailbox, new_message
 from omp.tmux import Tmux
-from tests.helpers import child_env, make_project, make_team, run_api
+from tests.helpers import child_env, make_project, make_team, poll, run_api
 
-pytestmark = pytest.mark.tmux
+pytestmark = [pytest.mark.tmux, pytest.mark.slow]  # real teams and monitors
 
-T = TypeVar("T")
 DEMO = [sys.executable, "-c", "from omp.demo_agent import main; raise SystemExit(main())"]
 # A trivial idle "agent": draws the demo profile's prompt and waits.
 IDLE = ["sh", "-c", "printf '\\342\\235\\257 '; exec cat >/dev/null"]
-
-
-def poll(fn: Callable[[], T], timeout: float = 20.0, what: str = "condition") -> T:
-    """`fn()` once it is truthy; fails after `timeout` seconds. Short sleeps, no fixed waits."""
-    end = time.monotonic() + timeout
-    delay = 0.02
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.25)
 
 
 def make_live_team(
@@ -58,7 +43,7 @@ def make_live_team(
     task: str | None = None,
 ) -> dict[str, str]:
     """A team config pointing at real panes on `tmux` (one session, one window). Worker -> pane."""
-    make_team(root, name, workers, task=task)
+    make_team(root, name, workers, task=task or "")
     sess = session or f"omp-{name}"
     panes: dict[str, str] = {}
     first_env = dict(env or {}, OMP_TEAM=name, OMP_WORKER="worker-1", OMP_ROOT=str(root))
