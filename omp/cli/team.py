@@ -3,7 +3,6 @@ before typer; it is listed here only so `omp team --help` shows it)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +25,9 @@ JsonOpt = typer.Option(False, "--json", help="Print exactly one JSON object.")
 
 def progress(msg: str) -> None:
     """Launch progress, on stderr: with --json, stdout stays exactly one JSON object."""
-    sys.stderr.write(f"omp: {msg}\n")
-    sys.stderr.flush()
+    from omp.cli.output import write_err
+
+    write_err(f"omp: {msg}\n")
 
 
 @app.command("launch")
@@ -182,11 +182,13 @@ def list_(as_json: bool = JsonOpt) -> None:
     def human(r: dict[str, Any]) -> str:
         if not r["teams"]:
             return "no teams in this project"
+        from omp.textsafe import inline
+
         return "\n".join(
-            f"{t['team']:<24} unreadable: {t['message']} [{t['error']}]"
+            f"{inline(t['team']):<24} unreadable: {inline(t['message'])} [{t['error']}]"
             if "error" in t
-            else f"{t['team']:<24} {t['workers']} x {t['agent'] or '?':<8} "
-            f"{'shut down' if t['shutdown'] else 'live':<9} {t['createdAt']}"
+            else f"{inline(t['team']):<24} {t['workers']} x {inline(str(t['agent'] or '?')):<8} "
+            f"{'shut down' if t['shutdown'] else 'live':<9} {inline(str(t['createdAt']))}"
             for t in r["teams"]
         )
 

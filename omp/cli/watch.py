@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from omp.errors import OmpError
+from omp.textsafe import visible
 
 
 def watch_loop(
@@ -28,7 +29,7 @@ def watch_loop(
             stamp = time.strftime("%H:%M:%S")
             if tty:
                 sys.stdout.write("\x1b[H\x1b[2J")
-            sys.stdout.write(f"{stamp}  (Ctrl-C to stop)\n{text}")
+            sys.stdout.write(visible(f"{stamp}  (Ctrl-C to stop)\n{text}"))
             sys.stdout.flush()
             frames += 1
             if max_frames is not None and frames >= max_frames:

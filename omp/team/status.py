@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.invocation import omp_command
 from omp.store import fs
 from omp.store.paths import StatePaths, TeamPaths
 from omp.team import config as team_config
 from omp.team import mailbox, presence, tasks
 from omp.team.config import TeamConfig
+from omp.textsafe import inline, visible
 
 if TYPE_CHECKING:
     from omp.tmux import PaneState
@@ -229,52 +231,68 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
 
 
 def collect_markdown(result: dict[str, Any]) -> str:
-    head = f"# team {result['team']}: {result['doneCount']}/{result['total']} done"
+    head = f"# team {inline(result['team'])}: {result['doneCount']}/{result['total']} done"
     if result["allDone"]:
         head += " — all finished"
     parts = [head]
     for w in result["workers"]:
-        task = f" (task {w['taskId']})" if w.get("taskId") else ""
-        parts.append(f"\n## {w['name']}{task}: {w['outcome']}")
+        task = f" (task {inline(str(w['taskId']))})" if w.get("taskId") else ""
+        parts.append(f"\n## {inline(w['name'])}{task}: {w['outcome']}")
         if w.get("result"):
-            parts.append(f"Result: {w['result']}")
+            parts.append(f"Result: {visible(str(w['result']))}")
         if w.get("resultMarkdown"):
-            parts.append(f"\n{w['resultMarkdown'].rstrip()}")
+            parts.append(f"\n{visible(w['resultMarkdown'].rstrip())}")
     return "\n".join(parts) + "\n"
+
+
+def _cell(value: Any, default: str = "-") -> str:
+    """A table cell: one row, every control character escaped (`omp.textsafe.inline`)."""
+    return inline(str(value)) if value not in (None, "") else default
 
 
 def status_text(result: dict[str, Any]) -> str:
     if not result["teams"]:
-        return 'no teams in this project (start one: omp team launch 3 "<task>")\n'
+        return f'no teams in this project (start one: {omp_command()} team launch 3 "<task>")\n'
     lines: list[str] = []
     for t in result["teams"]:
         if "error" in t:
-            lines.append(f"team {t['team']} — unreadable: {t['message']} [{t['error']}]")
+            lines.append(
+                f"team {_cell(t['team'])} — unreadable: {_cell(t['message'])} [{t['error']}]"
+            )
             continue
         tag = " (shut down)" if t["shutdown"] else ""
         lines.append(
-            f"team {t['team']} — {t['agent'] or '?'}{tag}; leader unread {t['leaderUnread']}"
+            f"team {_cell(t['team'])} — {_cell(t['agent'], '?')}{tag}; "
+            f"leader unread {t['leaderUnread']}"
         )
         lines.append("  tasks:")
         for task in t["tasks"]:
-            res = f"  {task['result']}" if task.get("result") else ""
+            if "error" in task:
+                lines.append(
+                    f"    {_cell(task.get('id'), '?'):>3}  unreadable: {_cell(task['message'])} "
+                    f"[{task['error']}]"
+                )
+                continue
+            res = f"  {_cell(task['result'])}" if task.get("result") else ""
             lines.append(
-                f"    {task['id']:>3}  {task['status']:<11} {task['owner'] or '-':<10}{res}"
+                f"    {_cell(task['id']):>3}  {_cell(task['status']):<11} "
+                f"{_cell(task['owner']):<10}{res}"
             )
         lines.append("  workers:")
         for w in t["workers"]:
             lines.append(
-                f"    {w['name']:<10} pane {w['paneId'] or '-':<5} {w['pane']:<7} "
-                f"{w.get('presence', '-'):<8} {w.get('status', '-'):<9} "
-                f"unread {w['unread']:<3} last {w['lastActivity'] or '-'}"
+                f"    {_cell(w['name']):<10} pane {_cell(w['paneId']):<5} {w['pane']:<7} "
+                f"{_cell(w.get('presence')):<8} {_cell(w.get('status')):<9} "
+                f"unread {w['unread']:<3} last {_cell(w['lastActivity'])}"
             )
         lines.append(f"  allDone={str(t['allDone']).lower()}")
     mon = result.get("monitor")
     if mon:
         lines.append(
-            f"monitor: pid {mon.get('pid', '?')}, {mon.get('reason', '?')}, "
-            f"last scan {mon.get('updatedAt', '?')}, nudges {mon.get('nudgesSent', 0)}, "
-            f"idle prompts {mon.get('idlePromptsSent', 0)}"
+            f"monitor: pid {_cell(mon.get('pid'), '?')}, {_cell(mon.get('reason'), '?')}, "
+            f"last scan {_cell(mon.get('updatedAt'), '?')}, "
+            f"nudges {_cell(mon.get('nudgesSent'), '0')}, "
+            f"idle prompts {_cell(mon.get('idlePromptsSent'), '0')}"
         )
     return "\n".join(lines) + "\n"
 

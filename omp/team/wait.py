@@ -154,23 +154,31 @@ def _finish(cfg: TeamConfig, result: dict[str, Any], waited: float) -> dict[str,
 
 
 def wait_text(r: dict[str, Any]) -> str:
+    from omp.invocation import omp_command
+    from omp.textsafe import inline
+
     lines: list[str] = []
     team, event = r["team"], r["event"]
+    omp = omp_command()
     msgs = r["messages"]
     if msgs["count"]:
-        who = ", ".join(f"{s['from']} ({s['count']})" for s in msgs["senders"])
+        who = ", ".join(f"{inline(s['from'])} ({s['count']})" for s in msgs["senders"])
         lines.append(f"{msgs['count']} unread message(s) for the leader from {who}")
         cmd = nudge_text(team, LEADER, msgs["count"]).split(": ", 1)[1]
         lines.append(f"  read them: {cmd}")
     for m in r["moved"]:
-        owner = f" ({m['owner']})" if m.get("owner") else ""
-        res = f": {m['result']}" if m.get("result") else ""
-        lines.append(f"task {m['id']}: {m['from'] or 'new'} -> {m['to']}{owner}{res}")
+        owner = f" ({inline(str(m['owner']))})" if m.get("owner") else ""
+        res = f": {inline(str(m['result']))}" if m.get("result") else ""
+        lines.append(
+            f"task {inline(str(m['id']))}: {inline(str(m['from'] or 'new'))} -> "
+            f"{inline(str(m['to']))}{owner}{res}"
+        )
     if event == "all_done":
         total = sum(r.get("tasks", {}).values())
-        lines.append(f"all {total} task(s) done; results: omp team collect {team}")
+        lines.append(f"all {total} task(s) done; results: {omp} team collect {team}")
     elif event == "shutdown":
         lines.append(f"team {team} was shut down")
     elif event == "timeout":
-        lines.append(f"nothing new after {r['waitedSeconds']:g}s; wait again: omp team wait {team}")
+        waited = r["waitedSeconds"]
+        lines.append(f"nothing new after {waited:g}s; wait again: {omp} team wait {team}")
     return "\n".join(lines)
