@@ -120,21 +120,38 @@ def _flag(inp: Result, key: str) -> bool:
 # ---- identity -----------------------------------------------------------------------------
 
 
-def _pane_identity(team_name: str) -> tuple[str | None, str | None]:
-    """(OMP_WORKER, OMP_LAUNCH_TOKEN) when this process runs in a pane of `team_name`."""
-    if os.environ.get("OMP_TEAM") != team_name:
-        return None, None
-    return os.environ.get("OMP_WORKER") or None, os.environ.get("OMP_LAUNCH_TOKEN") or None
+def worker_identity() -> tuple[str, str | None, str | None] | None:
+    """(OMP_WORKER, OMP_TEAM, OMP_LAUNCH_TOKEN) when this process was launched as a worker, else
+    None: the leader, a person, a script (they have no worker identity and keep full power)."""
+    worker = os.environ.get("OMP_WORKER") or None
+    token = os.environ.get("OMP_LAUNCH_TOKEN") or None
+    if worker is None and token is None:
+        return None
+    return worker or "?", os.environ.get("OMP_TEAM") or None, token
 
 
 def _fence(cfg: TeamConfig, claimed: str | None) -> str | None:
-    """Refuse a pane of an earlier launch, or one acting for someone else; returns the caller.
+    """Authorize the caller: returns the worker it is, or the name it gives when it has no worker
+    identity. The one check every operation runs before touching anything.
 
     Launch gives each worker's pane OMP_TEAM, OMP_WORKER and OMP_LAUNCH_TOKEN (also recorded as
-    `launchToken` in config.json). A process with none of them (the leader, a person, a test) is
-    identified by the name it gives.
+    `launchToken` in config.json). A process carrying a worker identity acts only as itself: not
+    as another worker, not as the leader, and not in any other team (`sender_mismatch`); a pane
+    of an earlier launch cannot act at all (`stale_generation`). A process with none of them (the
+    leader, a person, a test) is identified by the name it gives.
     """
-    env_worker, token = _pane_identity(cfg.name)
+    ident = worker_identity()
+    if ident is None:
+        return claimed
+    env_worker, env_team, token = ident
+    if env_team != cfg.name:
+        raise OmpError(
+            "sender_mismatch",
+            f"this process is {env_worker} of team {env_team or '?'} (OMP_TEAM, OMP_WORKER); it "
+            f"cannot act in team {cfg.name}",
+            worker=env_worker,
+            team=env_team,
+        )
     if token is not None and cfg.raw.get("launchToken") != token:
         raise OmpError(
             "stale_generation",
@@ -142,7 +159,7 @@ def _fence(cfg: TeamConfig, claimed: str | None) -> str | None:
             "longer matches the team's); it cannot act for the current team",
             team=cfg.name,
         )
-    if env_worker is not None and claimed is not None and claimed != env_worker:
+    if claimed is not None and claimed != env_worker:
         raise OmpError(
             "sender_mismatch",
             f"this pane is {env_worker} of team {cfg.name} (OMP_WORKER); it cannot act as "
@@ -150,7 +167,7 @@ def _fence(cfg: TeamConfig, claimed: str | None) -> str | None:
             worker=env_worker,
             claimed=claimed,
         )
-    return env_worker or claimed
+    return env_worker
 
 
 def _beat(cfg: TeamConfig, who: str | None) -> None:
@@ -346,9 +363,11 @@ def transition_task_status(inp: Result) -> Reply:
     assert from_s is not None and to_s is not None
     cfg = team_config.load(team)
     who = _fence(cfg, text_field(inp, "worker", required=False))
-    worker = _worker(cfg, inp, required=False)
+    _worker(cfg, inp, required=False)
+    # `who` is the named worker, or the pane's own worker when the call names none: either way
+    # only that worker's task can move (the leader, with no worker identity, may name none).
     task = tasks.transition(
-        team, tid, worker=worker, from_status=from_s, to_status=to_s, token=token, result=result
+        team, tid, worker=who, from_status=from_s, to_status=to_s, token=token, result=result
     )
     _beat(cfg, who)
     return Reply({"ok": True, "task": task})
@@ -356,8 +375,8 @@ def transition_task_status(inp: Result) -> Reply:
 
 def list_tasks(inp: Result) -> Reply:
     team = _team(inp)
-    _fence(team_config.load(team), None)
-    return Reply({"ok": True, "tasks": tasks.list_all(team)})
+    viewer = _fence(team_config.load(team), None)
+    return Reply({"ok": True, "tasks": tasks.shown_to(tasks.list_all(team), viewer)})
 
 
 # ---- presence -----------------------------------------------------------------------------

@@ -60,6 +60,21 @@ def list_all(team: TeamPaths) -> list[dict[str, Any]]:
     return sorted(out, key=lambda t: _sort_key(t["id"]))
 
 
+TOKEN_FIELDS = ("claimToken", "claim_token")
+
+
+def shown_to(task_list: list[dict[str, Any]], viewer: str | None) -> list[dict[str, Any]]:
+    """The tasks as `viewer` may see them: a claim token is a capability, shown only to the
+    worker that claimed the task; `viewer` None (the leader, a person: no worker identity) sees
+    everything."""
+    if viewer is None:
+        return task_list
+    return [
+        t if t.get("owner") == viewer else {k: v for k, v in t.items() if k not in TOKEN_FIELDS}
+        for t in task_list
+    ]
+
+
 def _sort_key(tid: str) -> tuple[int, int, str]:
     return (0, int(tid), "") if tid.isdigit() else (1, 0, tid)
 
@@ -170,6 +185,14 @@ def transition(
                 "invalid_transition",
                 f"cannot move a task from {from_status} to {to_status}; allowed: {allowed}",
             )
+        owner = task.get("owner")
+        if worker is not None and isinstance(owner, str) and owner and owner != worker:
+            raise OmpError(
+                "not_task_owner",
+                f"task {tid} was claimed by {owner}, not {worker}; only its claimant moves it",
+                task_id=tid,
+                owner=owner,
+            )
         held = task.get("claimToken")
         if held and held != token:
             raise OmpError(
@@ -177,7 +200,7 @@ def transition(
                 f"task {tid}: claim_token does not match; pass the claimToken that claim-task "
                 "returned to you",
             )
-        owner = worker or task.get("owner")
+        owner = worker or owner
         outbox = _outbox_path(team, owner) if owner and to_status in OUTBOX_EVENTS else None
         task["status"] = to_status
         if result is not None:
