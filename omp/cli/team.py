@@ -157,6 +157,7 @@ def list_(as_json: bool = JsonOpt) -> None:
 
     def body() -> dict[str, Any]:
         from omp.errors import OmpError
+        from omp.store import fs
         from omp.team import config as team_config
 
         project = _project()
@@ -168,12 +169,14 @@ def list_(as_json: bool = JsonOpt) -> None:
             except OmpError as err:  # one broken team does not hide the others
                 rows.append({"team": n, "error": err.code, "message": err.message})
                 continue
+            record = fs.read_json(tp.shutdown) if tp.shutdown.exists() else None
             rows.append(
                 {
                     "team": n,
                     "workers": len(cfg.worker_names),
                     "agent": cfg.raw.get("agent") or cfg.raw.get("role"),
                     "shutdown": tp.shutdown.exists(),
+                    "shutdownAt": record.get("shutdownAt") if isinstance(record, dict) else None,
                     "createdAt": cfg.raw.get("createdAt"),
                 }
             )
@@ -188,7 +191,11 @@ def list_(as_json: bool = JsonOpt) -> None:
             f"{inline(t['team']):<24} unreadable: {inline(t['message'])} [{t['error']}]"
             if "error" in t
             else f"{inline(t['team']):<24} {t['workers']} x {inline(str(t['agent'] or '?')):<8} "
-            f"{'shut down' if t['shutdown'] else 'live':<9} {inline(str(t['createdAt']))}"
+            + (
+                f"shut down {inline(str(t['shutdownAt'] or '(time unknown)'))}"
+                if t["shutdown"]
+                else f"live, created {inline(str(t['createdAt']))}"
+            )
             for t in r["teams"]
         )
 

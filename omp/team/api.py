@@ -180,6 +180,23 @@ def _beat(cfg: TeamConfig, who: str | None) -> None:
         pass  # presence never fails a call that already succeeded
 
 
+def _revive(cfg: TeamConfig) -> Callable[[], None]:
+    """A writing call's epilogue (after its answer is printed): restart the project's monitor if
+    it died while this team still has panes to watch. Cheap when it runs (two small reads);
+    fail-open and bounded (`omp.team.monitor_alive.revive`)."""
+
+    def run() -> None:
+        if cfg.tmux is None or os.path.lexists(cfg.paths.shutdown):
+            return
+        if not any(cfg.pane_of(w) for w in cfg.worker_names):
+            return
+        from omp.team.monitor_alive import revive
+
+        revive(cfg.paths.project)
+
+    return run
+
+
 # ---- messaging ----------------------------------------------------------------------------
 
 
@@ -215,7 +232,7 @@ def send_message(inp: Result) -> Reply:
         nudged = [r for r, n in outcome.nudges if _nudge(cfg, r, n)]
         result["nudged"] = bool(nudged)
     _beat(cfg, who)
-    return Reply(result)
+    return Reply(result, [_revive(cfg)])
 
 
 def broadcast(inp: Result) -> Reply:
@@ -262,7 +279,7 @@ def broadcast(inp: Result) -> Reply:
         out["errors"] = errors
     if ids:
         _beat(cfg, who)
-    return Reply(out)
+    return Reply(out, [_revive(cfg)])
 
 
 def _nudge(cfg: TeamConfig, to: str, unread: int) -> bool:
@@ -297,7 +314,9 @@ def mailbox_mark_delivered(inp: Result) -> Reply:
     cfg, box, who = _mailbox_of(inp)
     done = box.mark([mid])
     _beat(cfg, who)
-    return Reply({"ok": True, "messageId": mid, "alreadyDelivered": done[mid] is None})
+    return Reply(
+        {"ok": True, "messageId": mid, "alreadyDelivered": done[mid] is None}, [_revive(cfg)]
+    )
 
 
 def mailbox_read(inp: Result) -> Reply:
@@ -310,6 +329,7 @@ def mailbox_read(inp: Result) -> Reply:
     # them again next time rather than losing them.
     after = [lambda: _mark_quietly(box, ids)] if ids else []
     after.append(lambda: _beat(cfg, who))
+    after.append(_revive(cfg))
     return Reply(
         {"ok": True, "messages": shown, "omitted": len(msgs) - len(shown), "badLines": bad},
         after,
@@ -350,7 +370,9 @@ def claim_task(inp: Result) -> Reply:
     assert worker is not None
     task, token = tasks.claim(team, tid, worker)
     _beat(cfg, who)
-    return Reply({"ok": True, "task": task, "claimToken": token, "claim_token": token})
+    return Reply(
+        {"ok": True, "task": task, "claimToken": token, "claim_token": token}, [_revive(cfg)]
+    )
 
 
 def transition_task_status(inp: Result) -> Reply:
@@ -370,7 +392,7 @@ def transition_task_status(inp: Result) -> Reply:
         team, tid, worker=who, from_status=from_s, to_status=to_s, token=token, result=result
     )
     _beat(cfg, who)
-    return Reply({"ok": True, "task": task})
+    return Reply({"ok": True, "task": task}, [_revive(cfg)])
 
 
 def list_tasks(inp: Result) -> Reply:

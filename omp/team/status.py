@@ -120,10 +120,13 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
     shutdown = (
         fs.read_json(team.shutdown) if fs.check_entry(team.shutdown, want_dir=False) else None
     )
+    not_running = _not_running(cfg, views, shutdown is not None or os.path.lexists(team.shutdown))
     return {
         "team": cfg.name,
         "agent": cfg.raw.get("agent") or cfg.raw.get("role"),
         "session": cfg.raw.get("tmuxSession"),
+        "running": not_running is None,
+        "notRunning": not_running,
         "shutdown": shutdown if isinstance(shutdown, dict) else None,
         "leaderUnread": mailbox.Mailbox(team, "leader").unread_count(),
         "tasks": [
@@ -141,15 +144,40 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
     }
 
 
+def _not_running(cfg: TeamConfig, views: dict[str, PaneView], shut: bool) -> str | None:
+    """Why the team is not running, or None. A headless team (no panes) runs as long as it is
+    not shut down; a team with panes runs while one of them is alive (or tmux did not answer)."""
+    if shut:
+        return "shut down"
+    states = [v.state for w, v in views.items() if cfg.pane_of(w)]
+    if not states or any(s in ("alive", "unknown") for s in states):
+        return None
+    if all(s == "gone" for s in states):
+        return "every worker pane is gone (or its tmux server is)"
+    return "every worker pane is dead or gone"
+
+
 def monitor_summary(project: StatePaths) -> dict[str, Any] | None:
-    """What the monitor last wrote about itself, or None; never starts or touches it."""
+    """What the monitor last wrote about itself, with `state` judged now (`running` only when
+    its pid is alive and it scanned recently; see `monitor_alive.judge`), or None when no monitor
+    ever ran here. Never starts or touches it."""
+    from omp.team.monitor_alive import judge
+
     try:
         if not project.check(project.monitor):
             return None
     except Exception:
         return None
     status = fs.read_json(project.monitor / "status.json")
-    return status if isinstance(status, dict) else None
+    out = dict(status) if isinstance(status, dict) else {}
+    verdict = judge(project)
+    if verdict["state"] == "none" and not out:
+        return None
+    out["state"] = verdict["state"]
+    for key in ("since", "why"):
+        if verdict.get(key) is not None:
+            out["state" + key.title()] = verdict[key]
+    return out
 
 
 def status(project: StatePaths, name: str | None) -> dict[str, Any]:
@@ -260,7 +288,12 @@ def status_text(result: dict[str, Any]) -> str:
                 f"team {_cell(t['team'])} — unreadable: {_cell(t['message'])} [{t['error']}]"
             )
             continue
-        tag = " (shut down)" if t["shutdown"] else ""
+        if t["shutdown"]:
+            tag = f" (shut down {_cell(t['shutdown'].get('shutdownAt'), '')})".replace(" )", ")")
+        elif t.get("notRunning"):
+            tag = f" (not running: {_cell(t['notRunning'])})"
+        else:
+            tag = ""
         lines.append(
             f"team {_cell(t['team'])} — {_cell(t['agent'], '?')}{tag}; "
             f"leader unread {t['leaderUnread']}"
@@ -288,13 +321,31 @@ def status_text(result: dict[str, Any]) -> str:
         lines.append(f"  allDone={str(t['allDone']).lower()}")
     mon = result.get("monitor")
     if mon:
-        lines.append(
-            f"monitor: pid {_cell(mon.get('pid'), '?')}, {_cell(mon.get('reason'), '?')}, "
-            f"last scan {_cell(mon.get('updatedAt'), '?')}, "
-            f"nudges {_cell(mon.get('nudgesSent'), '0')}, "
-            f"idle prompts {_cell(mon.get('idlePromptsSent'), '0')}"
-        )
+        lines.append(_monitor_line(mon))
     return "\n".join(lines) + "\n"
+
+
+def _monitor_line(mon: dict[str, Any]) -> str:
+    state = mon.get("state", "?")
+    if state == "running":
+        head = f"monitor: running, pid {_cell(mon.get('pid'), '?')}"
+    elif state == "dead":
+        head = (
+            f"monitor: dead since {_cell(mon.get('stateSince'), '?')} "
+            f"({_cell(mon.get('stateWhy'), '?')}); the next writing call or launch restarts it"
+        )
+    elif state == "stopped":
+        head = (
+            f"monitor: stopped at {_cell(mon.get('stateSince'), '?')} "
+            f"({_cell(mon.get('stateWhy'), '?')})"
+        )
+    else:
+        head = f"monitor: {_cell(state)}"
+    return (
+        f"{head}; last scan {_cell(mon.get('updatedAt'), '?')}, "
+        f"nudges {_cell(mon.get('nudgesSent'), '0')}, "
+        f"idle prompts {_cell(mon.get('idlePromptsSent'), '0')}"
+    )
 
 
 def result_path(team: TeamPaths, worker: str) -> Path:

@@ -31,13 +31,16 @@ EXIT_EVENT = 0  # unread mail for the leader, or a task changed status
 EXIT_ALL_DONE = 10  # every task is completed, failed or interrupted
 EXIT_TIMEOUT = 11  # nothing happened within --timeout
 EXIT_SHUTDOWN = 12  # the team was shut down
+EXIT_GONE = 13  # the team's tmux server or every worker pane is gone: nothing more will happen
 EXIT_CODES = {
     "mail": EXIT_EVENT,
     "tasks": EXIT_EVENT,
     "all_done": EXIT_ALL_DONE,
     "timeout": EXIT_TIMEOUT,
     "shutdown": EXIT_SHUTDOWN,
+    "gone": EXIT_GONE,
 }
+GONE_EVERY = 2.0  # seconds between looks at tmux (one server query and one list-panes)
 DEFAULT_TIMEOUT = 600.0
 POLL_SECONDS = 0.2
 _RACY = 1.5  # seconds: an mtime this recent may hide a second change in the same tick
@@ -76,8 +79,13 @@ def wait(
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
+    unreachable: Callable[[TeamConfig], str | None] | None = None,
 ) -> dict[str, Any]:
-    """Wait as described in the module docstring; `timeout` None or 0 waits without limit."""
+    """Wait as described in the module docstring; `timeout` None or 0 waits without limit.
+
+    `unreachable` (default `omp.team.panes.why_unreachable`) says why the team's panes can no
+    longer be reached; asked every `GONE_EVERY` seconds, it ends the wait with event `gone`."""
+    gone = unreachable or _why_unreachable
     if timeout is not None and (timeout < 0 or timeout != timeout):
         raise OmpError("invalid_input", f"--timeout must be >= 0 seconds, got {timeout}")
     if poll <= 0:
@@ -88,6 +96,7 @@ def wait(
     start = clock()
     before = {tid: t.get("status") for tid, t in _tasks(cfg).items()}
     last: Key | None = None
+    looked_gone: float | None = None
     while True:
         key, newest = _key(watched)
         if key != last or wall() - newest < _RACY:
@@ -95,10 +104,22 @@ def wait(
             result = _look(cfg, box, before)
             if result is not None:
                 return _finish(cfg, result, clock() - start)
+        if looked_gone is None or clock() - looked_gone >= GONE_EVERY:
+            looked_gone = clock()
+            why = gone(cfg)
+            if why is not None:
+                out = _look(cfg, box, before) or {"event": "gone", **_empty()}
+                return _finish(cfg, {**out, "event": "gone", "why": why}, clock() - start)
         waited = clock() - start
         if timeout and waited >= timeout:
             return _finish(cfg, {"event": "timeout", **_empty()}, waited)
         sleep(poll if not timeout else min(poll, max(0.0, timeout - waited)))
+
+
+def _why_unreachable(cfg: TeamConfig) -> str | None:
+    from omp.team.panes import why_unreachable  # tmux, only for a team that has panes
+
+    return why_unreachable(cfg)
 
 
 def _empty() -> dict[str, Any]:
@@ -178,6 +199,8 @@ def wait_text(r: dict[str, Any]) -> str:
         lines.append(f"all {total} task(s) done; results: {omp} team collect {team}")
     elif event == "shutdown":
         lines.append(f"team {team} was shut down")
+    elif event == "gone":
+        lines.append(f"team {team} is not running: {inline(str(r.get('why')))}")
     elif event == "timeout":
         waited = r["waitedSeconds"]
         lines.append(f"nothing new after {waited:g}s; wait again: {omp} team wait {team}")

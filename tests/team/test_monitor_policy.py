@@ -800,3 +800,12 @@ def test_a_scan_records_presence_in_heartbeats(world: World) -> None:
     mon.scan()
     hb = presence.read(world.paths.team("t"), "worker-3")
     assert hb is not None and hb.state == "offline"
+
+
+def test_mail_sent_while_the_monitor_was_dead_is_nudged_when_it_is_back(world: World) -> None:
+    world.scan_for(world.monitor(), 30)  # a monitor ran, then died (no memory kept)
+    world.mail("worker-1", "sent while nobody watched")
+    world.clock.sleep(600)  # dead for ten minutes
+    assert world.fake.to("%1") == []
+    world.monitor().scan()  # the restarted monitor's first scan
+    assert world.fake.to("%1") == [nudge_text("t", "worker-1", 1)]
