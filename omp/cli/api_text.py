@@ -71,6 +71,10 @@ def render(sub: str, result: dict[str, Any]) -> str:
             f"{one_line(str(t.get('description', '')), 60)}"
             for t in result["tasks"]
         ]
+        rows += [
+            f"{inline(str(b.get('id')))}  unreadable: {inline(str(b.get('message')))}"
+            for b in result.get("broken", [])
+        ]
         return "\n".join(rows or ["no tasks"]) + "\n"
     if "members" in result:
         rows = [

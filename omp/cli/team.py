@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from omp.cli.output import run
+from omp.invocation import omp_command
 
 if TYPE_CHECKING:
     from omp.store.paths import StatePaths
@@ -129,14 +130,35 @@ def collect(
 @app.command("shutdown")
 def shutdown(
     team: str = typer.Argument(..., help="Team name."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Also for a team whose config cannot be read: kill only the panes omp can prove "
+        "it started for this team.",
+    ),
+    socket: str = typer.Option(
+        None, "--socket", envvar="OMP_TMUX_SOCKET", help="With --force: a tmux socket to search."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Kill the team's worker panes (and its session if omp made it); keep all mail and state."""
 
     def body() -> dict[str, Any]:
+        from omp.errors import OmpError
+        from omp.store.names import team_name
+        from omp.team.shutdown import force_shutdown
         from omp.team.shutdown import shutdown as do_shutdown
 
-        return do_shutdown(_config(team))
+        try:
+            cfg = _config(team)
+        except OmpError as err:
+            if not force or err.code not in ("invalid_config", "storage_error"):
+                if err.code == "invalid_config":
+                    err.message += f"; to shut it down anyway: {omp_command()} team shutdown "
+                    err.message += f"--force {team}"
+                raise
+            return force_shutdown(_project().team(team_name(team)), socket=socket)
+        return do_shutdown(cfg)
 
     def human(r: dict[str, Any]) -> str:
         out = (

@@ -398,7 +398,11 @@ def transition_task_status(inp: Result) -> Reply:
 def list_tasks(inp: Result) -> Reply:
     team = _team(inp)
     viewer = _fence(team_config.load(team), None)
-    return Reply({"ok": True, "tasks": tasks.shown_to(tasks.list_all(team), viewer)})
+    found = tasks.read_all(team)
+    result: Result = {"ok": True, "tasks": tasks.shown_to(found, viewer)}
+    if found.broken:
+        result["broken"] = found.broken  # a task never silently disappears
+    return Reply(result)
 
 
 # ---- presence -----------------------------------------------------------------------------
@@ -480,7 +484,7 @@ SUMMARIES: dict[str, str] = {
     "claim-task": "{team_name, task_id, worker} -> {ok, task, claimToken}",
     "transition-task-status": "{team_name, task_id, worker?, from, to, claim_token, result?}"
     " -> {ok, task}",
-    "list-tasks": "{team_name} -> {ok, tasks} (read-only)",
+    "list-tasks": "{team_name} -> {ok, tasks, broken?} (read-only)",
     "roster": "{team_name, worker?} -> {ok, members: [{name, role, status, presence,"
     " description}]}: everyone but you (read-only)",
 }

@@ -90,7 +90,7 @@ def _last_activity(team: TeamPaths, worker: str) -> str | None:
 
 def team_status(cfg: TeamConfig) -> dict[str, Any]:
     team = cfg.paths
-    task_list = tasks.list_all(team)
+    task_list = tasks.read_all(team)
     views = pane_views(cfg)
     states = presence.member_states(
         cfg,
@@ -138,9 +138,12 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
                 "description": t.get("description"),
             }
             for t in task_list
-        ],
+        ]
+        + task_list.broken,  # a broken task file is a row saying why, never a silent gap
         "workers": workers,
-        "allDone": bool(task_list) and all(t.get("status") in tasks.TERMINAL for t in task_list),
+        "allDone": bool(task_list)
+        and not task_list.broken
+        and all(t.get("status") in tasks.TERMINAL for t in task_list),
     }
 
 
@@ -219,7 +222,8 @@ def _result_text(team: TeamPaths, worker: str) -> str | None:
 def collect(cfg: TeamConfig) -> dict[str, Any]:
     team = cfg.paths
     views = pane_views(cfg)
-    by_id = {t.get("id"): t for t in tasks.list_all(team)}
+    task_list = tasks.read_all(team)
+    by_id = {t.get("id"): t for t in task_list}
     out = []
     for w in cfg.worker_names:
         info = cfg.worker(w) or {}
@@ -246,7 +250,6 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
             }
         )
     done = sum(1 for x in out if x["outcome"] == "done")
-    task_list = list(by_id.values())
     return {
         "ok": True,
         "team": cfg.name,
@@ -254,7 +257,10 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
         "total": len(out),
         "doneCount": done,
         # the same rule as `status` and `wait`: every task finished (a dead pane is not)
-        "allDone": bool(task_list) and all(t.get("status") in tasks.TERMINAL for t in task_list),
+        "allDone": bool(task_list)
+        and not task_list.broken
+        and all(t.get("status") in tasks.TERMINAL for t in task_list),
+        "brokenTasks": task_list.broken,
     }
 
 
@@ -270,6 +276,8 @@ def collect_markdown(result: dict[str, Any]) -> str:
             parts.append(f"Result: {visible(str(w['result']))}")
         if w.get("resultMarkdown"):
             parts.append(f"\n{visible(w['resultMarkdown'].rstrip())}")
+    for b in result.get("brokenTasks") or []:
+        parts.append(f"\n## task {inline(str(b['id']))}: unreadable\n{inline(b['message'])}")
     return "\n".join(parts) + "\n"
 
 

@@ -128,7 +128,8 @@ def _empty() -> dict[str, Any]:
 
 def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, Any] | None:
     """The event to report now, or None to keep waiting."""
-    now_tasks = _tasks(cfg)
+    found = tasks.read_all(cfg.paths)
+    now_tasks = {str(t["id"]): t for t in found}
     moved = [
         {
             "id": tid,
@@ -151,7 +152,9 @@ def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, An
     }
     counts = Counter(str(t.get("status")) for t in now_tasks.values())
     out["tasks"] = dict(sorted(counts.items()))
-    if _all_done(now_tasks):
+    if found.broken:  # shown, and never "all done" while a task file cannot be read
+        out["brokenTasks"] = found.broken
+    if _all_done(now_tasks) and not found.broken:
         return {"event": "all_done", **out}
     if os.path.lexists(cfg.paths.shutdown):
         return {"event": "shutdown", **out}
@@ -164,6 +167,8 @@ def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, An
 
 def _finish(cfg: TeamConfig, result: dict[str, Any], waited: float) -> dict[str, Any]:
     event = result["event"]
+    if "brokenTasks" not in result and (broken := tasks.read_all(cfg.paths).broken):
+        result = {**result, "brokenTasks": broken}
     return {
         "ok": True,
         "team": cfg.name,
@@ -194,6 +199,8 @@ def wait_text(r: dict[str, Any]) -> str:
             f"task {inline(str(m['id']))}: {inline(str(m['from'] or 'new'))} -> "
             f"{inline(str(m['to']))}{owner}{res}"
         )
+    for b in r.get("brokenTasks") or []:
+        lines.append(f"task {inline(str(b['id']))}: unreadable: {inline(b['message'])}")
     if event == "all_done":
         total = sum(r.get("tasks", {}).values())
         lines.append(f"all {total} task(s) done; results: {omp} team collect {team}")
