@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from omp.cli.output import run
-from omp.invocation import omp_command
+from omp.invocation import hint
 
 if TYPE_CHECKING:
     from omp.store.paths import StatePaths
@@ -154,8 +154,9 @@ def shutdown(
         except OmpError as err:
             if not force or err.code not in ("invalid_config", "storage_error"):
                 if err.code == "invalid_config":
-                    err.message += f"; to shut it down anyway: {omp_command()} team shutdown "
-                    err.message += f"--force {team}"
+                    err.message += (
+                        f"; to shut it down anyway: {hint(f'team shutdown --force {team}')}"
+                    )
                 raise
             return force_shutdown(_project().team(team_name(team)), socket=socket)
         return do_shutdown(cfg)

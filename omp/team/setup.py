@@ -8,7 +8,7 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
-from omp.invocation import omp_command
+from omp.invocation import hint
 from omp.store import fs, names
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths, find_root
@@ -37,7 +37,7 @@ def refuse_existing(team: TeamPaths) -> None:
         raise OmpError(
             "team_exists",
             f"team {team.name} already exists; shut it down first: "
-            f"{omp_command()} team shutdown {team.name}",
+            f"{hint(f'team shutdown {team.name}')}",
             team=team.name,
         )
 

@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from omp.errors import OmpError
+from omp.invocation import hint, team_command
 from omp.store.names import LEADER
 from omp.team import tasks
 from omp.team.config import TeamConfig
 from omp.team.mailbox import Mailbox
-from omp.team.nudge import nudge_text
+from omp.team.nudge import read_command
 
 EXIT_EVENT = 0  # unread mail for the leader, or a task changed status
 EXIT_ALL_DONE = 10  # every task is completed, failed or interrupted
@@ -126,6 +127,15 @@ def _empty() -> dict[str, Any]:
     return {"messages": {"count": 0, "senders": []}, "moved": []}
 
 
+def _with_read_command(cfg: TeamConfig, result: dict[str, Any]) -> dict[str, Any]:
+    """Unread mail comes with the exact line that reads it (an agent leader runs it as is)."""
+    msgs = result.get("messages") or {}
+    if msgs.get("count"):
+        cmd = read_command(team_command(cfg.raw), cfg.name, LEADER)
+        result = {**result, "messages": {**msgs, "readCommand": cmd}}
+    return result
+
+
 def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, Any] | None:
     """The event to report now, or None to keep waiting."""
     found = tasks.read_all(cfg.paths)
@@ -169,6 +179,7 @@ def _finish(cfg: TeamConfig, result: dict[str, Any], waited: float) -> dict[str,
     event = result["event"]
     if "brokenTasks" not in result and (broken := tasks.read_all(cfg.paths).broken):
         result = {**result, "brokenTasks": broken}
+    result = _with_read_command(cfg, result)
     return {
         "ok": True,
         "team": cfg.name,
@@ -180,18 +191,15 @@ def _finish(cfg: TeamConfig, result: dict[str, Any], waited: float) -> dict[str,
 
 
 def wait_text(r: dict[str, Any]) -> str:
-    from omp.invocation import omp_command
     from omp.textsafe import inline
 
     lines: list[str] = []
     team, event = r["team"], r["event"]
-    omp = omp_command()
     msgs = r["messages"]
     if msgs["count"]:
         who = ", ".join(f"{inline(s['from'])} ({s['count']})" for s in msgs["senders"])
         lines.append(f"{msgs['count']} unread message(s) for the leader from {who}")
-        cmd = nudge_text(team, LEADER, msgs["count"]).split(": ", 1)[1]
-        lines.append(f"  read them: {cmd}")
+        lines.append(f"  read them: {msgs['readCommand']}")
     for m in r["moved"]:
         owner = f" ({inline(str(m['owner']))})" if m.get("owner") else ""
         res = f": {inline(str(m['result']))}" if m.get("result") else ""
@@ -203,12 +211,13 @@ def wait_text(r: dict[str, Any]) -> str:
         lines.append(f"task {inline(str(b['id']))}: unreadable: {inline(b['message'])}")
     if event == "all_done":
         total = sum(r.get("tasks", {}).values())
-        lines.append(f"all {total} task(s) done; results: {omp} team collect {team}")
+        lines.append(f"all {total} task(s) done; results: {hint(f'team collect {team}')}")
     elif event == "shutdown":
         lines.append(f"team {team} was shut down")
     elif event == "gone":
         lines.append(f"team {team} is not running: {inline(str(r.get('why')))}")
     elif event == "timeout":
-        waited = r["waitedSeconds"]
-        lines.append(f"nothing new after {waited:g}s; wait again: {omp} team wait {team}")
+        lines.append(
+            f"nothing new after {r['waitedSeconds']:g}s; wait again: {hint(f'team wait {team}')}"
+        )
     return "\n".join(lines)
