@@ -114,15 +114,8 @@ def run(
 
 
 def invocation() -> str:
-    """How the user can run omp again: `omp` if that is on PATH, else the path they used."""
-    import os
-    import shutil
+    """How to run omp again in a suggestion: the words that run this very omp, absolute (so a
+    pasted hint works in any shell of the project, venv activated or not)."""
+    from omp.invocation import omp_command
 
-    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else "omp"
-    if os.path.basename(argv0) != "omp":  # `python -m omp`
-        return "python -m omp"
-    found = shutil.which("omp")
-    if found and os.path.realpath(found) == os.path.realpath(argv0):
-        return "omp"
-    rel = os.path.relpath(argv0)
-    return rel if not rel.startswith("..") else os.path.abspath(argv0)
+    return omp_command()

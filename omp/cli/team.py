@@ -94,16 +94,22 @@ def launch(
 @app.command("status")
 def status(
     team: str = typer.Argument(None, help="Team name (default: every team of the project)."),
-    watch: bool = typer.Option(False, "--watch", "-w", help="Redraw about once a second."),
+    watch: bool = typer.Option(
+        False,
+        "--watch",
+        "-w",
+        help="Redraw about once a second (with --json: one JSON object per line, each second).",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Tasks, workers and the monitor. Read-only: writes nothing, starts nothing."""
-    if watch and not as_json:
+    if watch:
         from omp.cli.watch import watch_loop
         from omp.team.status import status as do_status
         from omp.team.status import status_text
 
-        watch_loop(lambda: do_status(_project(), team), status_text)
+        # with --json: one JSON object per line, a line per frame (JSON Lines), nothing else
+        watch_loop(lambda: do_status(_project(), team), status_text, as_json=as_json)
         return
     from omp.cli.status_cmd import status_once
 

@@ -49,15 +49,27 @@ class Reply:
 
 def text_field(inp: Result, key: str, *, required: bool = True) -> str | None:
     val = inp.get(key)
-    if val is None or (isinstance(val, str) and val == "" and required):
+    if val is None:
         if required:
             raise OmpError("invalid_input", f"missing field {key!r}", field=key)
         return None
+    if val == "" and required:
+        raise OmpError("invalid_input", f"empty {key}: {key!r} must not be empty", field=key)
     if not isinstance(val, str):
         raise OmpError(
             "invalid_input", f"field {key!r} must be a string, got {type(val).__name__}", field=key
         )
     return val
+
+
+def task_id_field(inp: Result) -> str:
+    """`task_id` as a string; an integral JSON number (`3`, `3.0`) is the same id (`"3"`)."""
+    val = inp.get("task_id")
+    if isinstance(val, int) and not isinstance(val, bool) and val >= 0:
+        inp = {**inp, "task_id": str(val)}
+    elif isinstance(val, float) and val.is_integer() and val >= 0:
+        inp = {**inp, "task_id": str(int(val))}
+    return names.task_id(text_field(inp, "task_id"))
 
 
 def _team(inp: Result) -> TeamPaths:
@@ -363,7 +375,7 @@ def _worker(cfg: TeamConfig, inp: Result, *, required: bool = True) -> str | Non
 
 def claim_task(inp: Result) -> Reply:
     team = _team(inp)
-    tid = names.task_id(text_field(inp, "task_id"))
+    tid = task_id_field(inp)
     cfg = team_config.load(team)
     who = _fence(cfg, text_field(inp, "worker"))
     worker = _worker(cfg, inp)
@@ -377,7 +389,7 @@ def claim_task(inp: Result) -> Reply:
 
 def transition_task_status(inp: Result) -> Reply:
     team = _team(inp)
-    tid = names.task_id(text_field(inp, "task_id"))
+    tid = task_id_field(inp)
     from_s = text_field(inp, "from")
     to_s = text_field(inp, "to")
     token = text_field(inp, "claim_token", required=False)
