@@ -67,6 +67,10 @@ def test_every_read_command_shows_a_broken_task_naming_its_file(
     assert [t["id"] for t in api.json["tasks"]] == ["1"]
     api_text = call_api(capsys, "list-tasks", {"team_name": "t"}, as_json=False).stdout
     assert all(f in api_text for f in files)
+    from omp.doctor import check_teams
+
+    warned = " ".join(c.message for c in check_teams(StatePaths(root)))
+    assert all(f in warned for f in files)
     w = wait(team_config.load(team(root)), timeout=0.05)
     assert [b["file"] for b in w["brokenTasks"]] == files and all(f in wait_text(w) for f in files)
 
