@@ -65,24 +65,7 @@ def team_command(raw: Mapping[str, Any] | None) -> str:
     return omp_command()
 
 
-def short_command() -> str:
-    """This omp as the person (or agent) running it can type it again in the same shell: `omp`
-    when that is on PATH and is this omp, a path relative to the working directory when it is
-    below it (`.venv/bin/omp`), else the absolute command."""
-    import shutil
-
-    argv = omp_argv()
-    if len(argv) == 1:
-        found = shutil.which("omp")
-        if found and os.path.realpath(found) == os.path.realpath(argv[0]):
-            return "omp"
-        rel = os.path.relpath(argv[0])
-        if not rel.startswith(".."):
-            return shlex.quote(rel)
-    return shlex.join(argv)
-
-
 def hint(rest: str) -> str:
-    """A command to suggest in a message, e.g. `hint("team collect t")`, in the words that run
-    this omp from the caller's shell (`short_command`): a pasted suggestion works."""
-    return f"{short_command()} {rest}"
+    """A command to suggest in a message, e.g. `hint("team collect t")`: the words that run this
+    very omp, absolute, so a pasted suggestion works in any shell of the project."""
+    return f"{omp_command()} {rest}"

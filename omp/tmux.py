@@ -378,6 +378,11 @@ class Tmux:
 
     def pane_states(self, pane_ids: Sequence[str]) -> dict[str, PaneState | None]:
         """The state of each pane (None = gone), from one `list-panes -a` call."""
+        found = self.all_panes()
+        return {p: found.get(p) for p in pane_ids}
+
+    def all_panes(self) -> dict[str, PaneState]:
+        """Every pane of the server by id (empty when no server runs): one `list-panes -a`."""
         found: dict[str, PaneState] = {}
         out = self._query("list-panes", "-a", "-F", _STATE_FMT)
         for line in (out or "").splitlines():
@@ -397,7 +402,7 @@ class Tmux:
                 current_command=f[8],
                 current_path=f[9],
             )
-        return {p: found.get(p) for p in pane_ids}
+        return found
 
     def capture(self, pane_id: str, lines: int = 40) -> list[str]:
         """The bottom `lines` rows of the visible screen, right-stripped, trailing blanks dropped.

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from omp import __version__, clock, doctor
-from omp.invocation import omp_command, short_command
+from omp.invocation import omp_command
 from omp.store import fs
 from omp.store.paths import StatePaths
 from tests.helpers import child_env, make_project, make_team, poll, run_omp, snapshot_tree
@@ -241,7 +241,7 @@ def test_team_with_a_gone_pane_warns(
         )
         assert c.status == "warn"
         assert c.message == "team t1: worker-2 gone (1 of 2 worker panes)"
-        shutdown_cmd = f"{short_command()} team shutdown t1"
+        shutdown_cmd = f"{omp_command()} team shutdown t1"
         assert c.fix == f"{shutdown_cmd} (mail and results are kept), then launch again"
         shutdown(team_config.load(paths.team("t1")))
         assert doctor.check_teams(paths) == []

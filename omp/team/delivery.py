@@ -156,7 +156,10 @@ def _nudge_now(cfg: TeamConfig, recipient: str, text_for: TextFor) -> Outcome:
         write_record(cfg, recipient, ids, now)
         return Outcome(TYPED)
     if res.reason in ("gone", "dead", "pane_mismatch", "server_gone"):
-        return Outcome(UNREACHABLE, _UNREACHABLE.get(res.reason, res.reason))
+        from omp.team.panes import why_unreachable
+
+        why = why_unreachable(cfg) if res.reason in ("gone", "server_gone") else None
+        return Outcome(UNREACHABLE, why or _UNREACHABLE.get(res.reason, res.reason))
     _ensure_monitor(cfg)
     return Outcome(DEFERRED, _DEFERRED.get(res.reason, res.reason))
 

@@ -89,3 +89,40 @@ def deliver_line(
         if err.code == "tmux_error" and tmux.server_identity() is None:
             return Delivery(False, "server_gone")
         return Delivery(False, err.code)
+
+
+def why_unreachable(cfg: TeamConfig) -> str | None:
+    """Why none of the team's worker panes can be reached any more, or None when one still can
+    (or when tmux did not answer clearly, or the team is headless: nothing to judge by tmux).
+
+    For `omp team wait` (return at once instead of waiting out a timeout), status, and a send
+    path that must say why it could not nudge. One `server_identity` and one `pane_states` call;
+    never starts a server.
+    """
+    ident = cfg.tmux
+    panes = [p for p in (cfg.pane_of(w) for w in cfg.worker_names) if p]
+    if not ident or not panes:
+        return None
+    try:
+        tmux = tmux_for(cfg)
+        server = tmux.server_identity()
+        if server is None:
+            sock = ident.get("socketPath") or "the default socket"
+            return f"its tmux server is gone (no server answers on {sock})"
+        if not same_server(ident, server):
+            return "its tmux server was restarted since launch: the team's panes are gone"
+        states = tmux.pane_states(panes)
+    except Exception:
+        return None
+    window = ident.get("windowId")
+    mine = [
+        st for st in states.values() if st is not None and (not window or st.window_id == window)
+    ]
+    if any(not st.dead for st in mine):
+        return None
+    dead, gone = len(mine), len(panes) - len(mine)
+    if dead and gone:
+        return f"every worker pane is dead or gone ({dead} dead, {gone} gone)"
+    if dead:
+        return "every worker pane is dead (its agent exited)"
+    return "every worker pane is gone (closed or killed)"

@@ -528,7 +528,8 @@ def test_human_form_is_one_short_line_per_message(
     lines = [x for x in r.stdout.splitlines() if not x.startswith("(")]  # not the notes
     assert len(lines) == 3
     assert re.fullmatch(r"\d\d:\d\d:\d\d  worker-1 \*: plain words", lines[0])
-    assert lines[1].endswith("worker-2 *: red ALERT done")
+    # what omp takes out stays visible, escaped (omp.textsafe.visible)
+    assert lines[1].endswith(r"worker-2 *: red \x1b[31mALERT\x1b[0m\x07 \x1b]0;title\x07done")
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout
     assert "worker-3 *: first line" in lines[2] and "second line" not in lines[2]
 

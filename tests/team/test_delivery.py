@@ -37,7 +37,12 @@ def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TeamConfig, F
     raw = team_config.load(tp).raw
     for i, w in enumerate(raw["workers"], start=1):
         w["paneId"] = f"%{i}"
-    raw.update(leaderPaneId="%0", tmuxIdentity={"serverPid": 1, "serverStartedAt": 2})
+    # A private socket nobody serves: never the user's own tmux server.
+    sock = str(tmp_path / "no-server.sock")
+    raw.update(
+        leaderPaneId="%0",
+        tmuxIdentity={"socketPath": sock, "serverPid": 1, "serverStartedAt": 2},
+    )
     team_config.write(tp, raw)
     fake = FakePane()
     monkeypatch.setattr("omp.team.panes.deliver_line", fake)
@@ -103,9 +108,11 @@ def test_gone_panes_and_missing_panes_say_why(team: Any) -> None:
     cfg, pane = team
     _mail(cfg)
     pane.reason = "gone"
-    assert _nudge(cfg) == delivery.Outcome("unreachable", "its pane is gone")
-    pane.reason = "server_gone"
-    assert _nudge(cfg) == delivery.Outcome("unreachable", "the team's tmux server is gone")
+    gone = _nudge(cfg)
+    assert gone.state == "unreachable"
+    assert gone.reason == f"its tmux server is gone (no server answers on {cfg.tmux['socketPath']})"
+    pane.reason = "dead"
+    assert _nudge(cfg) == delivery.Outcome("unreachable", "its agent exited (the pane is dead)")
     _mail(cfg, "leader")
     leader = _nudge(cfg, "leader")
     assert leader.state == "no_pane" and "--nudge-leader" in (leader.reason or "")

@@ -909,3 +909,12 @@ def test_without_nudge_leader_the_leader_pane_is_left_alone(world: World) -> Non
     world.mail("leader", "report", sender="worker-1", nudged=False)
     world.scan_for(world.monitor(), 10 * 60)
     assert world.fake.to("%0") == []
+
+
+def test_mail_sent_while_the_monitor_was_dead_is_nudged_when_it_is_back(world: World) -> None:
+    world.scan_for(world.monitor(), 30)  # a monitor ran, then died (no memory kept)
+    world.mail("worker-1", "sent while nobody watched")
+    world.clock.sleep(600)  # dead for ten minutes
+    assert world.fake.to("%1") == []
+    world.monitor().scan()  # the restarted monitor's first scan
+    assert world.fake.to("%1") == [nudge_text("t", "worker-1", 1, OMP)]

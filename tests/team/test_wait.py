@@ -14,7 +14,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from omp.invocation import omp_command, short_command
+from omp.invocation import omp_command
 from omp.store.paths import StatePaths
 from omp.team import config as team_config
 from omp.team import tasks
@@ -101,7 +101,7 @@ def test_all_done_has_its_own_exit_code(root: Path) -> None:
     assert r["event"] == "all_done" and r["exitCode"] == EXIT_ALL_DONE == 10
     assert r["allDone"] is True
     assert [(m["id"], m["to"]) for m in r["moved"]] == [("2", "failed")]  # 1 was done before
-    assert f"all 2 task(s) done; results: {short_command()} team collect t" in wait_text(r)
+    assert f"all 2 task(s) done; results: {omp_command()} team collect t" in wait_text(r)
     # Already all done: at once, even with mail waiting (the mail is still listed).
     mail_leader(root, "worker-1")
     r = wait(cfg(root), timeout=10)
