@@ -265,6 +265,9 @@ class Launch:
         panes: dict[str, str] = {}
         # The leader on the left, the workers stacked beside it; a big team tiles instead.
         layout = "main-vertical" if req.workers <= 6 else "tiled"
+        from omp.agents import agent_argv
+
+        command = agent_argv(profile, shlex.split(raw["ompCommand"]))
         for i, w in enumerate(worker_names):
             env = worker_env(
                 self.env,
@@ -276,7 +279,7 @@ class Launch:
                 omp=raw["ompCommand"],
             )
             pane = tmux.split_pane(
-                prev, cwd=str(req.cwd), command=profile.command, env=env, horizontal=i == 0
+                prev, cwd=str(req.cwd), command=command, env=env, horizontal=i == 0
             )
             self.created_panes.append(pane)
             try:
@@ -287,7 +290,7 @@ class Launch:
                 if tmux.pane_states([pane]).get(pane) is None:
                     raise OmpError(
                         "launch_worker_exited",
-                        f"{w}'s agent ({shlex.join(profile.command)}) exited as soon as it started",
+                        f"{w}'s agent ({shlex.join(command)}) exited as soon as it started",
                         worker=w,
                     ) from None
                 raise

@@ -65,18 +65,23 @@ def assert_box_empty(team: CopilotTeam, worker: str) -> None:
 # ---- what the model saw -------------------------------------------------------------------
 
 
-def omp_results(model: ScriptedModel) -> list[tuple[str, str]]:
-    """(command, output) of every `team api` call Copilot ran and reported back."""
+def shell_results(model: ScriptedModel) -> list[tuple[str, str]]:
+    """(command, output) of every shell call Copilot ran and reported back, in order."""
     out: dict[str, tuple[str, str]] = {}
     for ex in list(model.requests):
-        calls = {}
+        calls: dict[str, str] = {}
         for msg in ex.chat.messages:
             for call in msg.get("tool_calls") or []:
                 args = json.loads(call["function"]["arguments"] or "{}")
                 calls[call["id"]] = str(args.get("command", ""))
-            if msg.get("role") == "tool" and " team api " in calls.get(msg["tool_call_id"], ""):
+            if msg.get("role") == "tool" and msg.get("tool_call_id") in calls:
                 out[msg["tool_call_id"]] = (calls[msg["tool_call_id"]], message_text(msg))
     return list(out.values())
+
+
+def omp_results(model: ScriptedModel) -> list[tuple[str, str]]:
+    """(command, output) of every `team api` call Copilot ran and reported back."""
+    return [(c, out) for c, out in shell_results(model) if " team api " in c]
 
 
 def first_omp_latency(model: ScriptedModel, inbox_part: str) -> float:
@@ -175,37 +180,39 @@ def test_leader_message_is_nudged_read_and_answered(
     assert_box_empty(team, "worker-1")
 
 
+FAST_MONITOR = {"OMP_MONITOR_SCAN_SECONDS": "0.5", "OMP_MONITOR_UNREAD_REPEAT_SECONDS": "3"}
+
+
 @pytest.mark.parametrize("busy_how", ["tool", "model"])
 def test_message_sent_mid_turn_is_read_when_the_turn_ends(
     copilot_team: Factory, scripted_model: ScriptedModel, busy_how: str
 ) -> None:
     """Busy running a long shell command, or waiting on a slow model, when the mail comes.
 
-    Seen with Copilot 1.0.102: a line submitted while a shell command runs moves that command
-    to the background ("moved to background by the user"); the model is told, and notified
-    when it ends. The message itself arrives whole, as its own user turn.
+    omp types nothing into a busy pane (Copilot 1.0.102 moves a running shell command to the
+    background when a line is submitted under it): the send defers, and the monitor nudges
+    once the turn has ended.
     """
-    scripted_model.policy = WorkerPolicy(busy_seconds=8, busy_how=busy_how)
-    team = copilot_team()
+    scripted_model.policy = WorkerPolicy(busy_seconds=6, busy_how=busy_how)
+    team = copilot_team(monitor=FAST_MONITOR)
     team.launch(1)
     # inside its turn: running a long shell command, or the model holding its next answer
     poll(lambda: busy_since(scripted_model, busy_how), f"busy ({busy_how})")
-    time.sleep(0.5)  # let the CLI draw its busy screen: the mail must come mid-turn, not before
     sent = team.api("send-message", {"from": "leader", "to": "worker-1", "body": "mid-turn"})
-    assert sent["ok"] is True
+    assert sent["ok"] is True and sent["nudge"] == "deferred", sent
     mid = sent["messageId"]
     poll(lambda: mid in receipts(team, "worker-1"), f"receipt\n{team.debug()}", timeout=120)
     poll(lambda: [m for m in mail_from(team, "worker-1") if mid in m["body"]], "answer")
     poll(lambda: team.status()["allDone"], "allDone")
-    # Copilot got exactly two user messages, each whole: the trigger and one nudge; nothing
-    # typed while it worked was lost, doubled, or merged into another input
+    # Copilot got exactly two typed user messages, each whole: the trigger, then one nudge
+    # after the task's turn had ended; nothing was lost, doubled or merged into another input
     texts = user_texts(scripted_model)
     assert len(texts) == 2, texts
     assert TRIGGER.fullmatch(texts[0]), texts
     assert NUDGE.fullmatch(texts[1]) and texts[1].startswith("You have 1 new message(s)."), texts
-    # the task's own steps all happened too
-    ops = [c.split(" team api ")[1].split()[0] for c, _ in omp_results(scripted_model)]
-    assert "transition-task-status" in ops and "mailbox-read" in ops, ops
+    order = [c.split(" team api ")[1].split()[0] for c, _ in omp_results(scripted_model)]
+    assert order.index("mailbox-read") > order.index("transition-task-status"), order
+    assert not any("moved to background" in out for _, out in shell_results(scripted_model))
     assert_box_empty(team, "worker-1")
 
 
@@ -213,11 +220,7 @@ def test_unread_mail_is_renudged_by_the_monitor(
     copilot_team: Factory, scripted_model: ScriptedModel
 ) -> None:
     scripted_model.policy = WorkerPolicy(ignore_nudges=1)  # the first nudge is left unread
-    monitor = {
-        "OMP_MONITOR_SCAN_SECONDS": "0.5",
-        "OMP_MONITOR_UNREAD_REPEAT_SECONDS": "3",
-    }
-    team = copilot_team(monitor=monitor)
+    team = copilot_team(monitor=FAST_MONITOR)
     launch_done(team, 1)
     sent = team.api("send-message", {"from": "leader", "to": "worker-1", "body": "ping"})
     assert sent["ok"] is True and sent["nudged"] is True, sent
