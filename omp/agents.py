@@ -124,7 +124,13 @@ def _builtins() -> dict[str, AgentProfile]:
         prompt_pattern=r"^❯(?:\s|$)",
         ready_patterns=(r"(?:^|· )Interactive · ", r"^[─━]{8,}\n❯.*\n[─━]{8,}$"),
         # `(Esc to cancel)` with the parenthesis: dialogs end in `· esc to cancel` without one.
-        busy_patterns=(r"(?i)\(esc to cancel\b[^)]*\)", r"(?i)esc to interrupt"),
+        # 1.0.102 under the input box while a turn runs (a shell command or the model):
+        # ` ◉ Working · 295 B esc esc interrupt` (the glyph spins); the box stays drawn.
+        busy_patterns=(
+            r"(?i)\(esc to cancel\b[^)]*\)",
+            r"(?i)esc to interrupt",
+            r"^\s*\S Working · .*\besc esc interrupt\b",
+        ),
         blocked_patterns=(
             r"Please use /login to sign in",
             r"You must be logged in to send messages",

@@ -72,6 +72,8 @@ EXPECTED: dict[str, tuple[str, str | None]] = {
     "copilot-23-allow-all-tools-cm-0.2s": ("ready", None),
     "copilot-26-burst-text+enter-2s": ("ready", None),
     "copilot-30-env-COPILOT_ALLOW_ALL-5s-no-trust-dialog": ("ready", None),
+    "copilot-40-busy-running-shell-command": ("busy", None),
+    "copilot-41-busy-model-thinking": ("busy", None),
     "gemini-01-start-2s-trust-dialog": ("dialog", "trust"),
     "gemini-02-start-5s": ("dialog", "trust"),
     "gemini-05-trust-enter-restarting": ("starting", None),

@@ -194,7 +194,7 @@ class CopilotTeam:
         return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
 
     def pane(self, worker: str) -> str:
-        return next(w["paneId"] for w in self.launch_result["workers"] if w["name"] == worker)
+        return str(next(w["paneId"] for w in self.launch_result["workers"] if w["name"] == worker))
 
     def capture(self, worker: str) -> list[str]:
         out = subprocess.run(
