@@ -12,8 +12,8 @@ import pytest
 from omp.agents import (
     BUILTIN_PROFILES,
     AgentProfile,
-    agent_argv,
     Dialog,
+    agent_argv,
     blocked_reason,
     classify_screen,
     find_dialog,
