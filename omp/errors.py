@@ -30,6 +30,7 @@ USAGE_CODES = frozenset(
         "invalid_detail",
         "input_not_found",
         "input_unreadable",
+        "invalid_cursor",
     }
 )
 
