@@ -1,0 +1,65 @@
+"""A team's life after launch: `add-worker`, `remove-worker`, `delete`, `prune`, `events`,
+added to the `team` app by `register`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from omp.cli.output import run
+
+if TYPE_CHECKING:
+    from omp.store.paths import StatePaths
+
+JsonOpt = typer.Option(False, "--json", help="Print exactly one JSON object.")
+
+
+def _project() -> StatePaths:
+    from omp.store.paths import StatePaths, find_root
+
+    return StatePaths(find_root(Path.cwd()))
+
+
+def register(team_app: typer.Typer) -> None:
+    @team_app.command("delete")
+    def delete(
+        team: str = typer.Argument(..., help="Team name."),
+        force: bool = typer.Option(
+            False, "--force", help="Delete even with unread mail (listed as lost)."
+        ),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Remove a team's whole directory. Refused while a pane is alive or mail is unread."""
+        from omp.team.removal import delete_text
+
+        def body() -> dict[str, Any]:
+            from omp.team.removal import delete as do_delete
+
+            return do_delete(_project(), team, force=force)
+
+        run(body, as_json=as_json, human=delete_text)
+
+    @team_app.command("prune")
+    def prune(
+        older_than: str = typer.Option(
+            "7d", "--older-than", metavar="DURATION", help="Only what ended this long ago (0: all)."
+        ),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
+        force: bool = typer.Option(
+            False, "--force", help="Also remove shut-down teams holding unread mail."
+        ),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Remove archived runs and shut-down teams older than DURATION; keeps unread mail."""
+        from omp.team.removal import prune_text
+
+        def body() -> dict[str, Any]:
+            from omp.team.removal import parse_duration
+            from omp.team.removal import prune as do_prune
+
+            bound = parse_duration(older_than)
+            return do_prune(_project(), older_than=bound, dry_run=dry_run, force=force)
+
+        run(body, as_json=as_json, human=prune_text)
