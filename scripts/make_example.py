@@ -51,7 +51,11 @@ QUESTION = "Which line of the haiku are you writing?"
 WORK_SECONDS = "0.5"
 # Values that depend on timing (how many scans the monitor made, who refreshed a heartbeat last):
 # only their JSON structure is compared.
-VOLATILE = (re.compile(r"^state/team-monitor/"), re.compile(r"(^|/)heartbeat\.json$"))
+VOLATILE = (
+    re.compile(r"^state/team-monitor/"),
+    re.compile(r"(^|/)heartbeat\.json$"),
+    re.compile(r"^state/team/[^/]+/events\.jsonl$"),  # two workers' events interleave
+)
 TRANSIENT = re.compile(r"\.(tmp|new|old)$")  # half-done atomic writes: never part of the tree
 
 

@@ -63,3 +63,21 @@ def register(team_app: typer.Typer) -> None:
             return do_prune(_project(), older_than=bound, dry_run=dry_run, force=force)
 
         run(body, as_json=as_json, human=prune_text)
+
+    @team_app.command("events")
+    def events(
+        team: str = typer.Argument(..., help="Team name."),
+        since: str = typer.Option(
+            None, "--since", metavar="CURSOR", help="Only what came after this cursor."
+        ),
+        follow: bool = typer.Option(
+            False, "--follow", "-f", help="Keep printing new events until Ctrl-C."
+        ),
+        as_json: bool = typer.Option(
+            False, "--json", help="One JSON object per event (JSON lines), each with its cursor."
+        ),
+    ) -> None:
+        """The team's history: task moves, the leader's messages, members, loops. Read-only."""
+        from omp.cli.events_cmd import events_loop
+
+        events_loop(_project(), team, since=since, follow=follow, as_json=as_json)

@@ -6,7 +6,7 @@ from typing import Any
 
 from omp import clock
 from omp.store import fs
-from omp.team import tasks
+from omp.team import history, tasks
 from omp.team.config import TeamConfig
 from omp.team.panes import same_server, tmux_for
 
@@ -54,4 +54,6 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
         "clearedLocks": cleared,
     }
     fs.write_json_atomic(team.shutdown, record)
+    for w in cfg.worker_names:
+        history.member(team, w, "left", "team shut down")
     return {"ok": True, "team": cfg.name, **record, "skipped": skipped}
