@@ -22,7 +22,30 @@ def _project() -> StatePaths:
     return StatePaths(find_root(Path.cwd()))
 
 
+def _config(team: str) -> Any:
+    from omp.team import config as team_config
+
+    return team_config.load(_project().team(team))
+
+
 def register(team_app: typer.Typer) -> None:
+    @team_app.command("remove-worker")
+    def remove_worker(
+        team: str = typer.Argument(..., help="Team name."),
+        name: str = typer.Argument(..., help="The worker to remove, e.g. worker-2."),
+        force: bool = typer.Option(False, "--force", help="Close its pane if it is still alive."),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Take a worker off a running team; its work is interrupted, its mail kept."""
+        from omp.team.membership import remove_text
+
+        def body() -> dict[str, Any]:
+            from omp.team.membership import remove_worker as do_remove
+
+            return do_remove(_config(team), name, force=force)
+
+        run(body, as_json=as_json, human=remove_text)
+
     @team_app.command("delete")
     def delete(
         team: str = typer.Argument(..., help="Team name."),

@@ -135,7 +135,21 @@ def _fence(cfg: TeamConfig, claimed: str | None) -> str | None:
     identified by the name it gives.
     """
     env_worker, token = _pane_identity(cfg.name)
-    if token is not None and cfg.raw.get("launchToken") != token:
+    if env_worker is not None and env_worker != LEADER and env_worker not in cfg.worker_names:
+        if _was_removed(cfg, env_worker, token):
+            # `omp team remove-worker` took this name off the team: its process is fenced off
+            raise OmpError(
+                "worker_removed",
+                f"{env_worker} was removed from team {cfg.name}; this pane can no longer act "
+                "for it",
+                team=cfg.name,
+                worker=env_worker,
+            )
+        token = token or ""  # not a member under any launch: the check below refuses it
+    # A worker added to a running team carries a token of its own (a new generation of its name)
+    entry = cfg.worker(env_worker) if env_worker is not None else None
+    expected = (entry or {}).get("launchToken") or cfg.raw.get("launchToken")
+    if token is not None and expected != token:
         raise OmpError(
             "stale_generation",
             f"this pane belongs to an earlier launch of team {cfg.name} (its OMP_LAUNCH_TOKEN no "
@@ -151,6 +165,18 @@ def _fence(cfg: TeamConfig, claimed: str | None) -> str | None:
             claimed=claimed,
         )
     return env_worker or claimed
+
+
+def _was_removed(cfg: TeamConfig, worker: str, token: str | None) -> bool:
+    gone = cfg.raw.get("removedWorkers")
+    for g in gone if isinstance(gone, list) else []:
+        if (
+            isinstance(g, dict)
+            and g.get("name") == worker
+            and (token is None or g.get("launchToken") in (None, token))
+        ):
+            return True
+    return False
 
 
 def _beat(cfg: TeamConfig, who: str | None) -> None:
