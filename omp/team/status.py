@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.invocation import hint
 from omp.store import fs
 from omp.store.paths import StatePaths, TeamPaths
 from omp.team import config as team_config
@@ -245,7 +246,8 @@ def collect_markdown(result: dict[str, Any]) -> str:
 
 def status_text(result: dict[str, Any]) -> str:
     if not result["teams"]:
-        return 'no teams in this project (start one: omp team launch 3 "<task>")\n'
+        start = hint('team launch 3 "<task>"')
+        return f"no teams in this project (start one: {start})\n"
     lines: list[str] = []
     for t in result["teams"]:
         if "error" in t:
