@@ -29,6 +29,48 @@ def _config(team: str) -> Any:
 
 
 def register(team_app: typer.Typer) -> None:
+    @team_app.command("add-worker")
+    def add_worker(
+        team: str = typer.Argument(..., help="Team name."),
+        count_or_task: str = typer.Argument(
+            None, metavar="[N]", help="How many workers (default 1)."
+        ),
+        task: str = typer.Argument(None, metavar="[TASK]", help="A task for them (split in N)."),
+        agent: str = typer.Option(
+            None, "--agent", "-a", help="Agent profile (default: the team's)."
+        ),
+        ready_timeout: float = typer.Option(
+            None, "--ready-timeout", help="Seconds to wait for each agent (default per profile)."
+        ),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Add workers to a running team, in its window, with the next free names."""
+        from omp.cli.team import progress
+        from omp.team.grow import add_text
+
+        def body() -> dict[str, Any]:
+            from omp.errors import OmpError
+            from omp.team.grow import add_workers
+
+            n, text = 1, task or ""
+            if count_or_task is not None:
+                if count_or_task.isdigit():
+                    n = int(count_or_task)
+                elif task is None:
+                    text = count_or_task
+                else:
+                    raise OmpError("usage", f"N must be a number, got {count_or_task!r}")
+            return add_workers(
+                _config(team),
+                n,
+                agent=agent,
+                task=text,
+                ready_timeout=ready_timeout,
+                progress=progress,
+            )
+
+        run(body, as_json=as_json, human=add_text)
+
     @team_app.command("remove-worker")
     def remove_worker(
         team: str = typer.Argument(..., help="Team name."),

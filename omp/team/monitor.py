@@ -243,7 +243,7 @@ class Monitor:
             ad = self._adapters[socket] = self.adapter_factory(socket)
         return ad
 
-    def _profile(self, cfg: TeamConfig) -> AgentProfile | None:
+    def _profile(self, cfg: TeamConfig, worker: str | None = None) -> AgentProfile | None:
         if self._profiles is None:
             from omp.agents import load_profiles
 
@@ -252,7 +252,8 @@ class Monitor:
             except OmpError as exc:  # a broken agents.toml: no screen can be judged, none typed
                 self._profiles = {}
                 self._profile_error = exc.message
-        name = cfg.raw.get("agent") or "copilot"
+        own = (cfg.worker(worker) or {}).get("agent") if worker else None  # add-worker --agent
+        name = own or cfg.raw.get("agent") or "copilot"
         return self._profiles.get(str(name)) or self._profiles.get("copilot")
 
     # -- the scan ---------------------------------------------------------------------------
@@ -455,7 +456,7 @@ class Monitor:
         return None
 
     def _capture(self, it: _Pane, adapter: Adapter, lines: list[str] | None = None) -> str:
-        profile = self._profile(it.team.cfg)
+        profile = self._profile(it.team.cfg, it.worker)
         if profile is None:
             return "unknown"
         from omp.agents import classify_screen
@@ -569,7 +570,7 @@ class Monitor:
 
         try:
             expected = expected_identity(t.cfg, pane)
-            profile = self._profile(t.cfg)
+            profile = self._profile(t.cfg, worker)
             if expected is None or profile is None:
                 return "skipped"
             ok = adapter.deliver(
