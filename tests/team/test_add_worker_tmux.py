@@ -168,3 +168,39 @@ def test_add_worker_refusals_change_nothing(project: Path, tmp_path: Path) -> No
     r = omp(project, env, "team", "add-worker", "h", "1", "--agent", "demo", "--json")
     assert r.rc == 1 and r.json["error"] == "team_shut_down", r
     assert snapshot_tree(project / ".omp") == before
+
+
+def _add_dying_before_the_trigger(root: str) -> None:
+    """`omp team add-worker` killed after its pane and config entry, before the agent's task."""
+    from omp.cli import main
+    from omp.team.launch import Launch
+    from tests.faults.support import die
+
+    os.chdir(root)
+    Launch.wait_and_trigger = lambda *a, **k: die()  # type: ignore[method-assign]
+    main(["team", "add-worker", "g", "1", "a late part"])
+
+
+@pytest.mark.tmux
+def test_an_add_killed_before_the_trigger_is_cleaned_up_by_remove_worker(
+    omp_tmux: Tmux, tmux_env: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.faults.support import start
+
+    env = env_for(omp_tmux, tmux_env)
+    r = omp(project, env, "team", "launch", "1:demo", "--name", "g", "--json")
+    assert r.rc == 0, r
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    proc = start(_add_dying_before_the_trigger, str(project))
+    proc.join(60)
+    assert proc.exitcode == -9
+    # the newcomer is a member with a live pane that never got its task: status shows it
+    st = status(project, env)
+    assert [w["name"] for w in st["workers"]] == ["worker-1", "worker-2"]
+    assert [(t["id"], t["status"]) for t in st["tasks"]] == [("1", "pending")]
+    # the way out is the ordinary one
+    r = omp(project, env, "team", "remove-worker", "g", "worker-2", "--force", "--json")
+    assert r.rc == 0 and r.json["killedPane"], r
+    assert [w["name"] for w in status(project, env)["workers"]] == ["worker-1"]
+    assert omp(project, env, "team", "shutdown", "g").rc == 0

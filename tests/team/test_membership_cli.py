@@ -132,3 +132,39 @@ def test_a_live_pane_is_refused_without_force(root: Path, monkeypatch: pytest.Mo
         membership.remove_worker(cfg, "worker-1")
     assert exc.value.code == "worker_alive" and "--force" in exc.value.message
     assert snapshot_tree(root / ".omp") == before
+
+
+def _remove_dying_before_the_config(root: str, worker: str) -> None:
+    """`omp team remove-worker` killed after settling the work, before the roster changes."""
+    import os
+
+    from omp.cli import main
+    from omp.team import config as cfg_mod
+    from tests.faults.support import die
+
+    os.chdir(root)
+    cfg_mod.write = lambda *a, **k: die()  # type: ignore[assignment]
+    main(["team", "remove-worker", "t", worker])
+
+
+def test_a_removal_killed_midway_is_finished_by_running_it_again(
+    root: Path, env: dict[str, str]
+) -> None:
+    from tests.faults.support import start
+
+    claimed = api(root, env, "claim-task", task_id="3", worker="worker-3")
+    assert claimed.rc == 0, claimed
+    proc = start(_remove_dying_before_the_config, str(root), "worker-3")
+    proc.join(30)
+    assert proc.exitcode == -9
+    # the work was settled, the roster not yet changed
+    tp = StatePaths(root).team("t")
+    assert json.loads(tp.task("3").read_text())["status"] == "interrupted"
+    assert "worker-3" in team_config.load(tp).worker_names
+    fails = [m for m in mailbox(root, "leader") if m.get("event") == "task_fail"]
+    assert len(fails) == 1
+    # running it again finishes it, without telling the leader twice
+    r = omp(root, env, "team", "remove-worker", "t", "worker-3", "--json")
+    assert r.rc == 0 and r.json["interrupted"] == [], r
+    assert team_config.load(tp).worker_names == ["worker-1", "worker-2"]
+    assert len([m for m in mailbox(root, "leader") if m.get("event") == "task_fail"]) == 1
