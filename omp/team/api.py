@@ -281,21 +281,24 @@ def _nudge(cfg: TeamConfig, to: str, unread: int) -> bool:
         return False  # the message is already safe on disk; a nudge is best-effort
 
 
-def _mailbox_of(inp: Result) -> tuple[TeamConfig, mailbox.Mailbox, str | None]:
+def _mailbox_of(
+    inp: Result, *, removed_ok: bool = False
+) -> tuple[TeamConfig, mailbox.Mailbox, str | None]:
     team = _team(inp)
     worker = text_field(inp, "worker")
     assert worker is not None
     names.recipient_name(worker)
     cfg = team_config.load(team)
     who = _fence(cfg, worker)
-    _recipient(cfg, worker, "worker")
+    if not (removed_ok and _was_removed(cfg, worker, None)):
+        _recipient(cfg, worker, "worker")
     return cfg, mailbox.Mailbox(team, worker), who
 
 
 def mailbox_list(inp: Result) -> Reply:
     only = _flag(inp, "undelivered_only")
     limit = _limit(inp)
-    _, box, _ = _mailbox_of(inp)
+    _, box, _ = _mailbox_of(inp, removed_ok=True)  # a removed worker's mail stays readable
     msgs, omitted, bad = box.listing(undelivered_only=only, limit=limit)
     return Reply({"ok": True, "messages": msgs, "omitted": omitted, "badLines": bad})
 

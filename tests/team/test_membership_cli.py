@@ -73,6 +73,10 @@ def test_remove_worker_settles_its_work_and_keeps_its_mail(root: Path, env: dict
     # its mail and results stay readable on disk
     assert tp.mailbox("worker-2").exists()
     assert mailbox(root, "worker-2")[0]["body"] == "also check the tests"
+    listed = api(root, env, "mailbox-list", worker="worker-2")
+    assert listed.rc == 0 and listed.json["messages"][0]["body"] == "also check the tests"
+    r = api(root, env, "mailbox-read", worker="worker-2")  # reading it as the worker: no
+    assert r.rc == 1 and r.json["error"] == "unknown_recipient"
     # the roster, broadcasts and status no longer have it
     cfg = team_config.load(tp)
     assert cfg.worker_names == ["worker-1", "worker-3"] and cfg.raw["workerCount"] == 2
