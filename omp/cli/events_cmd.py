@@ -27,18 +27,21 @@ def events_loop(
     from omp.team import config as team_config
     from omp.team import history
 
+    printed = 0
     try:
         cfg = team_config.load(project.team(team))
         offset = history.parse_cursor(since)
-        evs, offset = history.read_since(cfg.paths, offset)
+        for evs, end in history.iter_since(cfg.paths, offset):
+            _print(evs, as_json)
+            printed += len(evs)
+            offset = end
     except OmpError as err:
         output.fail(err, as_json)
-    _print(evs, as_json)
     if not follow:
         if not as_json:
             nxt = f"{team_command(cfg.raw)} team events {team} --since {offset}"
             output.write_text(
-                ("" if evs else "no new events\n") + f"cursor {offset}; next: {nxt}\n"
+                ("" if printed else "no new events\n") + f"cursor {offset}; next: {nxt}\n"
             )
         raise SystemExit(0)
     path = history.path(cfg.paths)

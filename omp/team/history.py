@@ -23,7 +23,7 @@ Lines: `{"type": "task"|"message"|"member"|"loop", "at": ISO, ...}`:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,25 +119,47 @@ def parse_cursor(text: str | None) -> int:
 
 def read_since(team: TeamPaths, offset: int) -> tuple[list[dict[str, Any]], int]:
     """Events after byte `offset` and the cursor after the last complete line. Read-only."""
+    out: list[dict[str, Any]] = []
+    cursor = offset
+    for evs, end in iter_since(team, offset):
+        out += evs
+        cursor = end
+    return out, cursor
+
+
+def iter_since(
+    team: TeamPaths, offset: int, block: int = 1 << 20
+) -> Iterator[tuple[list[dict[str, Any]], int]]:
+    """(events, cursor) a block at a time: memory follows the block, not the log. Read-only."""
     p = path(team)
     try:
         fd = fs.open_file(p, os.O_RDONLY)
     except FileNotFoundError:
         if offset:
             raise _stale(offset, 0) from None
-        return [], 0
+        return
     try:
         size = os.fstat(fd).st_size
         if offset > size or (offset and os.pread(fd, 1, offset - 1) != b"\n"):
             raise _stale(offset, size)
-        chunk = jsonl.read_fd(fd, offset)
+        pos = offset
+        while pos < size:
+            data = os.pread(fd, min(block, size - pos), pos)
+            chunk = jsonl.Chunk(start=pos, end=pos)
+            jsonl.parse_lines(data, pos, chunk)
+            if chunk.end == pos:  # one line longer than the block: take it whole
+                data = os.pread(fd, size - pos, pos)
+                jsonl.parse_lines(data, pos, chunk)
+                if chunk.end == pos:
+                    break  # a last line still being written
+            evs = []
+            for off, length, rec in chunk.records:
+                rec["cursor"] = str(off + length)
+                evs.append(rec)
+            pos = chunk.end
+            yield evs, pos
     finally:
         os.close(fd)
-    out = []
-    for off, length, rec in chunk.records:
-        rec["cursor"] = str(off + length)
-        out.append(rec)
-    return out, chunk.end
 
 
 def _stale(offset: int, size: int) -> OmpError:

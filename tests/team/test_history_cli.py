@@ -202,3 +202,26 @@ def test_follow_prints_new_events_as_they_come(root: Path, env: dict[str, str]) 
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_reading_a_block_at_a_time_misses_nothing_and_stops_before_a_torn_line(
+    root: Path,
+) -> None:
+    from omp.team import history
+
+    tp = StatePaths(root).team("t")
+    for i in range(50):
+        history.member(tp, "worker-1", "online", "x" * (i * 7))  # lines of many sizes
+    log = history.path(tp)
+    with open(log, "ab") as f:
+        f.write(b'{"type":"member","worker":"worker-2","chan')  # a writer still at work
+    whole, end = history.read_since(tp, 0)
+    assert end == log.stat().st_size - len(b'{"type":"member","worker":"worker-2","chan')
+    for block in (1, 64, 300, 1 << 20):
+        got: list[dict[str, Any]] = []
+        last = 0
+        for evs, cur in history.iter_since(tp, 0, block=block):
+            got += evs
+            last = cur
+        assert got == whole and last == end, block
+    assert len(whole) == 4 + 50 and int(whole[-1]["cursor"]) == end
