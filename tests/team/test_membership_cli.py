@@ -105,7 +105,16 @@ def test_remove_worker_settles_its_work_and_keeps_its_mail(root: Path, env: dict
 def test_a_process_still_holding_the_removed_identity_is_refused(
     root: Path, env: dict[str, str]
 ) -> None:
+    result = StatePaths(root).team("t").worker_dir("worker-3") / "result.md"
+    result.write_text("# worker-3\nhalf of the parser")
     assert omp(root, env, "team", "remove-worker", "t", "worker-3").rc == 0
+    # its results stay readable in collect
+    c = omp(root, env, "team", "collect", "t", "--json").json
+    assert [w["name"] for w in c["workers"]] == ["worker-1", "worker-2"]
+    assert c["removed"][0]["name"] == "worker-3"
+    assert "half of the parser" in c["removed"][0]["resultMarkdown"]
+    text = omp(root, env, "team", "collect", "t").stdout
+    assert "## worker-3: removed from the team" in text and "half of the parser" in text
     pane_env = {**env, "OMP_TEAM": "t", "OMP_WORKER": "worker-3"}
     for sub, fields in [
         ("send-message", {"from": "worker-3", "to": "leader", "body": "still here"}),
