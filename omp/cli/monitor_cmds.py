@@ -19,9 +19,18 @@ def register(team_app: typer.Typer) -> None:
         timeout: float = typer.Option(
             600.0, "--timeout", "-t", help="Give up after this many seconds (0: never)."
         ),
+        since: str = typer.Option(
+            None,
+            "--since",
+            metavar="CURSOR",
+            help="Compare with this cursor (printed by the last wait), not with now.",
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
     ) -> None:
         """Block until the leader has unread mail, a task moves, or every task is done.
+
+        Every wait prints a cursor; `--since CURSOR` reports what moved after that wait, so a
+        task that moved between two waits is reported by the second.
 
         Exit codes: 0 mail or a task moved, 10 all tasks done, 11 timeout, 12 team shut down,
         13 the team's tmux server or every worker pane is gone (said at once, with why)
@@ -36,7 +45,7 @@ def register(team_app: typer.Typer) -> None:
 
             project = StatePaths(find_root(Path.cwd()))
             cfg = team_config.load(project.team(team))
-            return do_wait(cfg, timeout=timeout or None)
+            return do_wait(cfg, since=since, timeout=timeout or None)
 
         run(body, as_json=as_json, human=wait_text, exit_code=lambda r: int(r["exitCode"]))
 
