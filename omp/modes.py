@@ -113,6 +113,31 @@ def active_loops(paths: StatePaths) -> list[str]:
     return found
 
 
+def loop_summaries(paths: StatePaths) -> list[State]:
+    """Each active loop's `{mode, step, max, lastDecision}` (read-only; unreadable = inactive)."""
+    from omp.stophook.decision import BY_MODE, cap_of, counter_of
+
+    out: list[State] = []
+    for mode in MODES:
+        try:
+            state = read_state(paths, mode)
+        except OmpError:
+            continue
+        if state is None or not is_active(state):
+            continue
+        spec = BY_MODE[mode]
+        last = state.get("lastDecision")
+        out.append(
+            {
+                "mode": mode,
+                "step": counter_of(state, spec),
+                "max": cap_of(state, spec),
+                "lastDecision": last if isinstance(last, dict) else None,
+            }
+        )
+    return out
+
+
 def is_loop_active(paths: StatePaths) -> bool:
     """True iff ralph, ultrawork or ultraqa has `"active": true`: the idle-prompt gate."""
     return bool(active_loops(paths))

@@ -155,7 +155,14 @@ def status(project: StatePaths, name: str | None) -> dict[str, Any]:
         teams = [team_status(team_config.load(project.team(name)))]
     else:
         teams = [_status_or_error(project, n) for n in team_config.list_teams(project)]
-    return {"ok": True, "teams": teams, "monitor": monitor_summary(project)}
+    from omp.modes import loop_summaries
+
+    return {
+        "ok": True,
+        "teams": teams,
+        "monitor": monitor_summary(project),
+        "loops": loop_summaries(project),
+    }
 
 
 def _status_or_error(project: StatePaths, name: str) -> dict[str, Any]:
@@ -243,9 +250,21 @@ def collect_markdown(result: dict[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
+def loops_text(loops: list[dict[str, Any]]) -> list[str]:
+    """`loop ralph: step 2/10, last stop blocked at 2026-...` per active loop."""
+    lines = []
+    for lp in loops:
+        last = lp.get("lastDecision") or {}
+        when = f", last stop {last.get('why')} at {last.get('at')}" if last else ", no stop yet"
+        lines.append(f"loop {lp['mode']}: step {lp['step']}/{lp['max']}{when}")
+    return lines
+
+
 def status_text(result: dict[str, Any]) -> str:
+    loops = loops_text(result.get("loops") or [])
     if not result["teams"]:
-        return 'no teams in this project (start one: omp team launch 3 "<task>")\n'
+        none = 'no teams in this project (start one: omp team launch 3 "<task>")'
+        return "\n".join([none, *loops]) + "\n"
     lines: list[str] = []
     for t in result["teams"]:
         if "error" in t:
@@ -276,6 +295,7 @@ def status_text(result: dict[str, Any]) -> str:
             f"last scan {mon.get('updatedAt', '?')}, nudges {mon.get('nudgesSent', 0)}, "
             f"idle prompts {mon.get('idlePromptsSent', 0)}"
         )
+    lines += loops
     return "\n".join(lines) + "\n"
 
 

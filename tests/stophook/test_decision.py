@@ -13,7 +13,11 @@ from omp.stophook.decision import decide
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "hooks"
 NOW = 1796075700.0
-WORDS = {"ralph": "RALPH_COMPLETE", "ultraqa": "ULTRAQA_COMPLETE", "ultrawork": "ULTRAWORK_COMPLETE"}
+WORDS = {
+    "ralph": "RALPH_COMPLETE",
+    "ultraqa": "ULTRAQA_COMPLETE",
+    "ultrawork": "ULTRAWORK_COMPLETE",
+}
 
 
 def fixture(name: str) -> dict[str, Any]:

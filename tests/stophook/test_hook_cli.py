@@ -79,9 +79,7 @@ def copilot_stop(proj: Path, ts: int, *, snake: bool = False) -> dict[str, Any]:
     tpath = proj / "events.jsonl"
     if snake:
         iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts / 1000)) + f".{ts % 1000:03d}Z"
-        return payload(
-            "copilot-Stop.json", proj, timestamp=iso, transcript_path=str(tpath)
-        )
+        return payload("copilot-Stop.json", proj, timestamp=iso, transcript_path=str(tpath))
     return payload("copilot-agentStop.json", proj, timestamp=ts, transcriptPath=str(tpath))
 
 
@@ -91,6 +89,27 @@ def write_transcript(proj: Path, stops: list[tuple[int, str]]) -> None:
         lines.append({"type": "assistant.message", "data": {"content": reply}})
         lines.append({"type": "hook.start", "data": {"input": {"timestamp": ts}}})
     (proj / "events.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def release_together(procs: list[subprocess.Popen[bytes]], inputs: list[str]) -> list[str]:
+    """Let hook processes, started and waiting on stdin, go at the same moment; their stdouts.
+
+    Each is given a second to start up and block reading stdin, then all stdins are written and
+    closed back to back, so they reach the read-decide-write section together.
+    """
+    time.sleep(1.0)
+    for p, text in zip(procs, inputs, strict=True):
+        assert p.stdin is not None
+        p.stdin.write(text.encode())
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.close()
+    outs = []
+    for p in procs:
+        assert p.stdout is not None
+        outs.append(p.stdout.read().decode())
+        p.wait(timeout=60)
+    return outs
 
 
 # ---- the basic contract -------------------------------------------------------------------
@@ -186,7 +205,7 @@ def test_concurrent_fires_of_one_stop_count_once(proj: Path) -> None:
         )
         for _ in range(6)
     ]
-    outs = [p.communicate(raw.encode(), timeout=60)[0].decode() for p in procs]
+    outs = release_together(procs, [raw] * len(procs))
     assert all(p.returncode == 0 for p in procs)
     assert len(set(outs)) == 1 and answer(outs[0])["decision"] == "block"
     assert state(proj)["iteration"] == 1
@@ -205,8 +224,7 @@ def test_concurrent_different_stops_each_count(proj: Path) -> None:
         )
         for _ in range(5)
     ]
-    for i, p in enumerate(procs):
-        p.communicate(json.dumps(claude(proj, f"reply {i}", session=f"s{i}")).encode(), 60)
+    release_together(procs, [json.dumps(claude(proj, f"r{i}", session=f"s{i}")) for i in range(5)])
     steps = sorted(x["step"] for x in log(proj))
     assert steps == [1, 2, 3, 4, 5] and state(proj)["iteration"] == 5
 
