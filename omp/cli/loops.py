@@ -57,11 +57,9 @@ def _last(r: Result) -> str:
     last = r.get("lastDecision")
     if not isinstance(last, dict):
         return ""
-    what = {
-        "continue": "blocked the stop",
-        "complete": "saw the completion word",
-        "cap": "hit the cap",
-    }
+    from omp.stophook.decision import WHY_TEXT
+
+    what = WHY_TEXT
     return (
         f"\n  last stop: {what.get(str(last.get('why')), str(last.get('action')))}"
         f" at step {last.get('step', '?')}/{last.get('max', '?')}, {last.get('at', '?')}"

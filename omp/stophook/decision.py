@@ -58,7 +58,13 @@ SPECS = (
     ),
 )
 BY_MODE = {s.mode: s for s in SPECS}
-GOAL_CHARS = 300  # the goal quoted in the prompt, on one line
+GOAL_CHARS = 300
+# How `status` words a decision's `why`.
+WHY_TEXT = {
+    "continue": "blocked the stop",
+    "complete": "saw the completion word",
+    "cap": "hit the cap",
+}  # the goal quoted in the prompt, on one line
 
 
 class Decision(NamedTuple):

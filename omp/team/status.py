@@ -252,10 +252,13 @@ def collect_markdown(result: dict[str, Any]) -> str:
 
 def loops_text(loops: list[dict[str, Any]]) -> list[str]:
     """`loop ralph: step 2/10, last stop blocked at 2026-...` per active loop."""
+    from omp.stophook.decision import WHY_TEXT
+
     lines = []
     for lp in loops:
         last = lp.get("lastDecision") or {}
-        when = f", last stop {last.get('why')} at {last.get('at')}" if last else ", no stop yet"
+        why = WHY_TEXT.get(str(last.get("why")), str(last.get("action")))
+        when = f", last stop: {why} at {last.get('at')}" if last else ", no stop yet"
         lines.append(f"loop {lp['mode']}: step {lp['step']}/{lp['max']}{when}")
     return lines
 
