@@ -1,9 +1,10 @@
 """`omp demo-agent`: a model-free terminal program that behaves like an agent CLI in a tmux pane.
 
 It reacts to the lines typed into its pane the way a well-behaved LLM agent would, and does so by
-running the same `omp team api ...` commands an agent runs, so a whole team can be exercised with
-no model: it claims the task named in its inbox.md, reports start and completion to the leader,
-writes a result file, and answers teammates' messages exactly once.
+running the `omp team api ...` commands its inbox and nudges print, through a shell, as an agent's
+shell tool does (`omp.demo_shell`), so a whole team can be exercised with no model: it claims the
+task named in its inbox.md, reports start and completion to the leader, writes a result file, and
+answers teammates' messages exactly once.
 
 Screen contract (the tmux adapter's idle/busy classifier depends on it):
 - the last line is always the prompt `❯ ` (stdin is read in cooked mode with echo on, so typed
@@ -22,8 +23,6 @@ import json
 import os
 import queue
 import re
-import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from omp import clock, textsafe
+from omp.demo_shell import ShellApi
 from omp.errors import OmpError
 from omp.store import fs
 from omp.store.names import LEADER
@@ -47,7 +47,6 @@ Lines = queue.Queue[str | None]  # None = end of input
 PROMPT = "❯ "
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 TICK_SECONDS = 0.5
-API_TIMEOUT = 60.0
 DEFAULT_WORK_SECONDS = 3.0
 IDLE_PROMPT = "Continue working on your assigned task"
 
@@ -59,38 +58,6 @@ _STATUS_RE = re.compile(r"\bstatus\b", re.I)
 
 
 # ---- the API client -----------------------------------------------------------------------
-
-
-def subprocess_runner(sub: str, payload: Result) -> Result:
-    """Run `omp team api <sub> --input <json> --json` exactly as an LLM agent would."""
-    cmd = [sys.executable, "-m", "omp", "team", "api", sub, "--input", json.dumps(payload)]
-    cmd.append("--json")
-    try:
-        # stdin is not inherited: the child must never read what is typed into this pane.
-        proc = subprocess.run(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-            timeout=API_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"ok": False, "error": "api_unavailable", "message": f"{sub}: {exc}"}
-    try:
-        obj = json.loads(proc.stdout)
-    except ValueError:
-        obj = None
-    if isinstance(obj, dict):
-        return obj
-    tail = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
-    return {
-        "ok": False,
-        "error": "bad_output",
-        "message": f"{sub} exited {proc.returncode}: {tail}",
-    }
 
 
 class ApiError(Exception):
@@ -278,8 +245,12 @@ class DemoAgent:
         lines: Lines,
         work_seconds: float = DEFAULT_WORK_SECONDS,
         tick: float = TICK_SECONDS,
+        learn: Callable[[str], None] | None = None,
     ) -> None:
         self.team = team
+        # Shown every text the agent reads (typed lines, its inbox): its shell tool learns the
+        # omp commands from them, as a model learns them from its context.
+        self.learn = learn or (lambda _text: None)
         self.worker = worker
         self.root = root
         self.api = api
@@ -301,6 +272,7 @@ class DemoAgent:
 
     def handle(self, line: str) -> None:
         text = line.strip()
+        self.learn(text)
         try:
             if not text:
                 self.screen.say()
@@ -349,6 +321,7 @@ class DemoAgent:
             self.notify_leader(f"{self.me} could not read {path}: {err}")
             return
         inbox = data.decode("utf-8", "replace")
+        self.learn(inbox)
         m = _TASK_ID_RE.search(inbox)
         if m is None:  # launched without a task: wait for the leader's messages and requests
             self.screen.say("● no task yet; waiting for the leader (mail or a task_req)")
@@ -613,11 +586,13 @@ def main(*, runner: ApiRunner | None = None, stdin_fd: int = 0, stdout_fd: int =
     screen = Screen(
         fd_writer(stdout_fd), ansi=os.isatty(stdout_fd), columns=lambda: _columns(stdout_fd)
     )
+    shell = ShellApi()
     agent = DemoAgent(
         team=os.environ.get("OMP_TEAM") or None,
         worker=os.environ.get("OMP_WORKER") or None,
         root=root,
-        api=runner or subprocess_runner,
+        api=runner or shell,
+        learn=None if runner else shell.learn,
         screen=screen,
         lines=lines,
         work_seconds=_work_seconds(),

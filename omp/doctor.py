@@ -5,12 +5,14 @@ Checks, in order: the project root; tmux (present, and 3.2 or later: omp passes 
 `copilot` by default, is required, the others only warn); the state tree's safety (no symlink or
 foreign owner anywhere under `.omp/state`, which omp refuses to use, and private modes, 0700/0600);
 the monitor's owner lock (stale when pending past its grace, or running with an old heartbeat or a
-dead pid); and live teams whose worker panes are dead or gone.
+dead pid); live teams whose worker panes are dead or gone; and whether a worker's pane, started
+as launch starts it, runs this omp by the command every agent text names (`omp.doctor_pane`).
 
 Each check is `ok`, `warn` or `fail`; the verdict is good (exit 0) only without a `fail`. A
 `fail` means the default agent's team cannot launch or run; a `warn` means something else is off
-that omp copes with or that another agent would need. Doctor writes nothing and starts nothing:
-no directory, no tmux server, no monitor.
+that omp copes with or that another agent would need. Doctor writes nothing and starts nothing
+that outlives it: no directory, no monitor; the pane check's private tmux server is killed before
+doctor returns.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omp import clock
+from omp import clock, invocation
 from omp.errors import OmpError
 from omp.store.paths import StatePaths
 
@@ -131,7 +133,7 @@ def check_agents(root: Path, default: str) -> list[Check]:
                     f"agent {name}",
                     "fail",
                     f"{role} {name}: program {missing!r} not on PATH",
-                    hint + " (or try the model-free demo: omp demo)",
+                    hint + f" (or try the model-free demo: {invocation.hint('demo')})",
                 )
             )
         else:
@@ -301,7 +303,8 @@ def check_teams(project: StatePaths) -> list[Check]:
                     label,
                     "warn",
                     f"{label}: {shown} ({len(bad)} of {len(states)} worker panes)",
-                    f"omp team shutdown {name} (mail and results are kept), then launch again",
+                    invocation.hint(f"team shutdown {name}")
+                    + " (mail and results are kept), then launch again",
                 )
             )
         elif unknown:
@@ -332,11 +335,23 @@ def _guard(name: str, fn: Callable[[], list[Check]]) -> list[Check]:
         return [Check(name, "warn", f"check failed: {type(exc).__name__}: {exc}")]
 
 
+def _pane_check(root: Path, agent: str, earlier: list[Check]) -> list[Check]:
+    """Only with a usable tmux and a known agent: the pane check needs both."""
+    if any(c.name == "tmux" and c.status == "fail" for c in earlier):
+        return []
+    from omp import doctor_pane
+    from omp.agents import load_profiles
+
+    profile = load_profiles(root).get(agent)
+    return [] if profile is None else [doctor_pane.check(root, profile)]
+
+
 def diagnose(root: Path, *, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
     project = StatePaths(root)
     checks: list[Check] = [Check("project", "ok", f"project root {root}")]
     checks += _guard("tmux", lambda: [check_tmux()])
     checks += _guard("agents", lambda: check_agents(root, agent))
+    checks += _guard("pane-omp", lambda: _pane_check(root, agent, checks))
     checks += _guard("state", lambda: [check_state(project)])
     checks += _guard("monitor", lambda: [check_monitor(project)])
     checks += _guard("teams", lambda: check_teams(project))

@@ -63,3 +63,9 @@ def team_command(raw: Mapping[str, Any] | None) -> str:
     if env and env.strip():
         return env
     return omp_command()
+
+
+def hint(rest: str) -> str:
+    """A command to suggest in a message, e.g. `hint("team collect t")`: the words that run this
+    omp, so a suggestion pasted into an agent's shell (venv not activated) still works."""
+    return f"{omp_command()} {rest}"

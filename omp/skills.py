@@ -13,6 +13,7 @@ is overwritten (`updated`). Nothing is written unless the whole install can proc
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from omp.errors import OmpError
+from omp.invocation import omp_command
 
 DEFAULT_TARGET = Path(".github") / "skills"
 CLAUDE_TARGET = Path(".claude") / "skills"
@@ -61,6 +63,22 @@ def _files(root: Traversable, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[
         elif prefix:  # only files inside a skill directory, not loose files at the top
             out.append((parts, entry.read_bytes()))
     return out
+
+
+# `omp <command>` in a skill's text, where an agent would copy it from (not in a heading).
+_COMMAND = re.compile(
+    r"(?<![\w/.-])omp(?= (?:team|ralph|ultrawork|ultraqa|skills|doctor|hooks?|demo)\b)"
+)
+
+
+def render(content: bytes, omp: str) -> bytes:
+    """A skill's Markdown with every `omp <command>` naming `omp` (this install's absolute
+    command): the agent reading it may have no `omp` on its PATH (`omp.invocation`)."""
+    if omp == "omp":
+        return content
+    lines = content.decode("utf-8").split("\n")
+    out = [ln if ln.startswith("#") else _COMMAND.sub(lambda _: omp, ln) for ln in lines]
+    return "\n".join(out).encode("utf-8")
 
 
 def skill_names(root: Traversable | None = None) -> list[str]:
@@ -121,9 +139,11 @@ def install(root: Path, target: Path | None = None, *, force: bool = False) -> d
     tgt = target if target is not None else DEFAULT_TARGET
     tdir = tgt if tgt.is_absolute() else root / tgt
     src = source_dir()
+    omp = omp_command()
     plan: list[Planned] = []
-    for parts, content in _files(src):
+    for parts, raw in _files(src):
         rel = Path(*parts)
+        content = render(raw, omp) if rel.suffix == ".md" else raw
         _check_dirs(tdir, rel)
         dest = tdir / rel
         plan.append(Planned(rel, dest, content, _plan_one(dest, content, force)))

@@ -333,7 +333,7 @@ class Tmux:
         out = self.cmd(
             "new-session", "-d", "-P", "-F", _IDS_FMT, "-s", name,
             "-x", str(width), "-y", str(height), "-c", str(cwd),
-            *_env_args(env), *_command_args(command),
+            *_env_args(env), *_command_args(command, env),
         )  # fmt: skip
         sid, wid, pid = out.strip().split(_SEP)
         return sid, wid, pid
@@ -353,7 +353,7 @@ class Tmux:
         args += ["-h" if horizontal else "-v", "-c", str(cwd)]
         if size is not None:
             args += ["-l", str(size)]
-        return self.cmd(*args, *_env_args(env), *_command_args(command)).strip()
+        return self.cmd(*args, *_env_args(env), *_command_args(command, env)).strip()
 
     def select_layout(self, window_id: str, layout: str) -> None:
         self.cmd("select-layout", "-t", window_id, layout)
@@ -641,9 +641,16 @@ def _env_args(env: Mapping[str, str] | None) -> list[str]:
     return args
 
 
-def _command_args(command: Sequence[str] | None) -> list[str]:
+def _command_args(command: Sequence[str] | None, env: Mapping[str, str] | None = None) -> list[str]:
     if not command:
         return []
+    path = (env or {}).get("PATH")
+    if path:
+        # tmux 3.3a gives a new pane the PATH of the tmux client, whatever `-e PATH=` says, so the
+        # command sets it itself (`env` execs the program: the pane's process is still the agent).
+        # `env` by absolute path: it is looked up on the very PATH that may lack it.
+        env_prog = "/usr/bin/env" if os.path.exists("/usr/bin/env") else "env"
+        command = [env_prog, f"PATH={path}", *command]
     # tmux runs several arguments directly but a single one through the default shell: quote it
     # (a path with spaces stays one word) and exec it, or the pane's foreground process would be
     # the shell and the agent would look like it had exited.

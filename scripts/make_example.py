@@ -280,6 +280,8 @@ class Context:
         if sock_path:
             literals.append((sock_path, "<socket>"))
         literals.append((socket, "<socket-name>"))
+        if cfg.get("ompCommand"):
+            literals.append((str(cfg["ompCommand"]), "<omp>"))  # the launching omp's path
         literals.append((sys.executable, "<python>"))
         literals.sort(key=lambda kv: -len(kv[0]))  # longest first: a path before its prefix
         panes = {str(w["paneId"]).lstrip("%"): w["name"] for w in cfg.get("workers", [])}

@@ -20,6 +20,8 @@ import pytest
 
 from omp import demo_agent
 from omp.demo_agent import DemoAgent, Screen, find_inbox_path, is_answer
+from omp.demo_shell import ShellApi
+from omp.invocation import omp_command
 
 REPO = Path(__file__).resolve().parents[1]
 Result = dict[str, Any]
@@ -541,17 +543,27 @@ def test_against_the_real_team_api(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         description="say hello (part 1/2)",
         teammates=["worker-2"],
         result_path=team.worker_dir("worker-1") / "result.md",
+        omp=omp_command(),
     )
     inbox.write_text(text)
-    agent = make_agent(root, demo_agent.subprocess_runner)
+    shell = ShellApi()
+    agent = DemoAgent(
+        team="t", worker="worker-1", root=root, api=shell, screen=Term().screen,
+        lines=queue.Queue(), work_seconds=0.0, tick=0.01, learn=shell.learn,
+    )  # fmt: skip
     agent.handle(bootstrap.trigger_line(inbox))
     task = json.loads(team.task("1").read_text())
     assert task["status"] == "completed" and task["owner"] == "worker-1"
     leader = [json.loads(x) for x in team.mailbox("leader").read_text().splitlines()]
     bodies = [m["body"] for m in leader if m.get("type") == "message"]
     assert bodies == ["worker-1 started task 1: say hello (part 1/2)", "worker-1 completed task 1"]
-    bad = demo_agent.subprocess_runner("claim-task", {"team_name": "nope", "task_id": "1"})
+    # Every call went through a shell, starting with the omp the inbox names; the claim ran
+    # byte for byte as printed.
+    assert [ln.split(" team api ")[0] for ln in shell.ran] == [omp_command()] * 4
+    assert shell.ran[0] in text
+    bad = shell("claim-task", {"team_name": "nope", "task_id": "1"})
     assert bad["ok"] is False and isinstance(bad.get("error"), str)
+    assert ShellApi()("claim-task", {})["error"] == "no_command"  # it read no command yet
 
 
 # ---- the real program in a pseudo-terminal -------------------------------------------------

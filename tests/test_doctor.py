@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from omp import clock, doctor
+from omp import __version__, clock, doctor
+from omp.invocation import omp_command
 from omp.store import fs
 from omp.store.paths import StatePaths
 from tests.helpers import child_env, make_project, make_team, run_omp, snapshot_tree
@@ -240,7 +241,8 @@ def test_team_with_a_gone_pane_warns(
             time.sleep(0.05)
         assert c.status == "warn"
         assert c.message == "team t1: worker-2 gone (1 of 2 worker panes)"
-        assert c.fix == "omp team shutdown t1 (mail and results are kept), then launch again"
+        shutdown_cmd = f"{omp_command()} team shutdown t1"
+        assert c.fix == f"{shutdown_cmd} (mail and results are kept), then launch again"
         shutdown(team_config.load(paths.team("t1")))
         assert doctor.check_teams(paths) == []
     finally:
@@ -287,3 +289,30 @@ def test_doctor_writes_nothing(proj: Path, tmp_path: Path) -> None:
     out = run_omp("doctor", "--json", cwd=proj, env=child_env(tmp_path / "home"))
     assert out.json is not None and out.json["checks"]
     assert snapshot_tree(proj) == before
+
+
+# ---- the worker pane reaches this omp ------------------------------------------------------
+
+
+def test_pane_check_runs_this_omp_in_a_login_shell(proj: Path, tmp_path: Path) -> None:
+    """A login shell whose profile drops PATH still runs the omp every text names."""
+    if shutil.which("tmux") is None or shutil.which("bash") is None:
+        pytest.skip("tmux and bash are needed")
+    from omp import doctor_pane
+    from omp.agents import BUILTIN_PROFILES
+
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / ".bash_profile").write_text("export PATH=/usr/bin:/bin\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(home))
+        mp.setenv("SHELL", shutil.which("bash") or "/bin/bash")
+        seen = doctor_pane.probe(proj, BUILTIN_PROFILES["demo"])
+        assert seen["version"] == f"omp {__version__}"
+        c = doctor_pane.check(proj, BUILTIN_PROFILES["demo"])
+        assert c.status == "ok" and omp_command() in c.message, c
+        # An omp that a pane cannot run (moved, its venv removed) fails, with the way out.
+        mp.setattr("omp.invocation.omp_command", lambda *a: "/nonexistent/bin/omp")
+        bad = doctor_pane.check(proj, BUILTIN_PROFILES["demo"])
+        assert bad.status == "fail" and "/nonexistent/bin/omp" in bad.message, bad
+        assert bad.fix is not None and "reinstall" in bad.fix

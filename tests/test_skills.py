@@ -22,6 +22,27 @@ def proj(tmp_path: Path) -> Path:
     return make_project(tmp_path / "proj")
 
 
+def _rendered() -> bytes:
+    """The skill as installed: every `omp <command>` names this omp by absolute path."""
+    from omp.invocation import omp_command
+    from omp.skills import render
+
+    return render(SKILL.read_bytes(), omp_command())
+
+
+def test_installed_skill_names_this_omp_in_every_command() -> None:
+    from omp.skills import render
+
+    text = render(SKILL.read_bytes(), "/opt/x/bin/omp").decode()
+    assert text.count("/opt/x/bin/omp team api mailbox-read") >= 1
+    assert "/opt/x/bin/omp team launch 3" in text
+    # Headings keep the product's name; no bare `omp <command>` is left for an agent to copy.
+    assert "\n# omp team" in text
+    body = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    bare = [ln for ln in body if re.search(r"(^|[\s`])omp (team|ralph|ultra\w+|skills) ", ln)]
+    assert bare == [], bare
+
+
 def _env(tmp_path: Path) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
@@ -44,7 +65,7 @@ def test_install_copies_the_packaged_skill(proj: Path, tmp_path: Path) -> None:
         "updated": 0,
         "unchanged": 0,
     }
-    assert dest.read_bytes() == SKILL.read_bytes()
+    assert dest.read_bytes() == _rendered()
 
 
 def test_install_from_a_subdirectory_goes_to_the_project_root(proj: Path, tmp_path: Path) -> None:
@@ -52,7 +73,7 @@ def test_install_from_a_subdirectory_goes_to_the_project_root(proj: Path, tmp_pa
     sub.mkdir(parents=True)
     out = run_omp("skills", "install", "--target", ".claude/skills", cwd=sub, env=_env(tmp_path))
     assert out.rc == 0, out
-    assert (proj / ".claude/skills/team/SKILL.md").read_bytes() == SKILL.read_bytes()
+    assert (proj / ".claude/skills/team/SKILL.md").read_bytes() == _rendered()
     assert not (sub / ".claude").exists()
     assert out.stdout.splitlines()[-1] == (
         f"skills team in {proj / '.claude/skills'}: 1 created, 0 updated, 0 unchanged"
@@ -80,7 +101,7 @@ def test_changed_file_is_refused_then_overwritten_with_force(proj: Path, tmp_pat
     assert dest.read_text() == "my own notes\n"  # the edit is kept
     forced = run_omp("skills", "install", "--force", "--json", cwd=proj, env=_env(tmp_path))
     assert forced.rc == 0 and forced.json["updated"] == 1
-    assert dest.read_bytes() == SKILL.read_bytes()
+    assert dest.read_bytes() == _rendered()
 
 
 def test_refused_install_writes_nothing(proj: Path, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,10 @@ from tests.helpers import call_api, isolate, make_project, make_team
 
 TEAM = "haiku"
 INBOX_LIMIT = 2048
-CMD = re.compile(r"omp team api (\S+) --input '(\{.*?\})' --json")
+# The omp every text names is an absolute command, quoted for the shell where it needs it.
+OMP = "/opt/omp tools/bin/omp"
+OMP_WORDS = shlex.quote(OMP)
+CMD = re.compile(r"(?:'[^']*'|\S+) team api (\S+) --input '(\{.*?\})' --json")
 
 
 @pytest.fixture
@@ -31,7 +35,9 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return proj
 
 
-def _inbox(root: Path, description: str = "x", worker: str = "worker-1") -> str:
+def _inbox(
+    root: Path, description: str = "x", worker: str = "worker-1", omp: str = OMP_WORDS
+) -> str:
     others = [w for w in ("worker-1", "worker-2", "worker-3") if w != worker]
     return bootstrap.inbox_markdown(
         team=TEAM,
@@ -40,6 +46,7 @@ def _inbox(root: Path, description: str = "x", worker: str = "worker-1") -> str:
         description=description,
         teammates=others,
         result_path=root / ".omp/state/team" / TEAM / "workers" / worker / "result.md",
+        omp=omp,
     )
 
 
@@ -68,7 +75,11 @@ def test_inbox_names_this_team_and_worker_and_leaves_no_template_slot(root: Path
 
 
 def test_inbox_commands_are_exact(root: Path) -> None:
-    found = [(m.group(1), json.loads(m.group(2))) for m in CMD.finditer(_inbox(root))]
+    text = _inbox(root)
+    found = [(m.group(1), json.loads(m.group(2))) for m in CMD.finditer(text)]
+    # Every command names the omp that launched the team, never a bare `omp` found on PATH.
+    assert text.count(f"{OMP_WORDS} team api ") == len(found) >= 5
+    assert re.search(r"(^|\s)omp team api", text) is None
     subs = [s for s, _ in found]
     assert subs[:4] == ["claim-task", "send-message", "transition-task-status", "mailbox-read"]
     cmds = dict(found)
@@ -116,9 +127,9 @@ def test_launch_trigger_line(root: Path) -> None:
 
 
 def test_nudge_line_carries_count_and_command_never_a_body() -> None:
-    assert nudge_text(TEAM, "worker-2", 3) == (
-        "You have 3 new message(s). Read them: omp team api mailbox-read --input "
-        '\'{"team_name":"haiku","worker":"worker-2"}\' --json'
+    assert nudge_text(TEAM, "worker-2", 3, OMP_WORDS) == (
+        "You have 3 new message(s). Read them: '/opt/omp tools/bin/omp' team api mailbox-read "
+        '--input \'{"team_name":"haiku","worker":"worker-2"}\' --json'
     )
 
 
@@ -129,7 +140,7 @@ def test_nudge_command_works_as_written(root: Path, capsys: pytest.CaptureFixtur
         {"team_name": TEAM, "from": "worker-1", "to": "worker-2", "body": "hello"},
     )
     assert sent.json["ok"] is True
-    m = CMD.search(nudge_text(TEAM, "worker-2", 1))
+    m = CMD.search(nudge_text(TEAM, "worker-2", 1, OMP_WORDS))
     assert m is not None
     out = _api(capsys, m.group(1), json.loads(m.group(2)))
     assert [(x["from"], x["body"]) for x in out.json["messages"]] == [("worker-1", "hello")]

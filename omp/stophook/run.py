@@ -49,7 +49,7 @@ def _root_dir(cwd: str | None) -> str | None:
     return cwd if cwd and os.path.isabs(cwd) and os.path.isdir(cwd) else None
 
 
-def handle(raw: bytes, env: Mapping[str, str], *, now: float | None = None) -> tuple[str, str]:
+def handle(raw: bytes, env: Mapping[str, str]) -> tuple[str, str]:
     """(the CLI, the text to print). Raises on any error; `main` turns that into an allow."""
     payload = json.loads(raw) if raw.strip() else {}
     if not isinstance(payload, dict):
@@ -72,21 +72,24 @@ def handle(raw: bytes, env: Mapping[str, str], *, now: float | None = None) -> t
         reply = transcript.copilot_reply(
             inp.transcript_path, inp.stop_ms, cwd=inp.cwd, wait=transcript.wait_ms(env)
         )
-    return inp.cli, _decide_locked(paths, inp, reply, env, time.time() if now is None else now)
+    return inp.cli, _decide_locked(paths, inp, reply, env)
 
 
 def _decide_locked(
-    paths: Any, inp: payloads.StopInput, reply: str | None, env: Mapping[str, str], now: float
+    paths: Any, inp: payloads.StopInput, reply: str | None, env: Mapping[str, str]
 ) -> str:
     from omp import modes
     from omp.stophook import decision, memory
 
     exact_ms, digest_ms = _windows(env)
     window = exact_ms if inp.exact else digest_ms
-    now_ms = int(now * 1000)
     session, stop_id = inp.session_id, inp.stop_id
     stop = {"cli": inp.cli, "session": session, "stop": stop_id}
     with memory.locked(paths):
+        # The time is read under the lock: a fire that waited for it must not look older than
+        # the answer it waited for (it would then miss that answer and count again).
+        now = time.time()
+        now_ms = int(now * 1000)
         if session and stop_id and window > 0:
             cached = memory.recall(paths, session, stop_id, now_ms=now_ms, window_ms=window)
             if cached is not None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.invocation import omp_command
 from omp.store import fs
 from omp.store.names import LEADER, is_valid_name, worker_name
 from omp.store.paths import StatePaths, TeamPaths
@@ -123,6 +124,8 @@ def new_config(
         ],
         "cwd": str(cwd),
         "createdAt": clock.iso(),
+        # The omp every text for this team names (`omp.invocation`): the one that made it.
+        "ompCommand": omp_command(),
     }
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.invocation import hint, omp_argv
 from omp.store import fs, names
 from omp.store.paths import StatePaths, TeamPaths, find_root
 from omp.team import bootstrap, setup
@@ -76,11 +77,12 @@ def worker_env(
     worker: str,
     root: Path,
     token: str,
+    omp: str,
 ) -> dict[str, str]:
     out = {k: v for k, v in env.items() if k.startswith(profile.env_prefixes)}
     out.update(profile.env)
     # Agents run `omp team api ...`: make the omp that launched them the one they find first.
-    bindir = str(Path(sys.executable).parent)
+    bindir = os.path.dirname(omp_argv()[0]) or str(Path(sys.executable).parent)
     path = env.get("PATH", os.defpath)
     out.update(
         OMP_TEAM=team,
@@ -88,6 +90,7 @@ def worker_env(
         OMP_TEAM_WORKER="1",
         OMP_ROOT=str(root),
         OMP_LAUNCH_TOKEN=token,
+        OMP_COMMAND=omp,
         PATH=path if path.split(os.pathsep)[0] == bindir else f"{bindir}{os.pathsep}{path}",
     )
     return out
@@ -167,7 +170,7 @@ class Launch:
         if not inside and tmux.has_session(sess):
             raise OmpError(
                 "session_exists",
-                f"tmux session {sess} already exists; run: omp team shutdown {team.name}",
+                f"tmux session {sess} already exists; run: {hint(f'team shutdown {team.name}')}",
                 session=sess,
             )
         self.team_was_new = not os.path.lexists(team.dir)
@@ -229,7 +232,15 @@ class Launch:
         # The leader on the left, the workers stacked beside it; a big team tiles instead.
         layout = "main-vertical" if req.workers <= 6 else "tiled"
         for i, w in enumerate(worker_names):
-            env = worker_env(self.env, profile, team=team.name, worker=w, root=root, token=token)
+            env = worker_env(
+                self.env,
+                profile,
+                team=team.name,
+                worker=w,
+                root=root,
+                token=token,
+                omp=raw["ompCommand"],
+            )
             pane = tmux.split_pane(
                 prev, cwd=str(req.cwd), command=profile.command, env=env, horizontal=i == 0
             )
@@ -301,6 +312,7 @@ class Launch:
                 description=setup.task_description(self.req.task, i, n) if self.req.task else "",
                 teammates=[x for x in worker_names if x != w["name"]],
                 result_path=wdir / "result.md",
+                omp=raw["ompCommand"],
             )
             fs.write_atomic(wdir / "inbox.md", text.encode())
         setup.write_state(team, raw, self.req.task)

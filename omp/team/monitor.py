@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from omp import clock as omp_clock
 from omp import modes
 from omp.errors import OmpError
+from omp.invocation import team_command
 from omp.store import fs
 from omp.store.names import is_valid_name
 from omp.store.paths import StatePaths, TeamPaths
@@ -328,6 +329,7 @@ class Monitor:
             except Exception as exc:  # unreadable tasks: no idle prompts, mail still watched
                 report.diagnostics.append(f"team {t.name}: tasks: {_why(exc)}")
                 gate = False
+            omp = team_command(t.cfg.raw)
             for worker, pane, st in panes:
                 tid = policy.target_id(t.name, t.gen, pane, t.ident)
                 seen.add(tid)
@@ -336,7 +338,7 @@ class Monitor:
                 except Exception as exc:
                     report.diagnostics.append(f"team {t.name} {worker}: {_why(exc)}")
                     continue
-                obs = policy.Observation(t.name, worker, unread, None, gate)
+                obs = policy.Observation(t.name, worker, unread, None, gate, omp)
                 items.append(_Pane(t, worker, pane, st, tid, obs))
         if not items:
             return

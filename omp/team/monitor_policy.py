@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from omp.errors import OmpError
+from omp.invocation import omp_command
 from omp.team.nudge import nudge_text
 
 IDLE_PROMPT = "Continue working on your assigned task and report concrete progress (not ACK-only)."
@@ -245,6 +246,7 @@ class Observation:
     # ready | busy | dialog | starting | copy_mode | unknown; None when the screen was not read
     screen: str | None = None
     idle_prompts: bool = False  # a loop is active and the team still has work (the gate)
+    omp: str = field(default_factory=omp_command)  # the team's omp (`invocation.team_command`)
 
 
 @dataclass(frozen=True)
@@ -310,7 +312,9 @@ def decide(tr: Tracker, obs: Observation, now: float, iv: Intervals) -> tuple[Tr
             unread_total=tr.unread_total + 1,
             first_idle_at=None,  # it has been given something to do: idle time starts over
         )
-        return tr, Send("unread", nudge_text(obs.team, obs.worker, obs.unread.count), attempt)
+        return tr, Send(
+            "unread", nudge_text(obs.team, obs.worker, obs.unread.count, obs.omp), attempt
+        )
     if (
         obs.idle_prompts
         and tr.idle_count < IDLE_MAX

@@ -5,18 +5,19 @@ The line carries a count and a fixed command, never the body: peer text never re
 
 from __future__ import annotations
 
-import json
-
+from omp.invocation import team_command
 from omp.store.names import LEADER
+from omp.team.bootstrap import api_command
 from omp.team.config import TeamConfig
 
 
-def nudge_text(team: str, recipient: str, unread: int) -> str:
-    arg = json.dumps({"team_name": team, "worker": recipient}, separators=(",", ":"))
-    return (
-        f"You have {unread} new message(s). Read them: "
-        f"omp team api mailbox-read --input '{arg}' --json"
-    )
+def read_command(omp: str, team: str, recipient: str) -> str:
+    """The shell line that reads (and marks) `recipient`'s unread mail, as an agent runs it."""
+    return api_command(omp, "mailbox-read", team_name=team, worker=recipient)
+
+
+def nudge_text(team: str, recipient: str, unread: int, omp: str) -> str:
+    return f"You have {unread} new message(s). Read them: {read_command(omp, team, recipient)}"
 
 
 def nudge_target(cfg: TeamConfig, recipient: str) -> str | None:
@@ -35,4 +36,5 @@ def nudge(cfg: TeamConfig, recipient: str, unread: int) -> bool:
         return False
     from omp.team.panes import deliver_line  # imports tmux (and libtmux) only when there is a pane
 
-    return deliver_line(cfg, recipient, pane, nudge_text(cfg.name, recipient, unread))
+    text = nudge_text(cfg.name, recipient, unread, team_command(cfg.raw))
+    return deliver_line(cfg, recipient, pane, text)

@@ -8,6 +8,7 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.invocation import hint
 from omp.store import fs, names
 from omp.store.paths import StatePaths, TeamPaths, find_root
 from omp.team import config as team_config
@@ -34,7 +35,8 @@ def refuse_existing(team: TeamPaths) -> None:
     if os.path.lexists(team.config) and not team.shutdown.exists():
         raise OmpError(
             "team_exists",
-            f"team {team.name} already exists; shut it down first: omp team shutdown {team.name}",
+            f"team {team.name} already exists; shut it down first: "
+            f"{hint(f'team shutdown {team.name}')}",
             team=team.name,
         )
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.invocation import hint
 from omp.store import fs
 from omp.store.paths import StatePaths, TeamPaths
 from omp.team import config as team_config
@@ -266,8 +267,8 @@ def loops_text(loops: list[dict[str, Any]]) -> list[str]:
 def status_text(result: dict[str, Any]) -> str:
     loops = loops_text(result.get("loops") or [])
     if not result["teams"]:
-        none = 'no teams in this project (start one: omp team launch 3 "<task>")'
-        return "\n".join([none, *loops]) + "\n"
+        start = hint('team launch 3 "<task>"')
+        return "\n".join([f"no teams in this project (start one: {start})", *loops]) + "\n"
     lines: list[str] = []
     for t in result["teams"]:
         if "error" in t:

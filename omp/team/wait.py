@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from omp.errors import OmpError
+from omp.invocation import hint, team_command
 from omp.store.names import LEADER
 from omp.team import tasks
 from omp.team.config import TeamConfig
 from omp.team.mailbox import Mailbox
-from omp.team.nudge import nudge_text
+from omp.team.nudge import read_command
 
 EXIT_EVENT = 0  # unread mail for the leader, or a task changed status
 EXIT_ALL_DONE = 10  # every task is completed, failed or interrupted
@@ -105,6 +106,15 @@ def _empty() -> dict[str, Any]:
     return {"messages": {"count": 0, "senders": []}, "moved": []}
 
 
+def _with_read_command(cfg: TeamConfig, result: dict[str, Any]) -> dict[str, Any]:
+    """Unread mail comes with the exact line that reads it (an agent leader runs it as is)."""
+    msgs = result.get("messages") or {}
+    if msgs.get("count"):
+        cmd = read_command(team_command(cfg.raw), cfg.name, LEADER)
+        result = {**result, "messages": {**msgs, "readCommand": cmd}}
+    return result
+
+
 def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, Any] | None:
     """The event to report now, or None to keep waiting."""
     now_tasks = _tasks(cfg)
@@ -143,6 +153,7 @@ def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, An
 
 def _finish(cfg: TeamConfig, result: dict[str, Any], waited: float) -> dict[str, Any]:
     event = result["event"]
+    result = _with_read_command(cfg, result)
     return {
         "ok": True,
         "team": cfg.name,
@@ -160,17 +171,18 @@ def wait_text(r: dict[str, Any]) -> str:
     if msgs["count"]:
         who = ", ".join(f"{s['from']} ({s['count']})" for s in msgs["senders"])
         lines.append(f"{msgs['count']} unread message(s) for the leader from {who}")
-        cmd = nudge_text(team, LEADER, msgs["count"]).split(": ", 1)[1]
-        lines.append(f"  read them: {cmd}")
+        lines.append(f"  read them: {msgs['readCommand']}")
     for m in r["moved"]:
         owner = f" ({m['owner']})" if m.get("owner") else ""
         res = f": {m['result']}" if m.get("result") else ""
         lines.append(f"task {m['id']}: {m['from'] or 'new'} -> {m['to']}{owner}{res}")
     if event == "all_done":
         total = sum(r.get("tasks", {}).values())
-        lines.append(f"all {total} task(s) done; results: omp team collect {team}")
+        lines.append(f"all {total} task(s) done; results: {hint(f'team collect {team}')}")
     elif event == "shutdown":
         lines.append(f"team {team} was shut down")
     elif event == "timeout":
-        lines.append(f"nothing new after {r['waitedSeconds']:g}s; wait again: omp team wait {team}")
+        lines.append(
+            f"nothing new after {r['waitedSeconds']:g}s; wait again: {hint(f'team wait {team}')}"
+        )
     return "\n".join(lines)

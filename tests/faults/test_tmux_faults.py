@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from omp.invocation import omp_command
 from omp.store.paths import StatePaths
 from omp.team import status as team_status
 from omp.team import tasks
@@ -31,6 +32,8 @@ from tests.helpers import call_api, child_env, make_project, run_api, run_omp, s
 
 pytestmark = pytest.mark.tmux
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+OMP = omp_command()  # what a team made in this process names (config `ompCommand`)
 
 
 @pytest.fixture
@@ -199,12 +202,12 @@ def test_control_sequences_and_slash_commands_never_reach_the_recipient_terminal
     flat = "\n".join(" ".join(a) for a in tmux_argv)
     for piece in ("PWNED", "/clear", "/approve", "RED", "\x1b", "\x07", "\x08"):
         assert piece not in flat, f"{piece!r} reached tmux"
-    assert any(nudge_text("t1", "worker-2", 1) in a for args in tmux_argv for a in args)
+    assert any(nudge_text("t1", "worker-2", 1, OMP) in a for args in tmux_argv for a in args)
 
     # the recipient's screen: only the nudge was typed, and no escape sequence took effect
     history = _history(omp_tmux, pane)
     typed = _typed_lines(history)[len(typed_before) :]
-    assert typed == [nudge_text("t1", "worker-2", 1)], typed
+    assert typed == [nudge_text("t1", "worker-2", 1, OMP)], typed
     assert omp_tmux.cmd("display-message", "-p", "-t", pane, "#{pane_title}").strip() == title
     assert omp_tmux.cmd("display-message", "-p", "-t", pane, "#{window_bell_flag}").strip() == "0"
     assert "\x1b[31m" not in _history(omp_tmux, pane, escapes=True), "the colour was applied"

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import pytest
 
 from omp.errors import OmpError
+from omp.invocation import omp_command
 from omp.store.paths import StatePaths
 from omp.team import config as team_config
 from omp.team import status as team_status
@@ -120,7 +121,7 @@ def test_send_message_nudges_the_recipient_pane(server: Tmux, project: Path) -> 
     assert res.rc == 0 and res.json["nudged"] is True, res.stderr
     pane = _status(project)["workers"][1]["paneId"]
     screen = poll(lambda: _history(server, pane) if _nudged(server, pane) else "")
-    assert "You have 1 new message(s). Read them: omp team api mailbox-read" in screen
+    assert f"You have 1 new message(s). Read them: {omp_command()} team api mailbox-read" in screen
     assert '"worker":"worker-2"' in screen
     # the body never reaches the terminal through the nudge: the demo agent prints it itself
     # only after reading its mail, prefixed with the sender

@@ -15,6 +15,7 @@ import pytest
 
 from omp import modes
 from omp.errors import OmpError
+from omp.invocation import omp_command
 from omp.store import fs
 from omp.store.paths import StatePaths
 from omp.team import config as team_config
@@ -32,6 +33,8 @@ READY = ["● omp demo agent", "❯ "]
 BUSY = ["⠋ working 3s (esc to interrupt)", "❯ "]
 TOKEN = "tok-" + "a" * 28
 IV = Intervals()  # the production defaults: 5 s scans, 30 s idle, 60 s unread repeats
+
+OMP = omp_command()  # what a team made in this process names (config `ompCommand`)
 
 
 class Crash(BaseException):
@@ -336,7 +339,7 @@ def test_no_loop_no_idle_prompts_but_unread_renudges_still_go(world: World) -> N
     assert world.fake.sent == []  # the send itself nudged; the first repeat waits 60 s
     world.clock.sleep(5)
     mon.scan()
-    line = nudge_text("t", "worker-1", 1)
+    line = nudge_text("t", "worker-1", 1, OMP)
     assert world.fake.sent == [("%1", line)]
     world.scan_for(mon, 30 * 60)
     assert world.fake.to("%1") == [line] * 3  # at most 3 for one batch
@@ -366,7 +369,7 @@ def test_a_new_message_starts_a_new_batch_and_delivery_ends_it(world: World) -> 
     assert len(world.fake.to("%1")) == 3
     world.mail("worker-1", "two")
     world.scan_for(mon, 30 * 60)
-    assert world.fake.to("%1")[3:] == [nudge_text("t", "worker-1", 2)] * 3
+    assert world.fake.to("%1")[3:] == [nudge_text("t", "worker-1", 2, OMP)] * 3
     # Delivered: nothing more, even after a long time.
     box = Mailbox(world.paths.team("t"), "worker-1")
     box.mark([m["id"] for m in box.undelivered()[0]])
@@ -385,7 +388,7 @@ def test_at_most_one_line_per_pane_per_scan(world: World) -> None:
         mon.scan()
         assert len(world.fake.to("%1")) - before <= 1
     assert world.fake.to("%1").count(IDLE_PROMPT) == 3
-    assert world.fake.to("%1").count(nudge_text("t", "worker-1", 1)) == 3
+    assert world.fake.to("%1").count(nudge_text("t", "worker-1", 1, OMP)) == 3
 
 
 def test_cancelling_the_loop_stops_idle_prompts_within_one_scan(world: World) -> None:
@@ -731,7 +734,7 @@ def test_policy_wants_the_screen_only_when_something_could_be_sent() -> None:
 def test_policy_unread_line_names_the_count() -> None:
     u = Unread(4, ("a", "b", "c", "d"), newest_at=0.0)
     _, send = policy.decide(Tracker(), obs("ready", u, gate=False), 61.0, IV)
-    assert send is not None and send.text == nudge_text("t", "worker-1", 4)
+    assert send is not None and send.text == nudge_text("t", "worker-1", 4, OMP)
 
 
 def test_policy_stop_rule() -> None:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import pytest
 
 from omp import clock
+from omp.invocation import omp_command
 from omp.store.paths import StatePaths
 from omp.team import config as team_config
 from omp.team import monitor_ctl as ctl
@@ -179,7 +180,7 @@ def test_a_demo_worker_whose_nudge_was_missed_is_renudged_and_reads_it(
         10,
         "the mail on screen",
     )
-    assert "You have 1 new message(s). Read them: omp team api mailbox-read" in screen
+    assert f"You have 1 new message(s). Read them: {omp_command()} team api mailbox-read" in screen
     assert "✉ worker-2: please check the parser" in screen
     poll(lambda: status_of(root).get("nudgesSent") == 1, what="nudgesSent 1")
     events = [

@@ -106,7 +106,7 @@ def test_mailbox_read_text_says_the_rest_is_newer_and_unread(
 def test_an_inbox_without_a_task_has_nothing_to_claim() -> None:
     text = inbox_markdown(
         team="t", worker="worker-1", task_id=None, description="", teammates=[],
-        result_path=Path("/p/result.md"),
+        result_path=Path("/p/result.md"), omp="/p/bin/omp",
     )  # fmt: skip
     assert "Task ID" not in text and "claim-task" not in text
     assert "None yet: wait" in text and '"to":"worker-1"' not in text  # never told to self-send

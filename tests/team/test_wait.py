@@ -14,6 +14,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from omp.invocation import omp_command
 from omp.store.paths import StatePaths
 from omp.team import config as team_config
 from omp.team import tasks
@@ -60,14 +61,17 @@ def test_unread_mail_returns_at_once_with_count_and_senders(root: Path) -> None:
     mail_leader(root, "worker-1", "worker-2", "worker-1")
     r = wait(cfg(root), timeout=5)
     assert r["event"] == "mail" and r["exitCode"] == EXIT_EVENT == 0
+    arg = '\'{"team_name":"t","worker":"leader"}\''
+    read = f"{omp_command()} team api mailbox-read --input {arg} --json"
     assert r["messages"] == {
         "count": 3,
         "senders": [{"from": "worker-1", "count": 2}, {"from": "worker-2", "count": 1}],
+        "readCommand": read,  # the exact line, for an agent leader to run as is
     }
     assert r["moved"] == [] and r["waitedSeconds"] < 1
     text = wait_text(r)
     assert "3 unread message(s) for the leader from worker-1 (2), worker-2 (1)" in text
-    assert 'omp team api mailbox-read --input \'{"team_name":"t","worker":"leader"}\'' in text
+    assert f"  read them: {read}" in text
 
 
 def test_mail_arriving_during_the_wait_ends_it(root: Path) -> None:
@@ -97,7 +101,7 @@ def test_all_done_has_its_own_exit_code(root: Path) -> None:
     assert r["event"] == "all_done" and r["exitCode"] == EXIT_ALL_DONE == 10
     assert r["allDone"] is True
     assert [(m["id"], m["to"]) for m in r["moved"]] == [("2", "failed")]  # 1 was done before
-    assert "all 2 task(s) done; results: omp team collect t" in wait_text(r)
+    assert f"all 2 task(s) done; results: {omp_command()} team collect t" in wait_text(r)
     # Already all done: at once, even with mail waiting (the mail is still listed).
     mail_leader(root, "worker-1")
     r = wait(cfg(root), timeout=10)
