@@ -66,17 +66,24 @@ def handle(raw: bytes, env: Mapping[str, str]) -> tuple[str, str]:
         return inp.cli, replies.allow(inp.cli)
 
     reply = inp.reply
+    waited = None
     if inp.cli == "copilot":
         from omp.stophook import transcript
 
+        t0 = time.monotonic()
         reply = transcript.copilot_reply(
             inp.transcript_path, inp.stop_ms, cwd=inp.cwd, wait=transcript.wait_ms(env)
         )
-    return inp.cli, _decide_locked(paths, inp, reply, env)
+        waited = round((time.monotonic() - t0) * 1000)
+    return inp.cli, _decide_locked(paths, inp, reply, env, waited)
 
 
 def _decide_locked(
-    paths: Any, inp: payloads.StopInput, reply: str | None, env: Mapping[str, str]
+    paths: Any,
+    inp: payloads.StopInput,
+    reply: str | None,
+    env: Mapping[str, str],
+    waited_ms: int | None = None,
 ) -> str:
     from omp import modes
     from omp.stophook import decision, memory
@@ -125,6 +132,7 @@ def _decide_locked(
                     "step": d.step,
                     "max": d.cap,
                     "reply": None if text is None else len(text),
+                    **({} if waited_ms is None else {"transcriptWaitMs": waited_ms}),
                 },
             )
     return replies.render(inp.cli, d.action, d.reason, out["note"])
