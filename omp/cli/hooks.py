@@ -19,6 +19,7 @@ app = typer.Typer(
 
 def register(root_app: typer.Typer) -> None:
     root_app.add_typer(app, name="hooks")
+    root_app.add_typer(hook_app, name="hook")
 
 
 @app.command("install")
@@ -44,3 +45,23 @@ def install(
     from omp.stophook.install import install_text
 
     run(body, as_json=as_json, human=install_text)
+
+
+hook_app = typer.Typer(
+    help="What agent CLIs run at every stop: `omp hook stop` (see `omp hooks install`).",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@hook_app.command("stop")
+def stop() -> None:
+    """Read a stop hook's JSON on stdin; print the CLI's block or allow (never fails closed).
+
+    Reached through typer only in odd spellings: `omp hook stop` itself takes the fast path in
+    omp/cli/__init__.py.
+    """
+    from omp.stophook.run import main
+
+    raise SystemExit(main([]))
