@@ -23,7 +23,8 @@ def register(team_app: typer.Typer) -> None:
     ) -> None:
         """Block until the leader has unread mail, a task moves, or every task is done.
 
-        Exit codes: 0 mail or a task moved, 10 all tasks done, 11 timeout, 12 team shut down
+        Exit codes: 0 mail or a task moved, 10 all tasks done, 11 timeout, 12 team shut down,
+        13 the team's tmux server or every worker pane is gone (said at once, with why)
         (1, 2 and 3 are errors, as everywhere in omp). Writes nothing.
         """
         from omp.team.wait import wait_text

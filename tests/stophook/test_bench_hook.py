@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import REPO, child_env
 
 
+@pytest.mark.slow
 def test_bench_hook_quick_prints_the_machine_and_a_row_per_case(tmp_path: Path) -> None:
     (tmp_path / "home").mkdir()
     proc = subprocess.run(

@@ -190,6 +190,7 @@ def test_without_a_session_id_nothing_is_replayed(proj: Path) -> None:
     assert state(proj)["iteration"] == 2
 
 
+@pytest.mark.slow
 def test_concurrent_fires_of_one_stop_count_once(proj: Path) -> None:
     start(proj, "ralph", "start", "write the haiku")
     write_transcript(proj, [(1796075680748, "working")])
@@ -212,6 +213,7 @@ def test_concurrent_fires_of_one_stop_count_once(proj: Path) -> None:
     assert sorted(x.get("replayed", False) for x in log(proj)) == [False] + [True] * 5
 
 
+@pytest.mark.slow
 def test_concurrent_different_stops_each_count(proj: Path) -> None:
     start(proj, "ralph", "start", "x", "--max-iterations", "50")
     procs = [
@@ -258,6 +260,7 @@ def test_a_new_start_is_not_swallowed_by_a_remembered_allow(proj: Path) -> None:
 # ---- the current reply -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_copilot_transcript_lag_waits_for_this_stops_hook_start(proj: Path) -> None:
     start(proj, "ralph", "start", "write the haiku", "--max-iterations", "5")
     # The file ends at the previous stop; the current reply and hook.start are not there yet.

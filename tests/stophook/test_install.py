@@ -57,7 +57,7 @@ def test_fresh_install_writes_each_clis_own_shape(root: Path) -> None:
 def test_merging_keeps_every_user_key_and_hook(root: Path) -> None:
     settings = root / ".claude" / "settings.json"
     settings.parent.mkdir()
-    user = {
+    user: dict[str, Any] = {
         "model": "opus",
         "permissions": {"allow": ["Bash(ls)"]},
         "hooks": {
@@ -186,10 +186,10 @@ def test_doctor_reports_missing_installed_and_twice(tmp_path: Path, root: Path) 
     assert [(c["name"], c["status"]) for c in got] == [("stop hook copilot", "ok")]
     # Copilot also runs the Claude entry in .claude/settings.json: registered twice.
     install(root, "claude", command=CMD)
-    got = {c["name"]: c for c in checks.doctor_checks(root, "copilot", e)}
-    assert got["stop hook copilot"]["status"] == "warn"
-    assert "2 times" in got["stop hook copilot"]["message"]
-    assert got["stop hook claude"]["status"] == "ok"
+    named = {c["name"]: c for c in checks.doctor_checks(root, "copilot", e)}
+    assert named["stop hook copilot"]["status"] == "warn"
+    assert "2 times" in named["stop hook copilot"]["message"]
+    assert named["stop hook claude"]["status"] == "ok"
     # A user-level copy (a stale plugin or an old install) counts too.
     user = Path(e["HOME"]) / ".copilot" / "hooks"
     user.mkdir(parents=True)
