@@ -75,6 +75,10 @@ def handle(raw: bytes, env: Mapping[str, str]) -> tuple[str, str]:
             inp.transcript_path, inp.stop_ms, cwd=inp.cwd, wait=transcript.wait_ms(env)
         )
         waited = round((time.monotonic() - t0) * 1000)
+    elif inp.cli == "claude" and reply is None:
+        from omp.stophook import transcript
+
+        reply = transcript.claude_reply(inp.transcript_path, cwd=inp.cwd)
     return inp.cli, _decide_locked(paths, inp, reply, env, waited)
 
 

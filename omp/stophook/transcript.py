@@ -136,3 +136,36 @@ def copilot_reply(
             return None
         sleep(pause)
         pause = min(pause * 2, 0.05)
+
+
+def claude_reply(path: str | None, *, cwd: str | None = None) -> str | None:
+    """The last assistant text in a Claude Code transcript (JSONL), for a Claude Code older than
+    2.1.47, whose payload has no `last_assistant_message`. That transcript can lag one turn: a
+    stale reply only makes the loop go one more step, never end early (it had no word)."""
+    if not path:
+        return None
+    full = os.path.expanduser(path)
+    if not os.path.isabs(full) and cwd:
+        full = os.path.join(cwd, full)
+    data = _tail(full)
+    if data is None:
+        return None
+    for line in reversed(data.split(b"\n")):
+        if b'"assistant"' not in line:
+            continue
+        ev = _event(line)
+        msg = ev.get("message") if ev and ev.get("type") == "assistant" else None
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            texts = [
+                str(p.get("text"))
+                for p in content
+                if isinstance(p, dict)
+                and p.get("type") == "text"
+                and isinstance(p.get("text"), str)
+            ]
+            if texts:
+                return "\n".join(texts)
+    return None

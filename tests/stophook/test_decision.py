@@ -254,3 +254,31 @@ def test_each_cli_gets_its_own_answer() -> None:
     assert replies.allow("copilot", "ended") == "{}"
     with pytest.raises(ValueError):
         replies.block("copilot", "  ")
+
+
+def test_an_older_claude_code_without_last_assistant_message_reads_its_transcript(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "session.jsonl"
+    records = [
+        {"type": "user", "message": {"role": "user", "content": "go"}},
+        {"type": "assistant", "message": {"content": [{"type": "text", "text": "old"}]}},
+        {"type": "user", "message": {"role": "user", "content": "RALPH_COMPLETE"}},
+        {
+            "type": "assistant",
+            "message": {
+                "content": [
+                    {"type": "text", "text": "Finished."},
+                    {"type": "tool_use", "name": "x"},
+                    {"type": "text", "text": "RALPH_COMPLETE"},
+                ]
+            },
+        },
+        {"type": "system", "subtype": "stop_hook_summary"},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert transcript.claude_reply(str(path)) == "Finished.\nRALPH_COMPLETE"
+    assert transcript.claude_reply(str(tmp_path / "missing.jsonl")) is None
+    p = fixture("claude-Stop.json")
+    del p["last_assistant_message"]
+    assert payloads.read(p, {}).reply is None  # so run.py falls back to the transcript

@@ -382,3 +382,18 @@ def test_help_and_the_fast_path_imports_nothing_costly(proj: Path) -> None:
     assert answer(r.stdout)["decision"] == "block"
     assert r.stderr == "[]"
     assert os.path.exists(proj / ".omp" / "state" / "hooks" / "hook.log")
+
+
+def test_claude_without_last_assistant_message_falls_back_to_its_transcript(proj: Path) -> None:
+    start(proj, "ralph", "start", "x")
+    tpath = proj / "claude.jsonl"
+    rec = {
+        "type": "assistant",
+        "message": {"content": [{"type": "text", "text": "RALPH_COMPLETE"}]},
+    }
+    tpath.write_text(json.dumps(rec) + "\n")
+    p = claude(proj, "")
+    del p["last_assistant_message"]
+    p["transcript_path"] = str(tpath)
+    assert "complete" in answer(hook(proj, p)[1])["systemMessage"]
+    assert state(proj)["endReason"] == "complete"
