@@ -397,3 +397,25 @@ def test_claude_without_last_assistant_message_falls_back_to_its_transcript(proj
     p["transcript_path"] = str(tpath)
     assert "complete" in answer(hook(proj, p)[1])["systemMessage"]
     assert state(proj)["endReason"] == "complete"
+
+
+def test_status_commands_show_the_step_and_the_last_decision(proj: Path) -> None:
+    e = env_for(proj)
+    start(proj, "ralph", "start", "write the haiku", "--max-iterations", "4")
+    r = run_omp("team", "status", "--json", cwd=proj, env=e)
+    assert r.json["loops"] == [{"mode": "ralph", "step": 0, "max": 4, "lastDecision": None}]
+    hook(proj, claude(proj, "draft"))
+    before = {p: p.read_bytes() for p in (proj / ".omp").rglob("*") if p.is_file()}
+    r = run_omp("team", "status", cwd=proj, env=e)
+    assert r.rc == 0
+    assert "loop ralph: step 1/4, last stop: blocked the stop at 20" in r.stdout
+    r = run_omp("ralph", "status", cwd=proj, env=e)
+    assert r.stdout.startswith('ralph active: iteration 1/4 — "write the haiku"\n')
+    assert "  last stop: blocked the stop at step 1/4, " in r.stdout and "(claude)" in r.stdout
+    after = {p: p.read_bytes() for p in (proj / ".omp").rglob("*") if p.is_file()}
+    assert after == before  # status commands are read-only
+    hook(proj, claude(proj, "done\nRALPH_COMPLETE"))
+    r = run_omp("ralph", "status", cwd=proj, env=e)
+    assert r.stdout.startswith("ralph inactive (completed 20")
+    assert "saw the completion word at step 1/4" in r.stdout
+    assert run_omp("team", "status", "--json", cwd=proj, env=e).json["loops"] == []
