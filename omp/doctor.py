@@ -336,6 +336,12 @@ def check_teams(project: StatePaths) -> list[Check]:
     return out
 
 
+def check_hooks(root: Path, agent: str) -> list[Check]:
+    from omp.stophook.checks import doctor_checks
+
+    return [Check(**c) for c in doctor_checks(root, agent)]
+
+
 # ---- all of it ------------------------------------------------------------------------------
 
 
@@ -369,6 +375,7 @@ def diagnose(root: Path, *, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
     checks += _guard("state", lambda: [check_state(project)])
     checks += _guard("monitor", lambda: [check_monitor(project)])
     checks += _guard("teams", lambda: check_teams(project))
+    checks += _guard("hooks", lambda: check_hooks(root, agent))
     counts = {s: sum(1 for c in checks if c.status == s) for s in ("ok", "warn", "fail")}
     good = counts["fail"] == 0
     out: dict[str, Any] = {

@@ -188,7 +188,14 @@ def status(project: StatePaths, name: str | None) -> dict[str, Any]:
         teams = [team_status(team_config.load(project.team(name)))]
     else:
         teams = [_status_or_error(project, n) for n in team_config.list_teams(project)]
-    return {"ok": True, "teams": teams, "monitor": monitor_summary(project)}
+    from omp.modes import loop_summaries
+
+    return {
+        "ok": True,
+        "teams": teams,
+        "monitor": monitor_summary(project),
+        "loops": loop_summaries(project),
+    }
 
 
 def _status_or_error(project: StatePaths, name: str) -> dict[str, Any]:
@@ -250,10 +257,26 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
             }
         )
     done = sum(1 for x in out if x["outcome"] == "done")
+    # workers taken off the team (`remove-worker`): their results stay readable
+    from omp.team.membership import removed_names
+
+    removed = []
+    for w in dict.fromkeys(removed_names(cfg.raw)):
+        result_md = _result_text(team, w) if w not in cfg.worker_names else None
+        if result_md:
+            removed.append(
+                {
+                    "name": w,
+                    "outcome": "removed",
+                    "resultFile": str(team.worker_dir(w) / RESULT_FILE),
+                    "resultMarkdown": result_md,
+                }
+            )
     return {
         "ok": True,
         "team": cfg.name,
         "workers": out,
+        "removed": removed,
         "total": len(out),
         "doneCount": done,
         # the same rule as `status` and `wait`: every task finished (a dead pane is not)
@@ -278,7 +301,23 @@ def collect_markdown(result: dict[str, Any]) -> str:
             parts.append(f"\n{visible(w['resultMarkdown'].rstrip())}")
     for b in result.get("brokenTasks") or []:
         parts.append(f"\n## task {inline(str(b['id']))}: unreadable\n{inline(b['message'])}")
+    for w in result.get("removed", []):
+        parts.append(f"\n## {inline(w['name'])}: removed from the team")
+        parts.append(f"\n{visible(w['resultMarkdown'].rstrip())}")
     return "\n".join(parts) + "\n"
+
+
+def loops_text(loops: list[dict[str, Any]]) -> list[str]:
+    """`loop ralph: step 2/10, last stop blocked at 2026-...` per active loop."""
+    from omp.stophook.decision import WHY_TEXT
+
+    lines = []
+    for lp in loops:
+        last = lp.get("lastDecision") or {}
+        why = WHY_TEXT.get(str(last.get("why")), str(last.get("action")))
+        when = f", last stop: {_cell(why)} at {_cell(last.get('at'))}" if last else ", no stop yet"
+        lines.append(f"loop {lp['mode']}: step {lp['step']}/{lp['max']}{when}")
+    return lines
 
 
 def _cell(value: Any, default: str = "-") -> str:
@@ -287,9 +326,10 @@ def _cell(value: Any, default: str = "-") -> str:
 
 
 def status_text(result: dict[str, Any]) -> str:
+    loops = loops_text(result.get("loops") or [])
     if not result["teams"]:
         start = hint('team launch 3 "<task>"')
-        return f"no teams in this project (start one: {start})\n"
+        return "\n".join([f"no teams in this project (start one: {start})", *loops]) + "\n"
     lines: list[str] = []
     for t in result["teams"]:
         if "error" in t:
@@ -331,6 +371,7 @@ def status_text(result: dict[str, Any]) -> str:
     mon = result.get("monitor")
     if mon:
         lines.append(_monitor_line(mon))
+    lines += loops
     return "\n".join(lines) + "\n"
 
 
