@@ -9,7 +9,8 @@ whole conversation the CLI sent and returns the next assistant move: a text, or 
         ...
         model.requests                          # every request, with the reply it got
 
-Endpoints: `GET /v1/models`, `POST /v1/chat/completions` (streaming SSE or one JSON body).
+Endpoints: `GET /v1/models`, `POST /v1/chat/completions` (streaming SSE or one JSON body), and
+`POST /v1/responses` (the Responses API, streamed; see responses_api.py) for Codex CLI.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class ScriptedModel:
         self.policy = policy
         self.model = model
         self.requests: list[Exchange] = []
+        self.unrouted: list[tuple[str, bytes]] = []  # requests to paths it does not serve
         self._lock = threading.Lock()
         self._seq = 0
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -179,7 +181,9 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             size = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(size)
-            if not self.path.rstrip("/").endswith("/chat/completions"):
+            route = self.path.rstrip("/").rsplit("/", 1)[-1]
+            if route not in ("completions", "responses"):
+                model.unrouted.append((self.path, raw))
                 self._json(404, {"error": {"message": f"no route {self.path}"}})
                 return
             try:
@@ -187,7 +191,12 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 self._json(400, {"error": {"message": "body is not JSON"}})
                 return
-            chat = Chat(body if isinstance(body, dict) else {}, time.time())
+            body = body if isinstance(body, dict) else {}
+            if route == "responses":
+                from tests.agents import responses_api
+
+                body = responses_api.chat_body(body)
+            chat = Chat(body, time.time())
             try:
                 ex, reply = model._answer(chat)
             except Exception as exc:
@@ -196,7 +205,12 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             cid = f"chatcmpl-{model._next_id()}"
             call_id = f"call_{model._next_id()}"
             try:
-                if chat.stream:
+                if route == "responses":
+                    from tests.agents import responses_api
+
+                    evs = responses_api.events(cid, model.model, reply, call_id)
+                    self._sse(list(evs), reply.delay, typed=True)
+                elif chat.stream:
                     self._sse(list(_chunks(cid, model.model, reply, call_id)), reply.delay)
                 else:
                     time.sleep(reply.delay)
@@ -213,7 +227,7 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _sse(self, chunks: list[dict[str, Any]], delay: float) -> None:
+        def _sse(self, chunks: list[dict[str, Any]], delay: float, typed: bool = False) -> None:
             """The stream opens at once; a delayed reply then thinks before its first token."""
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -225,8 +239,10 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 if i == 1 and delay > 0:
                     self.wfile.flush()
                     time.sleep(delay)
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            self.wfile.write(b"data: [DONE]\n\n")
+                event = f"event: {chunk['type']}\n" if typed else ""
+                self.wfile.write(f"{event}data: {json.dumps(chunk)}\n\n".encode())
+            if not typed:
+                self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
 
     return Handler
