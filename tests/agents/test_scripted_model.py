@@ -253,7 +253,7 @@ def test_launch_forwards_the_model_provider_to_every_worker(tmp_path: Path) -> N
 def test_a_missing_copilot_cli_gives_the_skip_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.agents import copilot
+    from tests.agents import clis as copilot
 
     monkeypatch.setattr(copilot, "CACHE_BIN", tmp_path / "absent" / "copilot")
     monkeypatch.setenv("PATH", str(tmp_path))

@@ -167,6 +167,8 @@ class WorkerPolicy:
     def reply(self, chat: Chat) -> Reply:
         with self._lock:
             self.calls += 1
+        if not chat.tools:  # a side request (Codex asks for a session title): words only
+            return Reply(text="omp worker")
         replay = _Replay(chat)
         state: dict[str, Any] = {}
         for goal in self.goals(chat):
