@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Install the pinned agent CLIs the tests drive (tests/agents/): node and npm when missing, then
-# GitHub Copilot CLI and OpenAI Codex CLI into .cache/agent-clis/<program> (git-ignored).
+# GitHub Copilot CLI, OpenAI Codex CLI and Google Gemini CLI into .cache/agent-clis/<program> (git-ignored).
 # Prints `export OMP_TEST_<PROGRAM>=<binary>` for each CLI that runs (for eval), everything else
 # on stderr. A CLI that cannot be installed is left out; its tests then skip and say why.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # Keep in step with tests/agents/clis.py (CLIS).
-CLIS="copilot:@github/copilot:1.0.102 codex:@openai/codex:0.171.0"
+CLIS="copilot:@github/copilot:1.0.102 codex:@openai/codex:0.171.0 gemini:@google/gemini-cli:0.61.0"
 
 if ! command -v npm >/dev/null 2>&1; then
   sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"

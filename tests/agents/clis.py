@@ -48,6 +48,7 @@ class Cli(NamedTuple):
 CLIS = {
     "copilot": Cli("@github/copilot", "1.0.102", "OMP_TEST_COPILOT", "copilot"),
     "codex": Cli("@openai/codex", "0.171.0", "OMP_TEST_CODEX", "codex"),
+    "gemini": Cli("@google/gemini-cli", "0.61.0", "OMP_TEST_GEMINI", "gemini"),
 }
 COPILOT_VERSION = CLIS["copilot"].version
 ENV_VAR = CLIS["copilot"].env_var
@@ -175,6 +176,8 @@ class AgentTeam:
             self.env.pop(key, None)
         if agent == "codex":
             self._codex_config()
+        if agent == "gemini":
+            self._gemini_config()
         if monitor is None:
             self.env["OMP_NO_MONITOR"] = "1"
         else:
@@ -195,6 +198,18 @@ class AgentTeam:
             'wire_api = "responses"\n'
             f'[projects."{self.root}"]\n'
             'trust_level = "trusted"\n'
+        )
+
+    def _gemini_config(self) -> None:
+        """Gemini takes the server from `GOOGLE_GEMINI_BASE_URL` (forwarded by its profile) and
+        any API key; settings.json picks API-key auth so no sign-in dialog shows."""
+        (self.home / ".gemini").mkdir()
+        auth = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+        (self.home / ".gemini" / "settings.json").write_text(json.dumps(auth))
+        self.env.update(
+            GOOGLE_GEMINI_BASE_URL=self.model.base_url.removesuffix("/v1"),
+            GEMINI_API_KEY="scripted",
+            GEMINI_MODEL="gemini-2.5-flash",
         )
 
     # ---- omp -----------------------------------------------------------------------------

@@ -62,16 +62,20 @@ def copilot_team(
     yield from _teams(tmp_path, copilot_bin, scripted_model, "copilot")
 
 
-@pytest.fixture(scope="session")
-def codex_bin() -> Path:
-    path, why = find_cli("codex")
-    if path is None:
-        pytest.skip(why)
-    return path
+@pytest.fixture
+def codex_team(tmp_path: Path, scripted_model: ScriptedModel) -> Iterator[Callable[..., AgentTeam]]:
+    yield from _teams(tmp_path, _cli("codex"), scripted_model, "codex")
 
 
 @pytest.fixture
-def codex_team(
-    tmp_path: Path, codex_bin: Path, scripted_model: ScriptedModel
+def gemini_team(
+    tmp_path: Path, scripted_model: ScriptedModel
 ) -> Iterator[Callable[..., AgentTeam]]:
-    yield from _teams(tmp_path, codex_bin, scripted_model, "codex")
+    yield from _teams(tmp_path, _cli("gemini"), scripted_model, "gemini")
+
+
+def _cli(agent: str) -> Path:
+    path, why = find_cli(agent)
+    if path is None:
+        pytest.skip(why)
+    return path

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from omp.agents import BUILTIN_PROFILES, classify_screen
 from tests.agents.clis import SCREENS, AgentTeam, poll, tool_commands, user_texts
 from tests.agents.scripted_model import ScriptedModel, message_text
 from tests.agents.worker_policy import CLAIMED, NUDGE, TRIGGER, WorkerPolicy
@@ -75,7 +76,8 @@ def shell_results(model: ScriptedModel) -> list[tuple[str, str]]:
                 args = json.loads(call["function"]["arguments"] or "{}")
                 calls[call["id"]] = str(args.get("command", args.get("cmd", "")))
             if msg.get("role") == "tool" and msg.get("tool_call_id") in calls:
-                out[msg["tool_call_id"]] = (calls[msg["tool_call_id"]], message_text(msg))
+                cmd = calls[msg["tool_call_id"]]
+                out[f"{msg['tool_call_id']} {cmd}"] = (cmd, message_text(msg))
     return list(out.values())
 
 
@@ -119,9 +121,21 @@ def receipts(team: AgentTeam, who: str) -> set[str]:
 
 
 def launch_done(team: AgentTeam, workers: int) -> dict[str, Any]:
+    """Launch, wait for allDone, then for every worker's turn to end (its screen idle as omp's
+    profile reads it: a nudge typed into a busy pane is deferred to the monitor)."""
     team.launch(workers)
+    profile = BUILTIN_PROFILES[team.agent]
+
+    def idle() -> bool:
+        return all(
+            classify_screen(profile, team.capture(w["name"])) == "ready"
+            for w in team.launch_result["workers"]
+        )
+
     try:
-        poll(lambda: team.status()["allDone"], "allDone", timeout=120)
+        # generous: a node CLI starts in seconds on an idle machine, much later on a busy one
+        poll(lambda: team.status()["allDone"], "allDone", timeout=240)
+        poll(idle, "every worker idle", timeout=90)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{team.debug()}") from None
     return team.status()

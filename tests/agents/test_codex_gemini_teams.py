@@ -1,8 +1,11 @@
-"""Real OpenAI Codex CLI workers, launched by the real `omp team launch`, on the scripted model.
+"""Real OpenAI Codex CLI and Google Gemini CLI workers, launched by the real `omp team launch`,
+on the scripted model, with the same worker policy as Copilot's.
 
 Codex 0.171 speaks the Responses API to a custom model provider (`wire_api = "responses"` in
-`$HOME/.codex/config.toml`); the scripted model serves it on `/v1/responses` with the same worker
-policy as Copilot's. They skip, saying so under `-ra`, when the pinned CLI is not installed.
+`$HOME/.codex/config.toml`), served on `/v1/responses`. Gemini 0.61 speaks the Gemini API to
+`GOOGLE_GEMINI_BASE_URL` (any `GEMINI_API_KEY`, API-key auth chosen in settings.json), served on
+`/v1beta/models/<m>:streamGenerateContent`. They skip, saying so under `-ra`, when the pinned CLI
+is not installed.
 """
 
 from __future__ import annotations
@@ -23,20 +26,24 @@ Factory = Callable[..., AgentTeam]
 
 
 def assert_nothing_typed_left(team: AgentTeam, worker: str) -> None:
-    """Codex's box shows a placeholder when empty; no trigger or nudge text may sit in it."""
+    """The box shows a placeholder when empty; no trigger or nudge text may sit in it."""
 
     def clean() -> bool:
-        box = input_region(BUILTIN_PROFILES["codex"], team.capture(worker))
+        box = input_region(BUILTIN_PROFILES[team.agent], team.capture(worker))
         text = squash(" ".join(box or []))
         return box is not None and "newmessage" not in text and "andfollowit" not in text
 
     poll(clean, f"{worker}'s input box free of typed text", timeout=30)
 
 
-def test_two_codex_workers_reach_all_done(
-    codex_team: Factory, scripted_model: ScriptedModel
-) -> None:
-    team = codex_team()
+@pytest.fixture(params=["codex", "gemini"])
+def agent_team(request: pytest.FixtureRequest) -> Factory:
+    factory: Factory = request.getfixturevalue(f"{request.param}_team")
+    return factory
+
+
+def test_two_workers_reach_all_done(agent_team: Factory, scripted_model: ScriptedModel) -> None:
+    team = agent_team()
     st = launch_done(team, 2)
     assert [t["status"] for t in st["tasks"]] == ["completed", "completed"]
     col = team.omp("team", "collect", team.name, "--json")
@@ -50,10 +57,10 @@ def test_two_codex_workers_reach_all_done(
     assert all('"ok":true' in out for _, out in ran), ran
 
 
-def test_leader_message_to_a_codex_worker_is_read_and_answered(
-    codex_team: Factory, scripted_model: ScriptedModel
+def test_leader_message_is_read_and_answered(
+    agent_team: Factory, scripted_model: ScriptedModel
 ) -> None:
-    team = codex_team()
+    team = agent_team()
     launch_done(team, 1)
     sent = team.api("send-message", {"from": "leader", "to": "worker-1", "body": "status?"})
     assert sent["ok"] is True and sent["nudge"] == "typed", sent
