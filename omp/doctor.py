@@ -277,6 +277,7 @@ def check_monitor(project: StatePaths, now: float | None = None) -> Check:
 
 def check_teams(project: StatePaths) -> list[Check]:
     from omp.team import config as team_config
+    from omp.team import tasks
     from omp.team.status import pane_views
 
     out: list[Check] = []
@@ -284,6 +285,10 @@ def check_teams(project: StatePaths) -> list[Check]:
         label = f"team {name}"
         try:
             cfg = team_config.load(project.team(name))
+            out += [
+                Check(label, "warn", f"{label}: {b['message']}", f"fix or move aside {b['file']}")
+                for b in tasks.read_all(cfg.paths).broken
+            ]
             if os.path.lexists(cfg.paths.shutdown):
                 continue  # shut down on purpose: its panes are meant to be gone
             if not any(cfg.pane_of(w) for w in cfg.worker_names):

@@ -26,6 +26,7 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.invocation import hint
 from omp.store import fs
 from omp.store.paths import StatePaths
 
@@ -256,7 +257,7 @@ def record_cycle(paths: StatePaths, verdict: str, *, now: clock.Clock = clock.no
     state = read_state(paths, "ultraqa")
     if not is_active(state):
         raise OmpError(
-            "no_active_loop", "no active ultraqa loop; start one with `omp ultraqa start`"
+            "no_active_loop", f"no active ultraqa loop; start one with `{hint('ultraqa start')}`"
         )
     assert state is not None
     state["lastVerdict"] = verdict

@@ -26,7 +26,6 @@ from omp.errors import OmpError
 from omp.invocation import omp_command
 
 DEFAULT_TARGET = Path(".github") / "skills"
-CLAUDE_TARGET = Path(".claude") / "skills"
 _SKIP = {"__pycache__", ".DS_Store"}
 
 

@@ -15,9 +15,10 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import pytest
 
@@ -276,6 +277,29 @@ def umask(mask: int) -> Iterator[None]:
         os.umask(old)
 
 
+T = TypeVar("T")
+
+
+def poll(
+    probe: Callable[[], T | Literal[False] | None], timeout: float = 20.0, what: str = "condition"
+) -> T:
+    """`probe()` once it returns something truthy; fails the test after `timeout` seconds.
+
+    The one way tests wait for another process, a pane or a file: short backing-off sleeps
+    (5 ms up to 100 ms), a generous deadline, never a fixed sleep followed by an assert.
+    """
+    end = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {value!r})")
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.1)
+
+
 def is_root() -> bool:
     return os.geteuid() == 0
 
@@ -317,7 +341,11 @@ def run_processes(target: Any, arg_sets: Iterable[tuple[Any, ...]], timeout: flo
     """Start one process per argument tuple, wait for all, fail if any failed."""
     import multiprocessing
 
-    ctx = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    ctx = (
+        multiprocessing.get_context("fork")
+        if sys.platform == "linux"
+        else multiprocessing.get_context("spawn")
+    )
     procs = [ctx.Process(target=target, args=args) for args in arg_sets]
     for p in procs:
         p.start()

@@ -7,7 +7,6 @@ import secrets
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from omp import __version__, clock, doctor
 from omp.invocation import omp_command
 from omp.store import fs
 from omp.store.paths import StatePaths
-from tests.helpers import child_env, make_project, make_team, run_omp, snapshot_tree
+from tests.helpers import child_env, make_project, make_team, poll, run_omp, snapshot_tree
 
 
 @pytest.fixture
@@ -211,6 +210,7 @@ def test_headless_and_shut_down_teams(proj: Path) -> None:
 
 
 @pytest.mark.tmux
+@pytest.mark.slow
 def test_team_with_a_gone_pane_warns(
     proj: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -236,9 +236,9 @@ def test_team_with_a_gone_pane_warns(
         pane = team_config.load(paths.team("t1")).pane_of("worker-2")
         assert pane is not None
         tmux.cmd("kill-pane", "-t", pane)
-        deadline = time.monotonic() + 10
-        while (c := doctor.check_teams(paths)[0]).status == "ok" and time.monotonic() < deadline:
-            time.sleep(0.05)
+        c = poll(
+            lambda: (c := doctor.check_teams(paths)[0]).status != "ok" and c, 10, "the gone pane"
+        )
         assert c.status == "warn"
         assert c.message == "team t1: worker-2 gone (1 of 2 worker panes)"
         shutdown_cmd = f"{omp_command()} team shutdown t1"

@@ -16,7 +16,7 @@ import pytest
 
 from tests.helpers import REPO
 
-pytestmark = pytest.mark.tmux
+pytestmark = [pytest.mark.tmux, pytest.mark.slow]  # a whole demo run
 REGENERATE = ".venv/bin/python scripts/make_example.py"
 
 

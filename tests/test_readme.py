@@ -29,7 +29,7 @@ def test_readme_opens_with_the_two_commands() -> None:
     text = _text()
     title, _, rest = text.partition("\n")
     assert title.startswith("# ") and len(title) > 2
-    blocks = []
+    blocks: list[str] = []
     pos = 0
     for _ in range(2):
         gap = rest[pos:]

@@ -137,14 +137,14 @@ def test_source_prefers_the_packaged_copy(tmp_path: Path, monkeypatch: pytest.Mo
     pkg = tmp_path / "omp"
     (pkg / "_skills" / "team").mkdir(parents=True)
     (pkg / "_skills" / "team" / "SKILL.md").write_text("packaged\n")
-    monkeypatch.setattr(skills.resources, "files", lambda name: pkg)
+    monkeypatch.setattr("importlib.resources.files", lambda name: pkg)
     assert Path(str(skills.source_dir())) == pkg / "_skills"
 
 
 def test_source_falls_back_to_the_repository(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(skills.resources, "files", lambda name: tmp_path / "no-such-package")
+    monkeypatch.setattr("importlib.resources.files", lambda name: tmp_path / "no-such-package")
     assert Path(str(skills.source_dir())) == REPO / "skills"
 
 

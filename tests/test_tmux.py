@@ -9,18 +9,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
 from omp.agents import BUILTIN_PROFILES, AgentProfile, classify_screen
 from omp.errors import OmpError
 from omp.tmux import MAX_LITERAL_BYTES, Delivery, PaneIdentity, Tmux, check_literal
-
-T = TypeVar("T")
+from tests.helpers import poll
 
 # A stand-in agent. "line" mode behaves like the demo agent (prompt always on the last line);
 # "box" mode redraws a full screen like Codex: transcript, input box, blank line, a footer that
@@ -72,18 +69,6 @@ while True:
 """
 
 
-def wait_until(probe: Callable[[], T], timeout: float = 5.0, interval: float = 0.02) -> T:
-    """Poll `probe` until it returns something truthy; fail the test after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"condition not met within {timeout}s (last value: {value!r})")
-        time.sleep(interval)
-
-
 @pytest.fixture
 def fake_script(tmp_path: Path) -> Path:
     path = tmp_path / "fake_agent.py"
@@ -109,7 +94,7 @@ def box_profile(script: Path) -> AgentProfile:
 def start(tmux: Tmux, tmp_path: Path, profile: AgentProfile, name: str = "t") -> str:
     """A session running the profile's command; waits until its screen reads as ready."""
     _, _, pane = tmux.new_session(name, cwd=tmp_path, command=profile.command)
-    wait_until(lambda: classify_screen(profile, tmux.capture(pane)) == "ready")
+    poll(lambda: classify_screen(profile, tmux.capture(pane)) == "ready")
     return pane
 
 
@@ -246,7 +231,7 @@ def test_splits_keep_focus_carry_env_and_eight_fit(omp_tmux: Tmux, tmp_path: Pat
     active = omp_tmux.cmd("display-message", "-p", "-t", wid, "#{pane_id}").strip()
     assert active == leader
     for i, pane in enumerate(panes):
-        wait_until(partial(shows, omp_tmux, pane, f"w{i}|{tmp_path}|ends;"))
+        poll(partial(shows, omp_tmux, pane, f"w{i}|{tmp_path}|ends;"))
     omp_tmux.set_pane_title(panes[0], "worker-1 #1;")
     title = omp_tmux.cmd("display-message", "-p", "-t", panes[0], "#{pane_title}")
     assert title.strip() == "worker-1 #1;"
@@ -262,7 +247,7 @@ def test_send_literal_delivers_text_intact(omp_tmux: Tmux, tmp_path: Path, text:
     omp_tmux.send_literal(pane, text)
     omp_tmux.send_key(pane, "Enter")
     # The tty echoes the line, then cat prints it again.
-    wait_until(lambda: omp_tmux.capture(pane).count(text) == 2)
+    poll(lambda: omp_tmux.capture(pane).count(text) == 2)
 
 
 @pytest.mark.tmux
@@ -275,7 +260,7 @@ def test_refused_text_never_reaches_the_pane(omp_tmux: Tmux, tmp_path: Path) -> 
         omp_tmux.send_key(pane, "Enter;")
     assert err.value.code == "invalid_key"
     omp_tmux.send_literal(pane, "marker")
-    wait_until(lambda: omp_tmux.capture(pane) == ["marker"])
+    poll(lambda: omp_tmux.capture(pane) == ["marker"])
 
 
 @pytest.mark.tmux
@@ -301,7 +286,7 @@ def test_pane_states_alive_dead_gone_in_one_call(
     dead = omp_tmux.split_pane(alive, cwd=tmp_path, command=["sh", "-c", "exit 7"])
     gone = omp_tmux.split_pane(alive, cwd=tmp_path, command=["cat"])
     assert omp_tmux.kill_pane(gone)
-    wait_until(lambda: (s := omp_tmux.pane_states([dead])[dead]) is not None and s.dead)
+    poll(lambda: (s := omp_tmux.pane_states([dead])[dead]) is not None and s.dead)
 
     calls: list[tuple[str, ...]] = []
     real = omp_tmux._exec
@@ -353,7 +338,7 @@ def test_deliver_to_a_line_agent_submits_once(
     pane = start(omp_tmux, tmp_path, profile)
     result = omp_tmux.deliver_result(pane, text, profile, lock_dir=tmp_path / "locks")
     assert result == Delivery(True, "delivered", 1, result.elapsed)
-    wait_until(lambda: got(omp_tmux, pane, text) == 1)
+    poll(lambda: got(omp_tmux, pane, text) == 1)
     assert omp_tmux.capture(pane)[-1] == "❯"
 
 
@@ -367,7 +352,7 @@ def test_deliver_to_a_full_screen_agent_reads_the_box_not_the_footer(
     assert omp_tmux.deliver(pane, "first line", profile, lock_dir=locks)
     # The footer now repeats "first line": it must not read as unsent text.
     assert omp_tmux.deliver(pane, "first line", profile, lock_dir=locks)
-    wait_until(lambda: got(omp_tmux, pane, "first line") == 2)
+    poll(lambda: got(omp_tmux, pane, "first line") == 2)
 
 
 @pytest.mark.tmux
@@ -380,9 +365,9 @@ def test_the_fake_drops_a_burst_enter_and_deliver_does_not(
     base = ["tmux", "-L", omp_tmux.socket_name or "", "-f", "/dev/null"]
     burst = [*base, "send-keys", "-t", pane, "-l", "--", "burst", ";"]
     subprocess.run([*burst, "send-keys", "-t", pane, "Enter"], check=True)
-    wait_until(lambda: omp_tmux.capture(pane)[-1] == "❯ burst")
+    poll(lambda: omp_tmux.capture(pane)[-1] == "❯ burst")
     assert omp_tmux.deliver(pane, " then", profile, lock_dir=tmp_path / "locks")
-    wait_until(lambda: got(omp_tmux, pane, "burst then") == 1)
+    poll(lambda: got(omp_tmux, pane, "burst then") == 1)
     assert got(omp_tmux, pane, "burst") == 0  # the burst alone was never submitted
 
 
@@ -393,9 +378,9 @@ def test_deliver_does_not_retype_text_left_in_the_box(
     profile = line_profile(fake_script)
     pane = start(omp_tmux, tmp_path, profile)
     omp_tmux.send_literal(pane, "left over")  # an earlier attempt typed it but never submitted
-    wait_until(lambda: omp_tmux.capture(pane)[-1] == "❯ left over")
+    poll(lambda: omp_tmux.capture(pane)[-1] == "❯ left over")
     assert omp_tmux.deliver(pane, "left over", profile, lock_dir=tmp_path / "locks")
-    wait_until(lambda: got(omp_tmux, pane, "left over") == 1)
+    poll(lambda: got(omp_tmux, pane, "left over") == 1)
     assert got(omp_tmux, pane, "left overleft over") == 0
 
 
@@ -411,7 +396,7 @@ def test_deliver_leaves_a_pane_in_copy_mode_alone(
     state = omp_tmux.pane_states([pane])[pane]
     assert state is not None and state.in_mode  # the user's copy mode was not cancelled
     omp_tmux.cmd("send-keys", "-t", pane, "-X", "cancel")
-    wait_until(lambda: not (s := omp_tmux.pane_states([pane])[pane]) or not s.in_mode)
+    poll(lambda: not (s := omp_tmux.pane_states([pane])[pane]) or not s.in_mode)
     assert omp_tmux.capture(pane) == ["❯"]  # nothing was typed
 
 
@@ -429,9 +414,9 @@ def test_deliver_refuses_gone_dead_shell_and_dialog_panes(
         cwd=tmp_path,
         command=["sh", "-c", "echo 'Do you trust the files in this folder?'; exec cat"],
     )
-    wait_until(lambda: (s := omp_tmux.pane_states([dead])[dead]) is not None and s.dead)
-    wait_until(lambda: omp_tmux.pane_states([dialog])[dialog].current_command == "cat")  # type: ignore[union-attr]
-    wait_until(lambda: omp_tmux.capture(dialog))
+    poll(lambda: (s := omp_tmux.pane_states([dead])[dead]) is not None and s.dead)
+    poll(lambda: omp_tmux.pane_states([dialog])[dialog].current_command == "cat")  # type: ignore[union-attr]
+    poll(lambda: omp_tmux.capture(dialog))
 
     def reason(pane: str, prof: AgentProfile = profile) -> str:
         return omp_tmux.deliver_result(pane, "nudge", prof, lock_dir=locks).reason
@@ -503,7 +488,7 @@ def test_capture_many_reads_every_pane_in_one_client(omp_tmux: Tmux, tmp_path: P
     c = omp_tmux.split_pane(b, cwd=tmp_path, command=["cat"], horizontal=False)
     for pane, word in ((a, "alpha %3 one"), (b, "beta; two"), (c, "gamma three")):
         omp_tmux.send_literal(pane, word)
-    wait_until(lambda: "gamma three" in "\n".join(omp_tmux.capture(c)))
+    poll(lambda: "gamma three" in "\n".join(omp_tmux.capture(c)))
     many = omp_tmux.capture_many([a, b, c])
     assert many == {p: omp_tmux.capture(p) for p in (a, b, c)}
     assert "alpha %3 one" in many[a][-1] and "beta; two" in many[b][-1]

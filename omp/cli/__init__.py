@@ -8,6 +8,10 @@ machine, more than the whole budget of an API call). Every other command goes th
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typer import Typer
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -25,7 +29,39 @@ def main(argv: list[str] | None = None) -> None:
         status_once(team, as_json="--json" in args)
     from omp.cli.app import app
 
-    app(args=args, prog_name="omp")
+    _run_typer(app, args)
+
+
+def _run_typer(app: Typer, args: list[str]) -> None:
+    """Run the typer app; its usage errors follow omp's rules like every other error: with
+    `--json` one JSON object on stdout (`usage`, exit 2), else the usage text on stderr through
+    the one sanitiser (an argument echoed back cannot control the terminal)."""
+    import io
+
+    import typer
+
+    from omp.cli import output
+    from omp.errors import EXIT_USAGE
+
+    try:
+        rv = app(args=args, prog_name="omp", standalone_mode=False)
+    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
+        code = getattr(exc, "exit_code", EXIT_USAGE) or EXIT_USAGE
+        if "--json" in args:
+            output.emit_json({"ok": False, "error": "usage", "message": exc.format_message()})
+        else:
+            buf = io.StringIO()
+            show = getattr(exc, "show", None)
+            if callable(show):
+                show(file=buf)
+            else:
+                buf.write(f"Error: {exc.format_message()}\n")
+            output.write_err(buf.getvalue())
+        raise SystemExit(code) from None
+    except typer.Abort:
+        output.write_err("omp: aborted\n")
+        raise SystemExit(1) from None
+    raise SystemExit(rv if isinstance(rv, int) else 0)
 
 
 def _plain_status(rest: list[str]) -> bool:

@@ -18,10 +18,17 @@ USAGE = "usage: omp team api <subcommand> --input '<json>'|-|@FILE [--json]"
 MAX_INPUT_FILE = 1024 * 1024  # an input file is a message, not a data set
 
 
+def _usage() -> str:
+    """USAGE naming the omp that runs here, so the line works pasted into any shell."""
+    from omp.invocation import omp_command
+
+    return USAGE.replace("omp ", f"{omp_command()} ", 1)
+
+
 def _help() -> str:
     from omp.team.api import SUMMARIES
 
-    lines = [USAGE, "", "Subcommands (input fields -> output):"]
+    lines = [_usage(), "", "Subcommands (input fields -> output):"]
     width = max(len(k) for k in SUMMARIES)
     lines += [f"  {k.ljust(width)}  {v}" for k, v in SUMMARIES.items()]
     lines += [
@@ -48,15 +55,15 @@ def _parse(argv: list[str]) -> tuple[str | None, str | None, bool, bool]:
         elif arg == "--input":
             raw = next(it, None)
             if raw is None:
-                raise OmpError("usage", f"--input needs a value. {USAGE}")
+                raise OmpError("usage", f"--input needs a value. {_usage()}")
         elif arg.startswith("--input="):
             raw = arg.split("=", 1)[1]
         elif arg.startswith("-") and arg != "-":
-            raise OmpError("usage", f"unknown option {arg}. {USAGE}")
+            raise OmpError("usage", f"unknown option {arg}. {_usage()}")
         elif sub is None:
             sub = arg
         else:
-            raise OmpError("usage", f"unexpected argument {arg!r}. {USAGE}")
+            raise OmpError("usage", f"unexpected argument {arg!r}. {_usage()}")
     return sub, raw, as_json, want_help
 
 
@@ -150,7 +157,7 @@ def main(argv: list[str]) -> None:
             raise SystemExit(EXIT_OK)
         if sub is None:
             if as_json:
-                raise OmpError("usage", f"no subcommand given. {USAGE}")
+                raise OmpError("usage", f"no subcommand given. {_usage()}")
             sys.stderr.write(_help() + "\n")
             raise SystemExit(EXIT_USAGE)
         from omp.team.api import OPERATIONS
@@ -163,7 +170,7 @@ def main(argv: list[str]) -> None:
                 candidates=list(OPERATIONS),
             )
         if raw is None:
-            raise OmpError("usage", f"{sub} needs --input. {USAGE}")
+            raise OmpError("usage", f"{sub} needs --input. {_usage()}")
         reply = op(_load_input(raw))
     except OmpError as err:
         output.fail(err, as_json)

@@ -78,7 +78,9 @@ def _ensure_monitor(paths: StatePaths) -> None:
 
 
 def _warn(exc: BaseException) -> None:
-    sys.stderr.write(f"omp: warning: loop monitor not started: {type(exc).__name__}: {exc}\n")
+    from omp.cli.output import write_err
+
+    write_err(f"omp: warning: loop monitor not started: {type(exc).__name__}: {exc}\n")
 
 
 def _start(fn: Callable[[StatePaths], Result], as_json: bool) -> None:

@@ -32,7 +32,8 @@ def register(team_app: typer.Typer) -> None:
         Every wait prints a cursor; `--since CURSOR` reports what moved after that wait, so a
         task that moved between two waits is reported by the second.
 
-        Exit codes: 0 mail or a task moved, 10 all tasks done, 11 timeout, 12 team shut down
+        Exit codes: 0 mail or a task moved, 10 all tasks done, 11 timeout, 12 team shut down,
+        13 the team's tmux server or every worker pane is gone (said at once, with why)
         (1, 2 and 3 are errors, as everywhere in omp). Writes nothing.
         """
         from omp.team.wait import wait_text

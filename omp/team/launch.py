@@ -44,6 +44,7 @@ class LaunchRequest:
     socket: str | None = None
     new_session: bool = False
     nudge_leader: bool = False
+    leader_agent: str | None = None  # the agent in the leader's pane; None: detect it
     cwd: Path = field(default_factory=Path.cwd)
     ready_timeout: float | None = None  # None: the profile's own
 
@@ -112,6 +113,7 @@ class Launch:
         self.tmux_factory = tmux_factory
         self.progress = progress
         self.created_panes: list[str] = []
+        self.profiles: Mapping[str, AgentProfile] = {}
         self.created_session: str | None = None
         self.team_was_new = False
         self.state_written = False
@@ -131,6 +133,14 @@ class Launch:
         req.task = req.task.strip()
         project = StatePaths(find_root(req.cwd))
         profile = self.resolve_profile(project)
+        profiles = self.profiles
+        if req.leader_agent is not None and req.leader_agent not in profiles:
+            raise OmpError(
+                "unknown_agent",
+                f"no agent profile {req.leader_agent!r} for --leader-agent; "
+                f"profiles: {', '.join(sorted(profiles))}",
+                profiles=sorted(profiles),
+            )
         name = names.team_name(req.name or default_team_name(profile.name))
         team = project.team(name)
         setup.refuse_existing(team)
@@ -163,14 +173,14 @@ class Launch:
                 program=missing,
                 profiles=sorted(profiles),
             )
+        self.profiles = profiles
         return profile
 
     # ---- the launch ------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
         project, team, profile = self.preflight()
-        req = self.req
-        inside = bool(self.env.get("TMUX")) and not req.new_session and req.socket is None
+        inside = self._inside()
         tmux = self._server(inside)
         sess = session_name(team.name)
         if not inside and tmux.has_session(sess):
@@ -192,12 +202,35 @@ class Launch:
                 ) from None
             raise
 
+    def _inside(self) -> bool:
+        """Split the leader's own window: launched from a tmux pane onto that pane's server,
+        however the server was named (no --socket, or a --socket / OMP_TMUX_SOCKET that names
+        the same socket file)."""
+        from omp.tmux import same_socket, socket_file_for
+
+        mine = self.env.get("TMUX", "").split(",")[0]
+        if not mine or self.req.new_session:
+            return False
+        return self.req.socket is None or same_socket(mine, socket_file_for(self.req.socket))
+
     def _server(self, inside: bool) -> Tmux:
-        if self.req.socket:
-            return self.tmux_factory(socket_name=self.req.socket)
         if inside:
             return self.tmux_factory(socket_path=self.env["TMUX"].split(",")[0])
+        if self.req.socket:
+            return self.tmux_factory(socket_name=self.req.socket)
         return self.tmux_factory()
+
+    def _leader_agent(self, state: PaneState | None) -> str | None:
+        """The agent in the leader's pane: --leader-agent, else the profile whose program is
+        the pane's foreground command (None: unknown; nudges then judge by the workers')."""
+        if self.req.leader_agent:
+            return self.req.leader_agent
+        from omp.agents import profile_for_command, profile_of_ancestors
+
+        found = profile_for_command(self.profiles, state.current_command) if state else None
+        if found is None and self.env.get("TMUX_PANE") == (state.pane_id if state else None):
+            found = profile_of_ancestors(self.profiles)  # omp run by the leader's own agent
+        return found.name if found else None
 
     def _launch(
         self,
@@ -225,12 +258,14 @@ class Launch:
                 raise OmpError("tmux_error", f"cannot find the leader pane {leader!r} ($TMUX_PANE)")
             session_id, window_id = state.session_id, state.window_id
             created_session = False
+            leader_agent = self._leader_agent(state)
         else:
             session_id, window_id, leader = tmux.new_session(
                 sess, cwd=str(req.cwd), command=None, env={}
             )
             self.created_session = sess
             created_session = True
+            leader_agent = self.req.leader_agent
         self.progress(f"starting {req.workers} {profile.name} worker(s) for team {team.name}")
         prev = leader
         panes: dict[str, str] = {}
@@ -254,6 +289,7 @@ class Launch:
             createdSession=created_session,
             leaderPaneId=leader,
             nudgeLeader=req.nudge_leader,
+            leaderAgent=leader_agent,
             launchToken=token,
             tmuxIdentity={
                 "socketPath": ident.get("socket_path"),

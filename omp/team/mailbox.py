@@ -8,16 +8,26 @@ fast as one of ten. Writers keep a small index beside the mailbox (`.<recipient>
 byte offset it covers and where the undelivered messages sit. It is only a cache. Every reader
 takes the index as a starting point and reads the tail past its offset, so lines some other program
 appended (the TypeScript tool, an older omp) are always seen; a missing, stale or foreign index is
-simply rebuilt from the file. Read-only calls never write it back.
+simply rebuilt from the file. Read-only calls (`mailbox-list`, `status`, `collect`, `wait`) never
+write it back; `mailbox-read` and the monitor keep an index they had to rebuild (`keep=True`).
+
+History without an index (a mailbox the TypeScript tool wrote, omp's first write to one) is read
+without parsing what cannot matter: a line in the exact shape both writers produce is classified
+from its bytes (`_LINE`), a receipt entirely so (its shape proves it is valid JSON), a message by
+its type and id only; the JSON of a message is parsed only if no receipt follows it, i.e. for the
+few that stay unread. Any other line (other key orders, spaces, other types, damage) is parsed as
+before. A message line that a receipt covers is counted without being parsed: such a line was
+read whole by whoever wrote the receipt. 100,000 messages: ~0.15 s instead of ~0.9 s.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from omp import clock, ids
@@ -29,12 +39,22 @@ from omp.team import history
 INDEX_VERSION = 1
 Check = Callable[[int, "MailState"], None]
 _PROBE = 32  # bytes before the index offset that must still match: catches a replaced file
+KEEP_AFTER = 64 * 1024  # a read that parsed more than this past the index keeps what it learned
+
+# One whole line as omp and the TypeScript tool write it: a message (group 1: its id) or a
+# receipt (group 2: the message id). Ids and times of a plain alphabet, so what the bytes say is
+# what the JSON says; the receipt's whole line is matched, so it is valid JSON too.
+_LINE = re.compile(
+    rb'(?m)^\{"type":"(?:message","id":"([0-9A-Za-z_-]{1,128})"[^\n]*\}'
+    rb'|delivery-receipt","messageId":"([0-9A-Za-z_-]{1,128})","deliveredAt":"[0-9A-Za-z:.+-]{0,64}"\})'
+    rb"[ \t\r]*\n"
+)
 
 
 class MailState:
     """What the mailbox holds up to `offset`: counts and the undelivered messages' places."""
 
-    __slots__ = ("bad", "ino", "messages", "offset", "probe", "undelivered")
+    __slots__ = ("_fed", "_receipts", "bad", "ino", "messages", "offset", "probe", "undelivered")
 
     def __init__(
         self,
@@ -51,26 +71,74 @@ class MailState:
         self.messages = messages
         self.bad = bad
         self.undelivered = undelivered if undelivered is not None else {}  # id -> (offset, len)
+        # Lines `feed` read from their bytes, not yet parsed: message id -> (offset, length),
+        # and receipts for messages it did not see (they were in the index or parsed). `settle`
+        # folds both into `undelivered`.
+        self._fed: dict[bytes, tuple[int, int]] = {}
+        self._receipts: list[bytes] = []
 
-    def apply(self, chunk: jsonl.Chunk) -> list[dict[str, Any]]:
-        """Fold a chunk into the state; return the message records it held."""
-        if chunk.reset:  # the file shrank under us: what we knew describes another file
-            self.messages = self.bad = 0
-            self.undelivered.clear()
+    def apply(self, chunk: jsonl.Chunk) -> None:
+        """Fold parsed lines into the state."""
         self.bad += chunk.bad
-        found: list[dict[str, Any]] = []
         for off, length, rec in chunk.records:
             kind = rec.get("type")
             if kind == "message" and isinstance(rec.get("id"), str):
                 self.messages += 1
                 self.undelivered[rec["id"]] = (off, length)
-                found.append(rec)
             elif kind == "delivery-receipt":
                 mid = rec.get("messageId")
                 if isinstance(mid, str):
                     self.undelivered.pop(mid, None)
+                    if self._fed:
+                        self._fed.pop(mid.encode(), None)
         self.offset = chunk.end
-        return found
+
+    def feed(self, data: bytes, base: int) -> None:
+        """Fold complete lines (`data` starts at file offset `base`), parsing only what matters:
+        lines of the usual shape are read from their bytes (see the module docstring); the lines
+        between them go through the JSON parser. Call `settle` before using the state."""
+        fed = self._fed
+        receipts = self._receipts
+        pos = 0
+        count = 0
+        for m in _LINE.finditer(data):
+            start, end = m.span()
+            if start > pos:
+                self._parse(data[pos:start], base + pos)
+            mid, rid = m.group(1, 2)
+            if mid is not None:
+                fed[mid] = (base + start, end - start)
+                count += 1
+            elif fed.pop(rid, None) is None:
+                receipts.append(rid)
+            pos = end
+        if pos < len(data):
+            self._parse(data[pos:], base + pos)
+        self.messages += count
+        self.offset = base + len(data)
+
+    def _parse(self, data: bytes, base: int) -> None:
+        chunk = jsonl.Chunk(start=base)
+        jsonl.parse_lines(data, base, chunk)
+        self.apply(chunk)
+
+    def settle(self, fd: int) -> None:
+        """Fold in what `feed` read from bytes, parsing the messages that stay undelivered: a line
+        that is not the JSON message its bytes promised is counted as what it is."""
+        for rid in self._receipts:
+            self.undelivered.pop(rid.decode(), None)
+        self._receipts = []
+        fed = sorted(self._fed.items(), key=lambda kv: kv[1])
+        self._fed = {}
+        for _, (off, length) in fed:
+            rec = _loads(os.pread(fd, length, off))
+            if rec is None:
+                self.messages -= 1
+                self.bad += 1
+            elif not _is_message(rec):
+                self.messages -= 1
+            else:
+                self.undelivered[rec["id"]] = (off, length)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -140,22 +208,42 @@ class Mailbox:
     def _current(self, fd: int) -> MailState:
         """State caught up to the end of the file (the tail past the index, streamed)."""
         state = self._fd_state(fd)
-        for chunk in _chunks(fd, state.offset):
-            state.apply(chunk)
-        state.probe = _probe(fd, state.offset)
+        _catch_up(fd, state)
         return state
 
-    def undelivered(self) -> tuple[list[dict[str, Any]], int]:
-        """Undelivered messages, oldest first, and the count of lines that did not parse."""
+    def undelivered(self, *, keep: bool = False) -> tuple[list[dict[str, Any]], int]:
+        """Undelivered messages, oldest first, and the count of lines that did not parse.
+
+        `keep`: a caller that is not a promised read-only command lets a read that had to parse
+        much of the file (no index, or one far behind) save the index it rebuilt.
+        """
         if not self._exists():
             return [], 0
         fd = fs.open_file(self.path, os.O_RDONLY)
         try:
-            state = self._current(fd)
+            state = self._fd_state(fd)
+            start = state.offset
+            _catch_up(fd, state)
+            if keep and state.offset - start > KEEP_AFTER:
+                self._keep(fd, state)
             msgs = _read_at(fd, sorted(state.undelivered.values()))
         finally:
             os.close(fd)
         return msgs, state.bad
+
+    def _keep(self, fd: int, state: MailState) -> None:
+        """Save a rebuilt index if the mailbox's lock is free right now (a writer holding it
+        saves its own); never waits, and leaves a tampered index exactly as it is."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return
+        try:
+            if self._index_ok() or not os.path.lexists(self.index_path):
+                _catch_up(fd, state)  # what a writer appended before we took the lock
+                self._save(fd, state)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def unread_count(self) -> int:
         if not self._exists():
@@ -243,8 +331,7 @@ class Mailbox:
         becomes complete with the repair newline, and must be counted too.
         """
         jsonl.append_locked(fd, data, self.path)
-        for chunk in _chunks(fd, state.offset):
-            state.apply(chunk)
+        _catch_up(fd, state)
         self._save(fd, state)
 
     @contextmanager
@@ -397,9 +484,9 @@ def merge_receipt(msg: dict[str, Any], delivered: dict[str, str]) -> dict[str, A
 SCAN_BLOCK = 1 << 20
 
 
-def _chunks(fd: int, offset: int) -> Iterator[jsonl.Chunk]:
-    """Complete lines from `offset` to the end, a block at a time: memory stays bounded even
-    when a mailbox with no usable index (one the TypeScript tool wrote) is read in full."""
+def _blocks(fd: int, offset: int) -> Iterator[tuple[int, bytes]]:
+    """(offset, complete lines) from `offset` to the end, a block at a time: memory stays bounded
+    even when a mailbox with no usable index (one the TypeScript tool wrote) is read in full."""
     size = os.fstat(fd).st_size
     block = SCAN_BLOCK
     while offset < size:
@@ -410,22 +497,42 @@ def _chunks(fd: int, offset: int) -> Iterator[jsonl.Chunk]:
                 return  # a partial last line: it waits for its newline
             block *= 2  # one line longer than a block
             continue
-        chunk = jsonl.Chunk(start=offset)
-        jsonl.parse_lines(data[:cut], offset, chunk)
-        offset = chunk.end
+        yield offset, data[:cut] if cut < len(data) else data
+        offset += cut
         block = SCAN_BLOCK
-        yield chunk
+
+
+def _catch_up(fd: int, state: MailState) -> None:
+    """Fold the lines past `state.offset` into `state`, up to the end of the file."""
+    for base, data in _blocks(fd, state.offset):
+        state.feed(data, base)
+    state.settle(fd)
+    state.probe = _probe(fd, state.offset)
 
 
 def _ids_in(fd: int, wanted: set[str]) -> set[str]:
-    """Which of `wanted` appear as message ids anywhere in the file (a full scan: rare path)."""
+    """Which of `wanted` appear as message ids anywhere in the file (a full scan: rare path).
+
+    Only lines holding one of the ids, as a JSON string, are parsed: a block that holds none of
+    them costs one byte search per id.
+    """
+    keys = {m: json.dumps(m, ensure_ascii=False).encode() for m in wanted}
+    # an id with escapes or beyond ASCII may be spelled otherwise by another writer: parse all
+    plain = all(k.isascii() and b"\\" not in k for k in keys.values())
     found: set[str] = set()
-    for chunk in _chunks(fd, 0):
-        for _, _, rec in chunk.records:
-            if rec.get("type") == "message" and rec.get("id") in wanted:
+    for _, data in _blocks(fd, 0):
+        lines: list[bytes] = [] if plain else data.split(b"\n")
+        for key in keys.values() if plain else ():
+            at = data.find(key)
+            while at >= 0:
+                start = data.rfind(b"\n", 0, at) + 1
+                end = data.find(b"\n", at)  # a block holds complete lines only
+                lines.append(data[start:end])
+                at = data.find(key, end)
+        for raw in lines:
+            rec = _loads(raw)
+            if rec is not None and _is_message(rec) and rec["id"] in keys:
                 found.add(rec["id"])
+        if len(found) == len(keys):
+            break
     return found
-
-
-def mailbox_path(team: TeamPaths, recipient: str) -> Path:
-    return team.mailbox(recipient)

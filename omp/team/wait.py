@@ -39,13 +39,16 @@ EXIT_EVENT = 0  # unread mail for the leader, or a task changed status
 EXIT_ALL_DONE = 10  # every task is completed, failed or interrupted
 EXIT_TIMEOUT = 11  # nothing happened within --timeout
 EXIT_SHUTDOWN = 12  # the team was shut down
+EXIT_GONE = 13  # the team's tmux server or every worker pane is gone: nothing more will happen
 EXIT_CODES = {
     "mail": EXIT_EVENT,
     "tasks": EXIT_EVENT,
     "all_done": EXIT_ALL_DONE,
     "timeout": EXIT_TIMEOUT,
     "shutdown": EXIT_SHUTDOWN,
+    "gone": EXIT_GONE,
 }
+GONE_EVERY = 2.0  # seconds between looks at tmux (one server query and one list-panes)
 DEFAULT_TIMEOUT = 600.0
 POLL_SECONDS = 0.2
 _RACY = 1.5  # seconds: an mtime this recent may hide a second change in the same tick
@@ -114,8 +117,13 @@ def wait(
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
+    unreachable: Callable[[TeamConfig], str | None] | None = None,
 ) -> dict[str, Any]:
-    """Wait as described in the module docstring; `timeout` None or 0 waits without limit."""
+    """Wait as described in the module docstring; `timeout` None or 0 waits without limit.
+
+    `unreachable` (default `omp.team.panes.why_unreachable`) says why the team's panes can no
+    longer be reached; asked every `GONE_EVERY` seconds, it ends the wait with event `gone`."""
+    gone = unreachable or _why_unreachable
     if timeout is not None and (timeout < 0 or timeout != timeout):
         raise OmpError("invalid_input", f"--timeout must be >= 0 seconds, got {timeout}")
     if poll <= 0:
@@ -129,6 +137,7 @@ def wait(
     else:
         before = {tid: t.get("status") for tid, t in _tasks(cfg).items()}
     last: Key | None = None
+    looked_gone: float | None = None
     while True:
         key, newest = _key(watched)
         if key != last or wall() - newest < _RACY:
@@ -136,12 +145,28 @@ def wait(
             result = _look(cfg, box, before)
             if result is not None:
                 return _finish(cfg, result, clock() - start)
+        if looked_gone is None or clock() - looked_gone >= GONE_EVERY:
+            looked_gone = clock()
+            why = gone(cfg)
+            if why is not None:
+                out = _look(cfg, box, before) or {
+                    "event": "gone",
+                    **_empty(),
+                    "cursor": encode_cursor(before),
+                }
+                return _finish(cfg, {**out, "event": "gone", "why": why}, clock() - start)
         waited = clock() - start
         if timeout and waited >= timeout:
             # Nothing moved since `before` at the last look: it is still what was reported.
             result = {"event": "timeout", **_empty(), "cursor": encode_cursor(before)}
             return _finish(cfg, result, waited)
         sleep(poll if not timeout else min(poll, max(0.0, timeout - waited)))
+
+
+def _why_unreachable(cfg: TeamConfig) -> str | None:
+    from omp.team.panes import why_unreachable  # tmux, only for a team that has panes
+
+    return why_unreachable(cfg)
 
 
 def _empty() -> dict[str, Any]:
@@ -159,7 +184,8 @@ def _with_read_command(cfg: TeamConfig, result: dict[str, Any]) -> dict[str, Any
 
 def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, Any] | None:
     """The event to report now, or None to keep waiting."""
-    now_tasks = _tasks(cfg)
+    found = tasks.read_all(cfg.paths)
+    now_tasks = {str(t["id"]): t for t in found}
     moved = [
         {
             "id": tid,
@@ -183,7 +209,9 @@ def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, An
     counts = Counter(str(t.get("status")) for t in now_tasks.values())
     out["tasks"] = dict(sorted(counts.items()))
     out["cursor"] = encode_cursor({tid: t.get("status") for tid, t in now_tasks.items()})
-    if _all_done(now_tasks):
+    if found.broken:  # shown, and never "all done" while a task file cannot be read
+        out["brokenTasks"] = found.broken
+    if _all_done(now_tasks) and not found.broken:
         return {"event": "all_done", **out}
     if os.path.lexists(cfg.paths.shutdown):
         return {"event": "shutdown", **out}
@@ -197,6 +225,8 @@ def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, An
 def _finish(cfg: TeamConfig, result: dict[str, Any], waited: float) -> dict[str, Any]:
     event = result["event"]
     cursor = result["cursor"]
+    if "brokenTasks" not in result and (broken := tasks.read_all(cfg.paths).broken):
+        result = {**result, "brokenTasks": broken}
     result = _with_read_command(cfg, result)
     return {
         "ok": True,
@@ -210,24 +240,33 @@ def _finish(cfg: TeamConfig, result: dict[str, Any], waited: float) -> dict[str,
 
 
 def wait_text(r: dict[str, Any]) -> str:
+    from omp.textsafe import inline
+
     lines: list[str] = []
     team, event = r["team"], r["event"]
     msgs = r["messages"]
     if msgs["count"]:
-        who = ", ".join(f"{s['from']} ({s['count']})" for s in msgs["senders"])
+        who = ", ".join(f"{inline(s['from'])} ({s['count']})" for s in msgs["senders"])
         lines.append(f"{msgs['count']} unread message(s) for the leader from {who}")
         lines.append(f"  read them: {msgs['readCommand']}")
     for m in r["moved"]:
-        owner = f" ({m['owner']})" if m.get("owner") else ""
-        res = f": {m['result']}" if m.get("result") else ""
-        lines.append(f"task {m['id']}: {m['from'] or 'new'} -> {m['to']}{owner}{res}")
+        owner = f" ({inline(str(m['owner']))})" if m.get("owner") else ""
+        res = f": {inline(str(m['result']))}" if m.get("result") else ""
+        lines.append(
+            f"task {inline(str(m['id']))}: {inline(str(m['from'] or 'new'))} -> "
+            f"{inline(str(m['to']))}{owner}{res}"
+        )
+    for b in r.get("brokenTasks") or []:
+        lines.append(f"task {inline(str(b['id']))}: unreadable: {inline(b['message'])}")
     if event == "all_done":
         total = sum(r.get("tasks", {}).values())
         lines.append(f"all {total} task(s) done; results: {hint(f'team collect {team}')}")
     elif event == "shutdown":
         lines.append(f"team {team} was shut down")
+    elif event == "gone":
+        lines.append(f"team {team} is not running: {inline(str(r.get('why')))}")
     elif event == "timeout":
         lines.append(f"nothing new after {r['waitedSeconds']:g}s")
-    if r.get("next") and event not in ("all_done", "shutdown"):
+    if r.get("next") and event not in ("all_done", "shutdown", "gone"):
         lines.append(f"  wait again: {r['next']}")
     return "\n".join(lines)

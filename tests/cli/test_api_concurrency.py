@@ -6,6 +6,7 @@ import json
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ulid import ULID
@@ -25,6 +26,8 @@ from tests.helpers import (
     run_processes,
 )
 
+pytestmark = pytest.mark.slow  # many processes at once
+
 PROCS = 8
 PER_PROC = 500
 
@@ -34,7 +37,7 @@ def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     isolate(monkeypatch, tmp_path)
 
 
-def parse_strict(path: Path) -> list[dict]:
+def parse_strict(path: Path) -> list[dict[str, Any]]:
     """Every line of the file; fails on a torn line, a blank line or a missing final newline."""
     data = path.read_bytes()
     assert data.endswith(b"\n")

@@ -53,6 +53,9 @@ class FakeTmux:
     def capture(self, pane_id: str, lines: int = 40) -> list[str]:
         return ["❯ "]  # the demo profile's idle prompt: every pane is always ready
 
+    def capture_many(self, pane_ids: Sequence[str], lines: int = 40) -> dict[str, list[str]]:
+        return {p: self.capture(p, lines) for p in pane_ids}
+
     def deliver(self, pane_id: str, text: str, profile: Any, **_: Any) -> bool:
         kind = "idle" if text == IDLE_PROMPT else "unread"
         line = json.dumps({"pid": os.getpid(), "pane": pane_id, "kind": kind}) + "\n"

@@ -1,4 +1,4 @@
-"""Shared pieces of the fault-injection suite: child-process bodies, polling, file checks.
+"""Shared pieces of the fault-injection suite: child-process bodies and file checks.
 
 Children are forked (`multiprocessing` "fork"), so they start in milliseconds and inherit the
 test's environment; every function a child runs is module-level. A child that must die at an
@@ -18,24 +18,9 @@ import time
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-T = TypeVar("T")
 CTX = multiprocessing.get_context("fork")
-
-
-def poll(probe: Callable[[], T], timeout: float = 20.0, what: str = "condition") -> T:
-    """`probe()` once it is truthy; fails after `timeout` seconds. Short backing-off sleeps."""
-    end = time.monotonic() + timeout
-    delay = 0.005
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.1)
 
 
 def die() -> None:

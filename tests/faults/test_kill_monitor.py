@@ -32,8 +32,8 @@ from omp.team import monitor_ctl as ctl
 from omp.team.mailbox import Mailbox, new_message
 from omp.team.monitor_policy import IDLE_MAX, UNREAD_MAX, Tracker
 from tests.faults.monitor_child import FAKE_SERVER
-from tests.faults.support import complete_lines, poll
-from tests.helpers import isolate, make_project, make_team
+from tests.faults.support import complete_lines
+from tests.helpers import isolate, make_project, make_team, poll
 
 CHILD = Path(__file__).with_name("monitor_child.py")
 PANES = {"worker-1": "%1", "worker-2": "%2"}

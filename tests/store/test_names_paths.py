@@ -74,6 +74,7 @@ def test_name_message_is_bounded_for_huge_input() -> None:
     assert len(exc.value.message) < 300
 
 
+@pytest.mark.slow  # a property test
 @given(st.text(max_size=80))
 def test_a_valid_name_is_always_exactly_one_path_component(text: str) -> None:
     if names.is_valid_name(text):

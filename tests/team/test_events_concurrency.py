@@ -20,6 +20,8 @@ from omp.team import api as team_api
 from omp.team import conversations, presence
 from tests.helpers import isolate, make_project, make_team, records
 
+pytestmark = pytest.mark.slow  # racing processes
+
 SENDERS = ["leader", "worker-2", "worker-3", "worker-4", "worker-5", "worker-6"]
 
 
@@ -32,7 +34,7 @@ def _sender(root: str, sender: str, barrier: Any, results: Any) -> None:
         time.sleep(0.05)  # widen the window between deciding and recording
         return states
 
-    presence.member_states = slow_look  # type: ignore[assignment]
+    presence.member_states = slow_look
     inp = {"team_name": "t", "from": sender, "to": "worker-1", "body": f"job from {sender}"}
     barrier.wait(timeout=30)
     try:

@@ -251,7 +251,9 @@ def test_a_worker_killed_mid_task_is_interrupted_without_replay(team: Team) -> N
     tasks = {t["id"]: t for t in team.ok("leader", "list-tasks")["tasks"]}
     assert tasks["1"]["status"] == "interrupted" and tasks["2"]["status"] == "pending"
     fails = [m for m in team.read("leader") if m["event"] == "task_fail"]
-    assert sorted(m.get("task_id") or m.get("claimed_task_id") for m in fails) == sorted(["1", tid])
+    assert sorted(str(m.get("task_id") or m.get("claimed_task_id")) for m in fails) == sorted(
+        ["1", tid]
+    )
     assert all("interrupted" in m["body"] and "not be replayed" in m["body"] for m in fails)
     # nothing is replayed: no new mail for anyone else, the same work is not handed out again
     assert team.paths.mailbox("worker-1").read_bytes() == worker_box

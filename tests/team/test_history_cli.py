@@ -15,8 +15,15 @@ import pytest
 from omp.store.paths import StatePaths
 from omp.team import config as team_config
 from omp.team import presence
-from tests.faults.support import poll
-from tests.helpers import child_env, isolate, make_project, make_team, run_omp, snapshot_tree
+from tests.helpers import (
+    child_env,
+    isolate,
+    make_project,
+    make_team,
+    poll,
+    run_omp,
+    snapshot_tree,
+)
 
 
 @pytest.fixture

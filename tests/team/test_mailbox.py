@@ -383,3 +383,152 @@ def test_a_symlinked_index_is_never_followed(box: Mailbox, tmp_path: Path) -> No
     assert snapshot_tree(outside) == before
     assert os.path.islink(box.index_path)
     assert bodies(box.undelivered()[0]) == ["one"]
+
+
+# ---- history without an index: only what can matter is parsed ---------------------------------
+
+
+def _oracle(path: Path) -> tuple[list[str], int, int]:
+    """(undelivered ids in file order, messages, bad lines): every line through the JSON parser."""
+    und: dict[str, None] = {}
+    messages = bad = 0
+    for raw in path.read_bytes().split(b"\n")[:-1]:
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+        except ValueError:
+            rec = None
+        if not isinstance(rec, dict):
+            bad += 1
+        elif rec.get("type") == "message" and isinstance(rec.get("id"), str):
+            messages += 1
+            und[rec["id"]] = None
+        elif rec.get("type") == "delivery-receipt" and isinstance(rec.get("messageId"), str):
+            und.pop(rec["messageId"], None)
+    return list(und), messages, bad
+
+
+def _mixed_history(box: Mailbox) -> list[str]:
+    """Lines of every shape: the usual compact ones (read from their bytes) and everything else
+    (parsed): spaced JSON, odd ids, other types, damage. Returns the ids that stay unread."""
+    box.team.project.ensure(box.team.mailbox_dir)
+    spaced = [
+        (json.dumps(ts_message("spaced-1", "leader", "worker-2", "spaced")) + "\n").encode(),
+        (json.dumps(receipt("c-0")) + "\n").encode(),  # a spaced receipt for a compact message
+    ]
+    items: list[dict[str, Any] | bytes] = []
+    for i in range(40):
+        items.append(ts_message(f"c-{i}", "worker-1", "worker-2", f"compact {i} }} {{ \\n"))
+        if i % 3:
+            items.append(receipt(f"c-{i}"))
+    items += [
+        *spaced,
+        receipt("spaced-1"),  # a compact receipt for a parsed message
+        ts_message("odd id é", "worker-3", "worker-2", "parsed: its id is not plain"),
+        ts_message("0f8e-uuid-like", "worker-3", "worker-2", "unread, TS-style id"),
+        b"\n",
+        b"   \n",
+        b"{garbage\n",
+        b"[1, 2]\n",
+        b'{"type":"note","id":"n-1"}\n',
+        b'{"type":"message","id":"torn-1","from":"x","body":"cut after a brace }\n',
+        b'{"type":"message","id":"dup-type","body":"x","type":"other"}\n',
+        b'{"type":"message","id":"crlf-1","body":"windows"}\r\n',
+        b'{"type":"delivery-receipt","messageId":"c-3","deliveredAt":"2026-01-01T00:00:09Z"}  \n',
+        receipt("never-sent"),
+        ts_message("c-last", "leader", "worker-2", "the newest"),
+    ]
+    write_raw(box.path, *items)
+    return _oracle(box.path)[0]
+
+
+@pytest.mark.parametrize("block", [64, 333, 1 << 20])
+def test_reading_history_from_bytes_agrees_with_parsing_every_line(
+    box: Mailbox, root: Path, monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    from omp.team import mailbox
+
+    monkeypatch.setattr(mailbox, "SCAN_BLOCK", block)  # blocks that cut through lines
+    unread = _mixed_history(box)
+    want, messages, bad = _oracle(box.path)
+    assert not {"torn-1", "dup-type", "c-3", "c-0", "spaced-1"} & set(unread)
+    assert {"c-30", "c-last", "odd id é", "0f8e-uuid-like", "crlf-1"} <= set(unread)
+    before = snapshot_tree(root / ".omp")
+    msgs, got_bad = box.undelivered()
+    assert [m["id"] for m in msgs] == want and got_bad == bad
+    assert box.unread_count() == len(want)
+    shown, omitted, _ = box.listing(undelivered_only=False, limit=5)
+    assert len(shown) + omitted == messages
+    assert snapshot_tree(root / ".omp") == before  # and all of it read-only
+    # an omp writer folds the same history into its index: the same answers afterwards
+    send(box, "after")
+    assert box.index_path.exists()
+    msgs, got_bad = box.undelivered()
+    assert [m["id"] for m in msgs] == [*want, msgs[-1]["id"]] and got_bad == bad
+    assert box.listing(undelivered_only=False, limit=0)[1] == messages + 1
+
+
+def test_marking_in_history_without_an_index_finds_only_real_message_ids(
+    box: Mailbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from omp.team import mailbox
+
+    monkeypatch.setattr(mailbox, "SCAN_BLOCK", 200)
+    _mixed_history(box)
+    assert not box.index_path.exists()
+    size = box.path.stat().st_size
+    # delivered long ago: found by a byte search for the id, then that line parsed
+    assert box.mark(["c-1", "c-0", "spaced-1"]) == dict.fromkeys(["c-1", "c-0", "spaced-1"])
+    assert box.path.stat().st_size == size
+    os.unlink(box.index_path)
+    first = box.mark(["odd id é"])["odd id é"]  # unread: marked now
+    assert first is not None and ISO_MS.match(first)
+    os.unlink(box.index_path)
+    assert box.mark(["odd id é"]) == {"odd id é": None}  # not plain ASCII: every line parsed
+    size = box.path.stat().st_size
+    for absent in ("never-sent", "n-1", "torn-1", "c-4x"):  # a receipt, a note, damage, nothing
+        with pytest.raises(OmpError) as err:
+            box.mark([absent])
+        assert err.value.code == "message_not_found"
+    assert box.path.stat().st_size == size  # a refused mark writes nothing
+
+
+def test_mailbox_read_keeps_the_index_it_rebuilt_and_read_only_calls_do_not(
+    box: Mailbox, root: Path
+) -> None:
+    from omp.team import mailbox
+
+    items: list[dict[str, Any] | bytes] = []
+    for i in range(600):  # ~100 KiB of history: more than a read parses without keeping it
+        items += [
+            ts_message(f"m-{i}", "worker-1", "worker-2", f"{i} " + "x" * 120),
+            receipt(f"m-{i}"),
+        ]
+    items.append(ts_message("m-new", "worker-1", "worker-2", "unread"))
+    box.team.project.ensure(box.team.mailbox_dir)
+    write_raw(box.path, *items)
+    assert box.path.stat().st_size > mailbox.KEEP_AFTER
+    before = snapshot_tree(root / ".omp")
+    box.undelivered()
+    box.unread_count()
+    box.listing(undelivered_only=True, limit=10)
+    assert snapshot_tree(root / ".omp") == before
+    msgs, _ = box.undelivered(keep=True)
+    assert [m["id"] for m in msgs] == ["m-new"]
+    assert box.path.read_bytes() == before[str(box.path.relative_to(root / ".omp"))][1]
+    kept = json.loads(box.index_path.read_text())
+    assert kept["offset"] == box.path.stat().st_size and kept["messages"] == 601
+    assert [u[0] for u in kept["undelivered"]] == ["m-new"]
+    # a second reader starts from it: nothing left to parse, so nothing written again
+    stamp = box.index_path.stat().st_mtime_ns
+    assert [m["id"] for m in box.undelivered(keep=True)[0]] == ["m-new"]
+    assert box.index_path.stat().st_mtime_ns == stamp
+
+
+def test_a_keeping_read_never_waits_for_a_writer(box: Mailbox) -> None:
+    box.team.project.ensure(box.team.mailbox_dir)
+    write_raw(box.path, *[ts_message(f"m-{i}", "a", "b", "y" * 200) for i in range(400)])
+    with jsonl.locked(box.path):  # a writer holds the mailbox's lock
+        assert len(box.undelivered(keep=True)[0]) == 400
+        assert not box.index_path.exists()  # the writer saves its own; the reader moved on

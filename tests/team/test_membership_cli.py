@@ -156,7 +156,7 @@ def _remove_dying_before_the_config(root: str, worker: str) -> None:
     from tests.faults.support import die
 
     os.chdir(root)
-    cfg_mod.write = lambda *a, **k: die()  # type: ignore[assignment]
+    cfg_mod.write = lambda *a, **k: die()
     main(["team", "remove-worker", "t", worker])
 
 

@@ -22,7 +22,7 @@ from omp.team.monitor import run_monitor
 from omp.team.monitor_policy import Intervals
 from omp.team.status import status
 from omp.tmux import Tmux
-from tests.helpers import child_env, isolate, make_project, make_team, snapshot_tree
+from tests.helpers import child_env, isolate, make_project, make_team, poll, snapshot_tree
 from tests.team.test_monitor_policy import FakeClock, FakePane, FakeTmux, live_config
 from tests.team.test_monitor_tmux import (
     IDLE,
@@ -30,7 +30,6 @@ from tests.team.test_monitor_tmux import (
     make_live_team,
     monitor_pids,
     owner,
-    poll,
     running_owner,
     status_of,
 )
@@ -132,6 +131,7 @@ def test_ensure_accepts_state_paths_too(root: Path) -> None:
     assert ctl.ensure_monitor(StatePaths(root), spawn=spawn)["started"] is True
 
 
+@pytest.mark.slow
 def test_ten_concurrent_starts_spawn_once(root: Path) -> None:
     """Ten processes race `ensure_monitor` (fake spawner writing a marker): one spawn."""
     marks = root / "spawned"
@@ -298,6 +298,7 @@ def live_root(
 
 
 @pytest.mark.tmux
+@pytest.mark.slow
 def test_ten_concurrent_starts_leave_exactly_one_monitor(live_root: Path) -> None:
     root = live_root
     go = time.time() + 1.0
@@ -322,6 +323,7 @@ def test_ten_concurrent_starts_leave_exactly_one_monitor(live_root: Path) -> Non
 
 
 @pytest.mark.tmux
+@pytest.mark.slow
 def test_a_monitor_killed_with_sigkill_is_replaced_by_the_next_start(live_root: Path) -> None:
     root = live_root
     first = ctl.ensure_monitor(root)
@@ -337,6 +339,7 @@ def test_a_monitor_killed_with_sigkill_is_replaced_by_the_next_start(live_root: 
 
 
 @pytest.mark.tmux
+@pytest.mark.slow
 def test_the_monitor_exits_when_its_last_team_goes(live_root: Path) -> None:
     root = live_root
     ctl.ensure_monitor(root)

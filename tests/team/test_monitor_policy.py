@@ -6,22 +6,23 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from omp import clock as omp_clock
 from omp import modes
 from omp.errors import OmpError
 from omp.invocation import omp_command
 from omp.store import fs
 from omp.store.paths import StatePaths
 from omp.team import config as team_config
+from omp.team import delivery, tasks
 from omp.team import monitor_ctl as ctl
 from omp.team import monitor_policy as policy
-from omp.team import tasks
 from omp.team.mailbox import Mailbox, new_message
 from omp.team.monitor import Monitor, run_monitor
 from omp.team.monitor_policy import IDLE_PROMPT, Intervals, Observation, Tracker, Unread
@@ -69,14 +70,14 @@ class FakeTmux:
             raise OmpError("tmux_error", "display-message: no answer from tmux within 5s")
         return self.server
 
-    def pane_states(self, pane_ids: list[str]) -> dict[str, FakePane | None]:
+    def pane_states(self, pane_ids: Sequence[str]) -> dict[str, FakePane | None]:
         return {p: self.panes.get(p) for p in pane_ids}
 
     def capture(self, pane_id: str, lines: int = 40) -> list[str]:
         self.captures.append(pane_id)
         return list(self.screens.get(pane_id, []))
 
-    def capture_many(self, pane_ids: list[str], lines: int = 40) -> dict[str, list[str]]:
+    def capture_many(self, pane_ids: Sequence[str], lines: int = 40) -> dict[str, list[str]]:
         return {p: self.capture(p, lines) for p in pane_ids if p in self.panes}
 
     def deliver(self, pane_id: str, text: str, profile: Any, **_: Any) -> bool:
@@ -123,8 +124,20 @@ class World:
                 return
             self.clock.sleep(step)
 
-    def mail(self, worker: str, body: str = "hi", sender: str = "worker-2") -> None:
-        Mailbox(self.paths.team("t"), worker).append_messages([new_message(sender, worker, body)])
+    def mail(
+        self, worker: str, body: str = "hi", sender: str = "worker-2", *, nudged: bool = True
+    ) -> None:
+        """A message stored as `send-message` stores it; `nudged`: its send found the pane idle
+        and typed the nudge (recorded for the monitor), else it deferred to the monitor."""
+        team = self.paths.team("t")
+        msg = new_message(sender, worker, body)
+        Mailbox(team, worker).append_messages([msg])
+        if nudged:
+            unread, _ = Mailbox(team, worker).undelivered()
+            at = omp_clock.parse_iso(msg["timestamp"])
+            assert at is not None
+            cfg = team_config.load(team)
+            delivery.write_record(cfg, worker, tuple(m["id"] for m in unread), at)
 
     def loop(self, on: bool = True) -> None:
         if on:
@@ -520,11 +533,11 @@ def test_a_corrupt_team_does_not_hide_a_healthy_one(world: World) -> None:
 def test_an_adapter_that_captures_many_panes_at_once_is_used(world: World) -> None:
     batches: list[list[str]] = []
 
-    def capture_many(pane_ids: list[str], lines: int = 40) -> dict[str, list[str]]:
+    def capture_many(pane_ids: Sequence[str], lines: int = 40) -> dict[str, list[str]]:
         batches.append(list(pane_ids))
         return {p: list(world.fake.screens.get(p, [])) for p in pane_ids}
 
-    world.fake.capture_many = capture_many  # type: ignore[attr-defined]
+    world.fake.capture_many = capture_many  # type: ignore[method-assign]
     world.loop()
     mon = world.monitor()
     world.scan_for(mon, 30)
@@ -576,13 +589,13 @@ def test_the_monitor_stops_after_the_last_team_shuts_down(world: World) -> None:
     scans = {"n": 0}
     real = world.fake.pane_states
 
-    def states(ids: list[str]) -> dict[str, FakePane | None]:
+    def states(ids: Sequence[str]) -> dict[str, FakePane | None]:
         scans["n"] += 1
         if scans["n"] == 3:
             world.paths.team("t").shutdown.write_text("{}")
         return real(ids)
 
-    world.fake.pane_states = states  # type: ignore[method-assign]
+    world.fake.pane_states = states  # type: ignore[method-assign,assignment]
     result = run(world, max_scans=50)
     assert result["reason"] == "no-live-teams" and result["scans"] == 5
 
@@ -680,22 +693,31 @@ def test_intervals_from_the_environment() -> None:
 
 
 def obs(
-    screen: str | None = "ready", unread: Unread | None = None, gate: bool = True
+    screen: str | None = "ready",
+    unread: Unread | None = None,
+    gate: bool = True,
+    *,
+    deferred: bool = False,
 ) -> Observation:
-    return Observation("t", "worker-1", unread or Unread(), screen, gate)
+    """By default the newest message's own send typed its nudge when it was written."""
+    u = unread or Unread()
+    covered = None if deferred else u.newest_at
+    return Observation("t", "worker-1", u, screen, gate, OMP, covered)
 
 
 def test_policy_batches() -> None:
     tr = Tracker()
     u1 = Unread(2, ("a", "b"), newest_at=100.0)
-    tr = policy.with_batch(tr, u1, 130.0)
+    # Never nudged (its send found the agent busy): due at once.
+    assert policy.with_batch(tr, u1, 130.0).batch_since == 0.0
+    tr = policy.with_batch(tr, u1, 130.0, covered=100.0)
     assert tr.batch == ("a", "b") and tr.batch_since == 100.0
     tr = dataclasses_replace(tr, batch_count=3)
     # one delivered: same batch, still spent
     tr2 = policy.with_batch(tr, Unread(1, ("b",), 100.0), 200.0)
     assert tr2.batch == ("b",) and tr2.batch_count == 3
     # a new one: a new batch
-    tr3 = policy.with_batch(tr2, Unread(2, ("b", "c"), 190.0), 200.0)
+    tr3 = policy.with_batch(tr2, Unread(2, ("b", "c"), 190.0), 200.0, covered=190.0)
     assert tr3.batch_count == 0 and tr3.batch_since == 190.0
     # everything delivered: no batch
     assert policy.with_batch(tr3, Unread(), 210.0).batch == ()
@@ -731,6 +753,20 @@ def test_policy_wants_the_screen_only_when_something_could_be_sent() -> None:
     assert policy.wants_screen(spent, obs(None, u, gate=True), 60.0, IV)
 
 
+def test_policy_a_deferred_nudge_goes_as_soon_as_the_pane_is_idle() -> None:
+    """The send found the agent busy and left the nudge to us: no 60 s wait, but never into a
+    busy screen; once typed, the next waits the re-nudge interval."""
+    u = Unread(2, ("a", "b"), newest_at=100.0)
+    tr, send = policy.decide(Tracker(), obs("busy", u, gate=False, deferred=True), 101.0, IV)
+    assert send is None
+    tr, send = policy.decide(tr, obs("ready", u, gate=False, deferred=True), 102.0, IV)
+    assert send is not None and send.kind == "unread"
+    assert send.text == nudge_text("t", "worker-1", 2, OMP)
+    tr = policy.record_outcome(tr, send.attempt_id, "sent", 102.0)
+    _, again = policy.decide(tr, obs("ready", u, gate=False, deferred=True), 150.0, IV)
+    assert again is None
+
+
 def test_policy_unread_line_names_the_count() -> None:
     u = Unread(4, ("a", "b", "c", "d"), newest_at=0.0)
     _, send = policy.decide(Tracker(), obs("ready", u, gate=False), 61.0, IV)
@@ -763,18 +799,18 @@ def test_a_scan_turns_a_dead_workers_claimed_task_into_interrupted(world: World)
     tasks.claim(team, "2", "worker-2")
     mon = world.monitor()
     mon.scan()
-    assert tasks.read(team, "2")["status"] == "in_progress"  # alive: nothing to rescue
+    assert (tasks.read(team, "2") or {}).get("status") == "in_progress"  # alive: nothing to rescue
     del world.fake.panes[world.workers["worker-2"]]  # the worker's pane is gone
     mon.scan()
     task = tasks.read(team, "2")
-    assert task["status"] == "interrupted"
+    assert task is not None and task["status"] == "interrupted"
     # the leader hears why, and nothing is replayed: the task is not pending again
     fails = [
         m for m in mailbox.Mailbox(team, "leader").undelivered()[0] if m.get("event") == "task_fail"
     ]
     assert len(fails) == 1 and "worker-2" in fails[0]["body"]
     mon.scan()
-    assert tasks.read(team, "2")["status"] == "interrupted"
+    assert (tasks.read(team, "2") or {}).get("status") == "interrupted"
     assert len([m for m in mailbox.Mailbox(team, "leader").undelivered()[0]
                 if m.get("event") == "task_fail"]) == 1  # fmt: skip
 
@@ -787,9 +823,9 @@ def test_a_vanished_server_is_swept_only_after_two_scans(world: World) -> None:
     mon = world.monitor()
     world.fake.server = None  # type: ignore[assignment]
     mon.scan()
-    assert tasks.read(team, "1")["status"] == "in_progress"  # one miss is not proof
+    assert (tasks.read(team, "1") or {}).get("status") == "in_progress"  # one miss is not proof
     mon.scan()
-    assert tasks.read(team, "1")["status"] == "interrupted"
+    assert (tasks.read(team, "1") or {}).get("status") == "interrupted"
 
 
 def test_a_scan_records_presence_in_heartbeats(world: World) -> None:
@@ -803,3 +839,82 @@ def test_a_scan_records_presence_in_heartbeats(world: World) -> None:
     mon.scan()
     hb = presence.read(world.paths.team("t"), "worker-3")
     assert hb is not None and hb.state == "offline"
+
+
+# ---- nudges that never disturb a busy agent (workers and leader alike) -----------------------
+
+# Copilot CLI 1.0.102 at rest (tests/fixtures/screens/copilot-21-...): the idle prompt box.
+COPILOT_IDLE = [" ~/proj", "─" * 40, "❯", "─" * 40, " Interactive · Manual Approval · ? help"]
+
+
+def _nudge_leader(world: World, agent: str | None) -> None:
+    tp = world.paths.team("t")
+    raw = team_config.load(tp).raw
+    raw["nudgeLeader"] = True
+    if agent:
+        raw["leaderAgent"] = agent
+    team_config.write(tp, raw)
+
+
+def test_a_deferred_nudge_waits_for_an_idle_screen_then_goes_once(world: World) -> None:
+    world.fake.screens["%1"] = BUSY
+    world.mail("worker-1", "first", nudged=False)  # its send found worker-1 busy
+    mon = world.monitor()
+    world.scan_for(mon, 20)
+    assert world.fake.to("%1") == []  # never typed into a busy agent
+    world.fake.screens["%1"] = READY
+    world.clock.sleep(5)
+    mon.scan()
+    line = nudge_text("t", "worker-1", 1, OMP)
+    assert world.fake.to("%1") == [line]
+    # One outstanding nudge: the record tells a later send not to type another.
+    rec = delivery.read_record(team_config.load(world.paths.team("t")), "worker-1")
+    assert rec is not None and len(rec.ids) == 1
+    world.scan_for(mon, 55)
+    assert world.fake.to("%1") == [line]
+
+
+def test_mail_read_before_the_pane_went_idle_gets_no_nudge(world: World) -> None:
+    world.fake.screens["%1"] = BUSY
+    world.mail("worker-1", "first", nudged=False)
+    mon = world.monitor()
+    world.scan_for(mon, 10)
+    team = world.paths.team("t")
+    msgs, _ = Mailbox(team, "worker-1").undelivered()
+    Mailbox(team, "worker-1").mark([m["id"] for m in msgs])
+    world.fake.screens["%1"] = READY
+    world.scan_for(mon, 120)
+    assert world.fake.to("%1") == []
+
+
+def test_the_leader_gets_its_mail_nudged_by_its_own_agents_screen(world: World) -> None:
+    """With --nudge-leader the leader's pane is watched for its mail (never idle prompts),
+    judged by the leader's agent profile, not the workers'."""
+    _nudge_leader(world, "copilot")
+    world.loop()  # a loop is active: still no idle prompt for the leader
+    world.fake.screens["%0"] = READY  # a demo screen is not an idle Copilot screen
+    world.mail("leader", "report", sender="worker-1", nudged=False)
+    mon = world.monitor()
+    world.scan_for(mon, 20)
+    assert world.fake.to("%0") == []
+    world.fake.screens["%0"] = COPILOT_IDLE
+    world.clock.sleep(5)
+    mon.scan()
+    assert world.fake.to("%0") == [nudge_text("t", "leader", 1, OMP)]
+    world.scan_for(mon, 30 * 60)
+    assert IDLE_PROMPT not in world.fake.to("%0")
+
+
+def test_without_nudge_leader_the_leader_pane_is_left_alone(world: World) -> None:
+    world.mail("leader", "report", sender="worker-1", nudged=False)
+    world.scan_for(world.monitor(), 10 * 60)
+    assert world.fake.to("%0") == []
+
+
+def test_mail_sent_while_the_monitor_was_dead_is_nudged_when_it_is_back(world: World) -> None:
+    world.scan_for(world.monitor(), 30)  # a monitor ran, then died (no memory kept)
+    world.mail("worker-1", "sent while nobody watched")
+    world.clock.sleep(600)  # dead for ten minutes
+    assert world.fake.to("%1") == []
+    world.monitor().scan()  # the restarted monitor's first scan
+    assert world.fake.to("%1") == [nudge_text("t", "worker-1", 1, OMP)]

@@ -15,18 +15,16 @@ import secrets
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from omp.tmux import Tmux
-from tests.helpers import child_env
+from tests.helpers import child_env, poll
 
-pytestmark = pytest.mark.tmux
-T = TypeVar("T")
+pytestmark = [pytest.mark.tmux, pytest.mark.slow]  # real shells in real panes, a venv built
 
 VENV_OMP = Path(sys.executable).parent / "omp"
 BARE_PATH = "/usr/bin:/bin"  # no venv, no omp
@@ -38,17 +36,6 @@ SHELLS = {
     # A login shell whose profile throws away the PATH the pane was given.
     "login-bash": (["bash", "--login", "-i"], f"export PATH={BARE_PATH}\nPS1='$ '\n"),
 }
-
-
-def poll(probe: Callable[[], T], timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"not met within {timeout}s; last value {value!r}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(params=sorted(SHELLS))
@@ -98,7 +85,7 @@ def run_in_pane(tmux: Tmux, pane: str, line: str, out: Path) -> Any:
     """Type `line` into the pane's shell, unchanged, with its output sent to a file."""
     tmux.send_literal(pane, f"{line} > {out} 2>&1; echo done-{out.name}")
     tmux.send_key(pane, "Enter")
-    poll(lambda: any(f"done-{out.name}" == ln.strip() for ln in tmux.capture(pane, lines=60)))
+    poll(lambda: any(f"done-{out.name}" == ln.strip() for ln in tmux.capture(pane, lines=60)), 30)
     text = out.read_text()
     try:
         return json.loads(text)
@@ -123,7 +110,7 @@ def test_every_printed_command_runs_from_the_worker_and_leader_panes(
     probe = tmp / "which.txt"
     tmux.send_literal(pane, f"command -v omp > {probe}; echo done-which")
     tmux.send_key(pane, "Enter")
-    poll(lambda: any(ln.strip() == "done-which" for ln in tmux.capture(pane, lines=60)))
+    poll(lambda: any(ln.strip() == "done-which" for ln in tmux.capture(pane, lines=60)), 30)
     bare = probe.read_text().strip()
     assert bare == ("" if team["shell"] == "login-bash" else str(VENV_OMP))
 

@@ -188,7 +188,7 @@ def test_omp_serializes_every_ts_line_byte_for_byte(recipient: str) -> None:
 def test_ts_timestamps_match_omps_format() -> None:
     for name in RECIPIENTS:
         for rec in fixture_lines(name):
-            assert ISO_MS.match(rec.get("timestamp") or rec.get("deliveredAt"))
+            assert ISO_MS.match(str(rec.get("timestamp") or rec.get("deliveredAt")))
 
 
 def test_sending_into_a_ts_mailbox_appends_after_its_lines(

@@ -266,17 +266,6 @@ def test_a_cursor_from_a_timeout_still_catches_the_move_after_it(root: Path) -> 
     assert "task 3: new -> pending" in wait_text(r)
 
 
-def test_an_unknown_status_survives_the_cursor(root: Path) -> None:
-    tp = StatePaths(root).team("t")
-    task = tasks.read(tp, "1")
-    assert task is not None
-    task["status"] = "blocked"  # another tool's status
-    tp.task("1").write_text(json.dumps(task))
-    c = wait(cfg(root), timeout=0.2)["cursor"]
-    assert c == "1=blocked,2=p"
-    assert wait(cfg(root), since=c, timeout=0.2)["event"] == "timeout"
-
-
 @pytest.mark.parametrize("bad", ["", "1", "1=", "=p", "../x=p", "1=p,,2=p", "1=p;rm"])
 def test_a_bad_cursor_is_refused(root: Path, bad: str) -> None:
     from omp.errors import OmpError
