@@ -349,6 +349,46 @@ def forwarded_env(
     return out
 
 
+# A pane whose foreground program is one of these says nothing about which agent runs in it.
+_INTERPRETERS = re.compile(r"^(?:python[\d.]*|node|nodejs|bun|deno|sh|bash|zsh|fish|dash)$")
+
+
+def profile_for_command(profiles: Mapping[str, AgentProfile], command: str) -> AgentProfile | None:
+    """The profile whose program is `command` (a pane's foreground command, e.g. `copilot`)."""
+    name = os.path.basename(command.strip())
+    if not name or _INTERPRETERS.match(name):
+        return None
+    for p in profiles.values():
+        if os.path.basename(p.command[0] if p.command else p.program) == name:
+            return p
+    return None
+
+
+def profile_of_ancestors(
+    profiles: Mapping[str, AgentProfile], pid: int | None = None, depth: int = 12
+) -> AgentProfile | None:
+    """The agent this process runs under, found by walking up its parents (Linux `/proc`):
+    a leader agent runs `omp team launch` through its shell tool, so its CLI is an ancestor.
+    `node .../bin/copilot` counts as `copilot`. None when no ancestor is a known agent."""
+    cur = os.getpid() if pid is None else pid
+    for _ in range(depth):
+        try:
+            with open(f"/proc/{cur}/cmdline", "rb") as f:
+                argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
+            with open(f"/proc/{cur}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+        for word in argv[:2]:
+            found = profile_for_command(profiles, word)
+            if found is not None:
+                return found
+        if ppid <= 1:
+            return None
+        cur = ppid
+    return None
+
+
 def missing_program(profile: AgentProfile) -> str | None:
     """The profile's program if it cannot be found (PATH lookup, or an executable path)."""
     return None if shutil.which(profile.program) else profile.program

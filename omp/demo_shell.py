@@ -117,7 +117,7 @@ class ShellApi:
             return {
                 "ok": False,
                 "error": "no_command",
-                "message": f"{sub}: no omp command in anything I was given to read",
+                "message": "no omp command in anything I was given to read",
             }
         self.ran.append(line)
         return run_line(line)

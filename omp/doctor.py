@@ -277,6 +277,7 @@ def check_monitor(project: StatePaths, now: float | None = None) -> Check:
 
 def check_teams(project: StatePaths) -> list[Check]:
     from omp.team import config as team_config
+    from omp.team import tasks
     from omp.team.status import pane_views
 
     out: list[Check] = []
@@ -284,6 +285,10 @@ def check_teams(project: StatePaths) -> list[Check]:
         label = f"team {name}"
         try:
             cfg = team_config.load(project.team(name))
+            out += [
+                Check(label, "warn", f"{label}: {b['message']}", f"fix or move aside {b['file']}")
+                for b in tasks.read_all(cfg.paths).broken
+            ]
             if os.path.lexists(cfg.paths.shutdown):
                 continue  # shut down on purpose: its panes are meant to be gone
             if not any(cfg.pane_of(w) for w in cfg.worker_names):
@@ -314,6 +319,12 @@ def check_teams(project: StatePaths) -> list[Check]:
         else:
             out.append(Check(label, "ok", f"{label}: {len(states)} worker panes alive"))
     return out
+
+
+def check_hooks(root: Path, agent: str) -> list[Check]:
+    from omp.stophook.checks import doctor_checks
+
+    return [Check(**c) for c in doctor_checks(root, agent)]
 
 
 # ---- all of it ------------------------------------------------------------------------------
@@ -349,6 +360,7 @@ def diagnose(root: Path, *, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
     checks += _guard("state", lambda: [check_state(project)])
     checks += _guard("monitor", lambda: [check_monitor(project)])
     checks += _guard("teams", lambda: check_teams(project))
+    checks += _guard("hooks", lambda: check_hooks(root, agent))
     counts = {s: sum(1 for c in checks if c.status == s) for s in ("ok", "warn", "fail")}
     good = counts["fail"] == 0
     out: dict[str, Any] = {

@@ -67,5 +67,5 @@ def team_command(raw: Mapping[str, Any] | None) -> str:
 
 def hint(rest: str) -> str:
     """A command to suggest in a message, e.g. `hint("team collect t")`: the words that run this
-    omp, so a suggestion pasted into an agent's shell (venv not activated) still works."""
+    very omp, absolute, so a pasted suggestion works in any shell of the project."""
     return f"{omp_command()} {rest}"

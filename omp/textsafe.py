@@ -1,28 +1,83 @@
-"""Peer text printed to a terminal: escape sequences and control characters removed."""
+"""Text someone else wrote, made safe for a person's terminal: the one sanitiser of omp.
+
+Every human-form output goes through `visible` at the door (`omp.cli.output.write_text`, the error
+line, launch progress, `--watch` frames), so a worker's result, a peer's message body, a file name
+or a task description never controls the reader's terminal, whatever command printed it:
+
+- no C0 control but newline and tab, no DEL, no C1 control (U+0080-U+009F, which some terminals
+  read as CSI/OSC/DCS), no bidi override, embedding, isolate or mark (text that reads in another
+  order than it is stored);
+- what is taken out stays visible, escaped (`\\x1b`, `\\u202e`). Escaping the ESC byte itself
+  defuses every escape sequence (CSI, OSC, DCS, APC, PM, SOS, SS2/SS3): what follows it is plain
+  printable text.
+
+JSON output keeps the text exact: `omp.cli.output.dumps` writes the same characters as `\\u`
+escapes instead (`json_safe`), so a JSON answer shown on a terminal is safe too.
+"""
 
 from __future__ import annotations
 
 import re
 
-# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ST), other two-byte escapes, then any C0/C1 control
-# except tab and newline. A peer's message must not recolour, retitle or rewrite a terminal.
+# Bidi: ALM, LRM, RLM, embeddings/overrides (LRE RLE PDF LRO RLO), isolates (LRI RLI FSI PDI).
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")
+_UNSAFE_INLINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]")
+_JSON_UNSAFE = re.compile(f"[\x7f-\x9f{_BIDI}]")  # json.dumps already escapes C0
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    if c == 0x0A:
+        return "\\n"
+    if c == 0x09:
+        return "\\t"
+    if c == 0x0D:
+        return "\\r"
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def visible(text: str) -> str:
+    """`text` with every control character but newline and tab escaped, visibly."""
+    return _UNSAFE.sub(_escape, text)
+
+
+def inline(text: str) -> str:
+    """`visible`, and newline and tab escaped too: for a field that must stay on its row (a
+    table cell, a name), so text cannot forge the lines after it."""
+    return _UNSAFE_INLINE.sub(_escape, text)
+
+
+def json_safe(dumped: str) -> str:
+    """A `json.dumps(..., ensure_ascii=False)` text with C1, DEL and bidi characters written as
+    `\\u` escapes: the same JSON value, no raw control character on the wire. (These characters
+    can only stand inside JSON strings, where the escape means exactly them.)"""
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", dumped)
+
+
+def is_safe(text: str) -> bool:
+    return _UNSAFE.search(text) is None
+
+
+# `clean` drops instead of escaping: for a screen that shows only what the text says (the demo
+# agent's). omp's own human output uses `visible`, so a reader sees that something was there.
 _ESCAPES = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
     r"|\x9b[0-?]*[ -/]*[@-~]"
     r"|\x9d[^\x07\x1b]*(?:\x07|\x1b\\)?"
-    r"|\x1b[ -/]*[0-~]?"  # any other escape: intermediates, then its final byte (ESC c...)
+    r"|\x1b[ -/]*[0-~]?"
 )
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def clean(text: str) -> str:
-    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+    """`text` with escape sequences and controls (but newline and tab) removed, bidi too."""
+    return _UNSAFE.sub("", _ESCAPES.sub("", text))
 
 
 def one_line(text: str, width: int) -> str:
-    """First line of `text`, cleaned, cut to `width` characters with an ellipsis."""
-    first, _, rest = clean(text).partition("\n")
+    """First line of `text`, made visible, cut to `width` characters with an ellipsis."""
+    first, _, rest = visible(text).partition("\n")
     if rest or len(first) > width:
         return first[: max(0, width - 1)] + "…"
     return first

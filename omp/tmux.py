@@ -112,15 +112,16 @@ class ServerInfo(TypedDict):
 class Delivery:
     """How a `deliver` ended. `ok` only when the screen showed the text leave the input box.
 
-    reason: delivered | gone | dead | copy_mode | agent_not_running | not_ready | lock_timeout |
-    no_echo (the text never showed in the input box) | unverified (still there after all rounds).
+    reason: delivered | gone | dead | copy_mode | agent_not_running | not_ready | busy (with
+    `only_idle`) | lock_timeout | no_echo (the text never showed in the input box) | unverified
+    (still there after all rounds).
     """
 
     ok: bool
     reason: str
     rounds: int = 0
     elapsed: float = 0.0
-    screen: str | None = None  # the classification when reason == "not_ready"
+    screen: str | None = None  # the classification when reason is "not_ready" or "busy"
 
 
 @dataclass(frozen=True)
@@ -302,10 +303,7 @@ class Tmux:
         return killed
 
     def _socket_file(self) -> str:
-        if self.socket_path:
-            return self.socket_path
-        base = os.environ.get("TMUX_TMPDIR") or "/tmp"
-        return os.path.join(base, f"tmux-{os.geteuid()}", self.socket_name or "default")
+        return self.socket_path or socket_file_for(self.socket_name)
 
     # -- sessions, windows, panes -----------------------------------------------------------------
 
@@ -380,6 +378,11 @@ class Tmux:
 
     def pane_states(self, pane_ids: Sequence[str]) -> dict[str, PaneState | None]:
         """The state of each pane (None = gone), from one `list-panes -a` call."""
+        found = self.all_panes()
+        return {p: found.get(p) for p in pane_ids}
+
+    def all_panes(self) -> dict[str, PaneState]:
+        """Every pane of the server by id (empty when no server runs): one `list-panes -a`."""
         found: dict[str, PaneState] = {}
         out = self._query("list-panes", "-a", "-F", _STATE_FMT)
         for line in (out or "").splitlines():
@@ -399,7 +402,7 @@ class Tmux:
                 current_command=f[8],
                 current_path=f[9],
             )
-        return {p: found.get(p) for p in pane_ids}
+        return found
 
     def capture(self, pane_id: str, lines: int = 40) -> list[str]:
         """The bottom `lines` rows of the visible screen, right-stripped, trailing blanks dropped.
@@ -506,6 +509,7 @@ class Tmux:
         echo_timeout: float = 1.0,
         round_timeout: float = 1.0,
         lock_timeout: float = 10.0,
+        only_idle: bool = False,
     ) -> Delivery:
         """The verified submit used for nudges and triggers.
 
@@ -516,6 +520,10 @@ class Tmux:
         `profile.submit_key`, and poll until the text has left the input box, pressing the key
         again up to `rounds` times. Text an earlier unverified attempt left in the box is not
         typed twice.
+
+        `only_idle`: type nothing unless the screen is `ready` (reason `busy` otherwise): keys that
+        reach a busy agent disturb it (Copilot CLI backgrounds a running command, and replays
+        queued lines as turns later).
 
         Raises `OmpError("pane_mismatch")` if `expected` is given and the pane id now belongs to
         another pane or server incarnation: the caller's record is stale, not just "not now".
@@ -554,6 +562,8 @@ class Tmux:
                 screen = classify_screen(profile, lines)
                 if screen not in ("ready", "busy"):
                     return done(False, "not_ready", screen=screen)
+                if only_idle and screen != "ready":
+                    return done(False, "busy", screen=screen)
                 if not in_box(lines):
                     self.send_literal(pane_id, text)
                 sent = time.monotonic()
@@ -630,6 +640,20 @@ def _refusal(info: _PaneInfo, profile: AgentProfile) -> str | None:
     if cmd in SHELLS and os.path.basename(profile.program) not in SHELLS:
         return "agent_not_running"
     return None
+
+
+def socket_file_for(name: str | None) -> str:
+    """The socket file tmux uses for `-L name` (the default server for None)."""
+    base = os.environ.get("TMUX_TMPDIR") or "/tmp"
+    return os.path.join(base, f"tmux-{os.geteuid()}", name or "default")
+
+
+def same_socket(a: str, b: str) -> bool:
+    """Do two socket paths name one server (however it was named: -L, -S, $TMUX)?"""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _env_args(env: Mapping[str, str] | None) -> list[str]:

@@ -371,3 +371,33 @@ def test_both_files_are_refused(tmp_path: Path) -> None:
     with pytest.raises(OmpError) as err:
         load_profiles(tmp_path)
     assert "keep one" in err.value.message
+
+
+# ---- which agent runs in the leader's pane ------------------------------------------------
+
+
+def test_profile_for_command_names_agents_not_interpreters() -> None:
+    from omp.agents import BUILTIN_PROFILES, profile_for_command
+
+    found = profile_for_command(BUILTIN_PROFILES, "copilot")
+    assert found is not None and found.name == "copilot"
+    assert profile_for_command(BUILTIN_PROFILES, "/usr/local/bin/codex").name == "codex"  # type: ignore[union-attr]
+    for word in ("node", "python3", "bash", "sh", "", "vim"):
+        assert profile_for_command(BUILTIN_PROFILES, word) is None, word
+
+
+def test_an_agent_is_found_among_this_process_ancestors(tmp_path: Path) -> None:
+    """`node .../bin/copilot` runs the shell tool that runs omp: the leader is Copilot."""
+    import subprocess
+    import sys
+
+    agent = tmp_path / "bin" / "copilot"
+    agent.parent.mkdir()
+    probe = (
+        "from omp.agents import BUILTIN_PROFILES, profile_of_ancestors as f; "
+        "p = f(BUILTIN_PROFILES); print(p.name if p else None)"
+    )
+    agent.write_text(f"#!/bin/sh\n{sys.executable} -c '{probe}'\n")
+    agent.chmod(0o755)
+    out = subprocess.run(["/bin/sh", str(agent)], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "copilot", out.stderr

@@ -2,12 +2,17 @@
 
 `omp team api ...` is called by agents hundreds of times a session, each call a fresh process, so
 it is dispatched here without importing typer (measured: typer costs 60-100 ms per process on this
-machine, more than the whole budget of an API call). Every other command goes through typer.
+machine, more than the whole budget of an API call). `omp hook stop` runs at every stop of every
+agent (omp/stophook/run.py) and takes the same kind of path. Every other command goes through typer.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typer import Typer
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -17,6 +22,10 @@ def main(argv: list[str] | None = None) -> None:
 
         api_main(args[2:])
         return
+    if args[:2] == ["hook", "stop"]:
+        from omp.stophook.run import main as hook_main
+
+        raise SystemExit(hook_main(args[2:]))
     if args[:2] == ["team", "status"] and _plain_status(args[2:]):
         # A leader agent polls status: same output as the typer command, without typer's cost.
         from omp.cli.status_cmd import status_once
@@ -25,7 +34,39 @@ def main(argv: list[str] | None = None) -> None:
         status_once(team, as_json="--json" in args)
     from omp.cli.app import app
 
-    app(args=args, prog_name="omp")
+    _run_typer(app, args)
+
+
+def _run_typer(app: Typer, args: list[str]) -> None:
+    """Run the typer app; its usage errors follow omp's rules like every other error: with
+    `--json` one JSON object on stdout (`usage`, exit 2), else the usage text on stderr through
+    the one sanitiser (an argument echoed back cannot control the terminal)."""
+    import io
+
+    import typer
+
+    from omp.cli import output
+    from omp.errors import EXIT_USAGE
+
+    try:
+        rv = app(args=args, prog_name="omp", standalone_mode=False)
+    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
+        code = getattr(exc, "exit_code", EXIT_USAGE) or EXIT_USAGE
+        if "--json" in args:
+            output.emit_json({"ok": False, "error": "usage", "message": exc.format_message()})
+        else:
+            buf = io.StringIO()
+            show = getattr(exc, "show", None)
+            if callable(show):
+                show(file=buf)
+            else:
+                buf.write(f"Error: {exc.format_message()}\n")
+            output.write_err(buf.getvalue())
+        raise SystemExit(code) from None
+    except typer.Abort:
+        output.write_err("omp: aborted\n")
+        raise SystemExit(1) from None
+    raise SystemExit(rv if isinstance(rv, int) else 0)
 
 
 def _plain_status(rest: list[str]) -> bool:

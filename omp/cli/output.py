@@ -1,5 +1,8 @@
 """One JSON emitter and one error handler for every command.
 
+Human text leaves through `write_text`/`write_err`, which pass it through `omp.textsafe.visible`:
+text a worker or peer wrote never controls the reader's terminal. JSON keeps it exact.
+
 With `--json`, stdout is exactly one JSON object and nothing else; messages for people go to
 stderr. A foreseeable failure (`OmpError`) prints its code and one line, never a traceback.
 """
@@ -12,12 +15,13 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from omp.errors import EXIT_INTERNAL, EXIT_OK, OmpError
+from omp.textsafe import json_safe, visible
 
 Result = dict[str, Any]
 
 
 def dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return json_safe(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
 
 
 def emit_json(obj: Result) -> None:
@@ -31,7 +35,14 @@ def emit_json(obj: Result) -> None:
 
 
 def write_text(text: str) -> None:
-    write_bytes(text.encode("utf-8", "replace"))
+    """Every human-form output leaves here: through the one sanitiser (`omp.textsafe`)."""
+    write_bytes(visible(text).encode("utf-8", "replace"))
+
+
+def write_err(text: str) -> None:
+    """A line for a person on stderr, through the same sanitiser."""
+    sys.stderr.write(visible(text))
+    sys.stderr.flush()
 
 
 def write_bytes(data: bytes) -> None:
@@ -48,7 +59,7 @@ def fail(err: OmpError, as_json: bool) -> NoReturn:
     if as_json:
         emit_json(err.to_json())
     else:
-        sys.stderr.write(f"omp: {err.message} [{err.code}]\n")
+        write_err(f"omp: {err.message} [{err.code}]\n")
     raise SystemExit(err.exit_code)
 
 
@@ -57,7 +68,7 @@ def internal(exc: BaseException, as_json: bool) -> NoReturn:
     if as_json:
         emit_json({"ok": False, "error": "internal", "message": msg})
     else:
-        sys.stderr.write(f"omp: {msg}\n")
+        write_err(f"omp: {msg}\n")
     if sys.stderr.isatty() or _debug():
         import traceback
 
@@ -103,15 +114,8 @@ def run(
 
 
 def invocation() -> str:
-    """How the user can run omp again: `omp` if that is on PATH, else the path they used."""
-    import os
-    import shutil
+    """How to run omp again in a suggestion: the words that run this very omp, absolute (so a
+    pasted hint works in any shell of the project, venv activated or not)."""
+    from omp.invocation import omp_command
 
-    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else "omp"
-    if os.path.basename(argv0) != "omp":  # `python -m omp`
-        return "python -m omp"
-    found = shutil.which("omp")
-    if found and os.path.realpath(found) == os.path.realpath(argv0):
-        return "omp"
-    rel = os.path.relpath(argv0)
-    return rel if not rel.startswith("..") else os.path.abspath(argv0)
+    return omp_command()

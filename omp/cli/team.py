@@ -3,13 +3,13 @@ before typer; it is listed here only so `omp team --help` shows it)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from omp.cli.output import run
+from omp.invocation import hint
 
 if TYPE_CHECKING:
     from omp.store.paths import StatePaths
@@ -26,8 +26,9 @@ JsonOpt = typer.Option(False, "--json", help="Print exactly one JSON object.")
 
 def progress(msg: str) -> None:
     """Launch progress, on stderr: with --json, stdout stays exactly one JSON object."""
-    sys.stderr.write(f"omp: {msg}\n")
-    sys.stderr.flush()
+    from omp.cli.output import write_err
+
+    write_err(f"omp: {msg}\n")
 
 
 @app.command("launch")
@@ -47,6 +48,12 @@ def launch(
     ),
     ready_timeout: float = typer.Option(
         None, "--ready-timeout", help="Seconds to wait for each agent (default per profile)."
+    ),
+    leader_agent: str = typer.Option(
+        None,
+        "--leader-agent",
+        help="The agent in the leader's pane (its screen decides when a nudge may be typed); "
+        "detected when omp runs inside it.",
     ),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -69,6 +76,7 @@ def launch(
             socket=socket,
             new_session=new_session,
             nudge_leader=nudge_leader,
+            leader_agent=leader_agent,
             cwd=Path.cwd(),
             ready_timeout=ready_timeout,
         )
@@ -93,16 +101,22 @@ def launch(
 @app.command("status")
 def status(
     team: str = typer.Argument(None, help="Team name (default: every team of the project)."),
-    watch: bool = typer.Option(False, "--watch", "-w", help="Redraw about once a second."),
+    watch: bool = typer.Option(
+        False,
+        "--watch",
+        "-w",
+        help="Redraw about once a second (with --json: one JSON object per line, each second).",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Tasks, workers and the monitor. Read-only: writes nothing, starts nothing."""
-    if watch and not as_json:
+    if watch:
         from omp.cli.watch import watch_loop
         from omp.team.status import status as do_status
         from omp.team.status import status_text
 
-        watch_loop(lambda: do_status(_project(), team), status_text)
+        # with --json: one JSON object per line, a line per frame (JSON Lines), nothing else
+        watch_loop(lambda: do_status(_project(), team), status_text, as_json=as_json)
         return
     from omp.cli.status_cmd import status_once
 
@@ -129,14 +143,36 @@ def collect(
 @app.command("shutdown")
 def shutdown(
     team: str = typer.Argument(..., help="Team name."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Also for a team whose config cannot be read: kill only the panes omp can prove "
+        "it started for this team.",
+    ),
+    socket: str = typer.Option(
+        None, "--socket", envvar="OMP_TMUX_SOCKET", help="With --force: a tmux socket to search."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Kill the team's worker panes (and its session if omp made it); keep all mail and state."""
 
     def body() -> dict[str, Any]:
+        from omp.errors import OmpError
+        from omp.store.names import team_name
+        from omp.team.shutdown import force_shutdown
         from omp.team.shutdown import shutdown as do_shutdown
 
-        return do_shutdown(_config(team))
+        try:
+            cfg = _config(team)
+        except OmpError as err:
+            if not force or err.code not in ("invalid_config", "storage_error"):
+                if err.code == "invalid_config":
+                    err.message += (
+                        f"; to shut it down anyway: {hint(f'team shutdown --force {team}')}"
+                    )
+                raise
+            return force_shutdown(_project().team(team_name(team)), socket=socket)
+        return do_shutdown(cfg)
 
     def human(r: dict[str, Any]) -> str:
         out = (
@@ -157,6 +193,7 @@ def list_(as_json: bool = JsonOpt) -> None:
 
     def body() -> dict[str, Any]:
         from omp.errors import OmpError
+        from omp.store import fs
         from omp.team import config as team_config
 
         project = _project()
@@ -168,12 +205,14 @@ def list_(as_json: bool = JsonOpt) -> None:
             except OmpError as err:  # one broken team does not hide the others
                 rows.append({"team": n, "error": err.code, "message": err.message})
                 continue
+            record = fs.read_json(tp.shutdown) if tp.shutdown.exists() else None
             rows.append(
                 {
                     "team": n,
                     "workers": len(cfg.worker_names),
                     "agent": cfg.raw.get("agent") or cfg.raw.get("role"),
                     "shutdown": tp.shutdown.exists(),
+                    "shutdownAt": record.get("shutdownAt") if isinstance(record, dict) else None,
                     "createdAt": cfg.raw.get("createdAt"),
                 }
             )
@@ -182,11 +221,17 @@ def list_(as_json: bool = JsonOpt) -> None:
     def human(r: dict[str, Any]) -> str:
         if not r["teams"]:
             return "no teams in this project"
+        from omp.textsafe import inline
+
         return "\n".join(
-            f"{t['team']:<24} unreadable: {t['message']} [{t['error']}]"
+            f"{inline(t['team']):<24} unreadable: {inline(t['message'])} [{t['error']}]"
             if "error" in t
-            else f"{t['team']:<24} {t['workers']} x {t['agent'] or '?':<8} "
-            f"{'shut down' if t['shutdown'] else 'live':<9} {t['createdAt']}"
+            else f"{inline(t['team']):<24} {t['workers']} x {inline(str(t['agent'] or '?')):<8} "
+            + (
+                f"shut down {inline(str(t['shutdownAt'] or '(time unknown)'))}"
+                if t["shutdown"]
+                else f"live, created {inline(str(t['createdAt']))}"
+            )
             for t in r["teams"]
         )
 
@@ -233,9 +278,10 @@ def _config(team: str | None) -> TeamConfig:
 
 
 def _register_monitor() -> None:
-    from omp.cli import monitor_cmds
+    from omp.cli import lifecycle_cmds, monitor_cmds
 
     monitor_cmds.register(app)
+    lifecycle_cmds.register(app)
 
 
 _register_monitor()

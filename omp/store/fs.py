@@ -5,9 +5,12 @@ refused with `unsafe_path` and never followed or repaired: omp state may sit in 
 and a planted symlink must not turn an append into a write somewhere else.
 
 Permissions are checked on every access, not only at creation. Inside a `.omp/state` tree (the
-`state` directory included) a directory or file that its group or other users may write is
-refused: omp creates 0700/0600, so a write bit for others means someone widened it, and another
-user could then edit mail or plant entries behind the reader's back. Nothing is chmod-repaired.
+`state` directory included) a directory or file that other users may write is refused: omp
+creates 0700/0600, so a write bit for others means someone widened it, and another user could
+then edit mail or plant entries behind the reader's back. A group write bit is judged like
+OpenSSH's StrictModes: safe when the group has no member but the owner (a user-private group, the
+default with umask 002, under which the TypeScript tool creates `mailbox/` 0775), else refused
+with the entry and the `chmod` that fixes it. Nothing is chmod-repaired.
 Read bits alone are accepted: the TypeScript tool writes the same files 0644/0755, and both tools
 must read each other's state. Outside the state tree (`.omp` itself, `.omp/config.toml`, files of
 callers elsewhere) a person or git made the entry, often group-writable under umask 002: only
@@ -62,13 +65,77 @@ def _check_stat(path: Path, st: os.stat_result, *, want_dir: bool) -> None:
         raise _unsafe(path, "it is not a directory")
     if not want_dir and not stat.S_ISREG(st.st_mode):
         raise _unsafe(path, "it is not a regular file")
-    if st.st_mode & _WRITABLE_BY_OTHERS and in_state_tree(path):
-        want = "0700" if want_dir else "0600"
-        raise _unsafe(
-            path,
-            f"its mode {stat.S_IMODE(st.st_mode):04o} lets other users write it; omp creates it "
-            f"{want} and never repairs it: find out who changed it, then chmod it yourself",
-        )
+    if (
+        st.st_mode & _WRITABLE_BY_OTHERS
+        and in_state_tree(path)
+        and (st.st_mode & stat.S_IWOTH or not private_group(st.st_gid, st.st_uid))
+    ):
+        raise _unsafe(path, _widened(path, st))
+
+
+def _widened(path: Path, st: os.stat_result) -> str:
+    """Why a widened entry is refused, naming who could write it and the chmod that fixes it."""
+    import shlex
+
+    group_bad = bool(st.st_mode & stat.S_IWGRP) and not private_group(st.st_gid, st.st_uid)
+    fix = ",".join(f for f, bad in (("g-w", group_bad), ("o-w", st.st_mode & stat.S_IWOTH)) if bad)
+    who = (
+        "every user"
+        if st.st_mode & stat.S_IWOTH
+        else f"the other members of group {_group_name(st.st_gid)}"
+    )
+    return (
+        f"its mode {stat.S_IMODE(st.st_mode):04o} lets {who} write it, so someone else could "
+        "edit omp's state behind your back; omp never repairs modes: if that is not meant, run: "
+        f"chmod {fix} {shlex.quote(str(path))}"
+    )
+
+
+def _group_name(gid: int) -> str:
+    try:
+        import grp
+
+        return f"{grp.getgrgid(gid).gr_name} ({gid})"
+    except (ImportError, KeyError):
+        return str(gid)
+
+
+_PRIVATE_GROUPS: dict[tuple[int, int], bool] = {}
+
+
+def private_group(gid: int, uid: int) -> bool:
+    """Does group `gid` have no member but user `uid`? OpenSSH's StrictModes rule (as Debian
+    applies it to a user-private group): the group must exist and have exactly one member, the
+    owner, whether by primary group (passwd) or by the group's member list. A group-writable
+    entry of such a group (the usual default under umask 002, as the TypeScript tool creates
+    `mailbox/`) is as private as a 0700 one. Looked up once per process."""
+    key = (gid, uid)
+    if key not in _PRIVATE_GROUPS:
+        _PRIVATE_GROUPS[key] = _lookup_private(gid, uid)
+    return _PRIVATE_GROUPS[key]
+
+
+def _lookup_private(gid: int, uid: int) -> bool:
+    try:
+        import grp
+        import pwd
+
+        group = grp.getgrgid(gid)
+        owner = pwd.getpwuid(uid)
+        members = 0
+        for user in pwd.getpwall():
+            if user.pw_gid == gid:
+                if user.pw_uid != uid:
+                    return False
+                members += 1
+        extra = [m for m in group.gr_mem]
+        if extra:
+            if extra != [owner.pw_name]:
+                return False
+            members += 1
+        return members > 0
+    except (ImportError, KeyError, OSError):
+        return False  # cannot tell: fail closed
 
 
 def check_entry(path: Path, *, want_dir: bool) -> bool:

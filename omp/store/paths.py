@@ -114,6 +114,10 @@ class TeamPaths(NamedTuple):
     def mailbox_index(self, recipient: str) -> Path:
         return self.mailbox_dir / f".{recipient_name(recipient)}.index.json"
 
+    def nudge_record(self, recipient: str) -> Path:
+        """The last nudge typed into the recipient's pane and the unread ids it covered."""
+        return self.mailbox_dir / f".{recipient_name(recipient)}.nudge.json"
+
     def worker_dir(self, worker: str) -> Path:
         return self.workers_dir / worker_name(worker)
 

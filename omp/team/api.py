@@ -49,15 +49,27 @@ class Reply:
 
 def text_field(inp: Result, key: str, *, required: bool = True) -> str | None:
     val = inp.get(key)
-    if val is None or (isinstance(val, str) and val == "" and required):
+    if val is None:
         if required:
             raise OmpError("invalid_input", f"missing field {key!r}", field=key)
         return None
+    if val == "" and required:
+        raise OmpError("invalid_input", f"empty {key}: {key!r} must not be empty", field=key)
     if not isinstance(val, str):
         raise OmpError(
             "invalid_input", f"field {key!r} must be a string, got {type(val).__name__}", field=key
         )
     return val
+
+
+def task_id_field(inp: Result) -> str:
+    """`task_id` as a string; an integral JSON number (`3`, `3.0`) is the same id (`"3"`)."""
+    val = inp.get("task_id")
+    if isinstance(val, int) and not isinstance(val, bool) and val >= 0:
+        inp = {**inp, "task_id": str(val)}
+    elif isinstance(val, float) and val.is_integer() and val >= 0:
+        inp = {**inp, "task_id": str(int(val))}
+    return names.task_id(text_field(inp, "task_id"))
 
 
 def _team(inp: Result) -> TeamPaths:
@@ -120,29 +132,60 @@ def _flag(inp: Result, key: str) -> bool:
 # ---- identity -----------------------------------------------------------------------------
 
 
-def _pane_identity(team_name: str) -> tuple[str | None, str | None]:
-    """(OMP_WORKER, OMP_LAUNCH_TOKEN) when this process runs in a pane of `team_name`."""
-    if os.environ.get("OMP_TEAM") != team_name:
-        return None, None
-    return os.environ.get("OMP_WORKER") or None, os.environ.get("OMP_LAUNCH_TOKEN") or None
+def worker_identity() -> tuple[str, str | None, str | None] | None:
+    """(OMP_WORKER, OMP_TEAM, OMP_LAUNCH_TOKEN) when this process was launched as a worker, else
+    None: the leader, a person, a script (they have no worker identity and keep full power)."""
+    worker = os.environ.get("OMP_WORKER") or None
+    token = os.environ.get("OMP_LAUNCH_TOKEN") or None
+    if worker is None and token is None:
+        return None
+    return worker or "?", os.environ.get("OMP_TEAM") or None, token
 
 
 def _fence(cfg: TeamConfig, claimed: str | None) -> str | None:
-    """Refuse a pane of an earlier launch, or one acting for someone else; returns the caller.
+    """Authorize the caller: returns the worker it is, or the name it gives when it has no worker
+    identity. The one check every operation runs before touching anything.
 
     Launch gives each worker's pane OMP_TEAM, OMP_WORKER and OMP_LAUNCH_TOKEN (also recorded as
-    `launchToken` in config.json). A process with none of them (the leader, a person, a test) is
-    identified by the name it gives.
+    `launchToken` in config.json). A process carrying a worker identity acts only as itself: not
+    as another worker, not as the leader, and not in any other team (`sender_mismatch`); a pane
+    of an earlier launch cannot act at all (`stale_generation`). A process with none of them (the
+    leader, a person, a test) is identified by the name it gives.
     """
-    env_worker, token = _pane_identity(cfg.name)
-    if token is not None and cfg.raw.get("launchToken") != token:
+    ident = worker_identity()
+    if ident is None:
+        return claimed
+    env_worker, env_team, token = ident
+    if env_team != cfg.name:
+        raise OmpError(
+            "sender_mismatch",
+            f"this process is {env_worker} of team {env_team or '?'} (OMP_TEAM, OMP_WORKER); it "
+            f"cannot act in team {cfg.name}",
+            worker=env_worker,
+            team=env_team,
+        )
+    if env_worker != LEADER and env_worker not in cfg.worker_names:
+        if _was_removed(cfg, env_worker, token):
+            # `omp team remove-worker` took this name off the team: its process is fenced off
+            raise OmpError(
+                "worker_removed",
+                f"{env_worker} was removed from team {cfg.name}; this pane can no longer act "
+                "for it",
+                team=cfg.name,
+                worker=env_worker,
+            )
+        token = token or ""  # not a member under any launch: the check below refuses it
+    # A worker added to a running team carries a token of its own (a new generation of its name)
+    entry = cfg.worker(env_worker)
+    expected = (entry or {}).get("launchToken") or cfg.raw.get("launchToken")
+    if token is not None and expected != token:
         raise OmpError(
             "stale_generation",
             f"this pane belongs to an earlier launch of team {cfg.name} (its OMP_LAUNCH_TOKEN no "
             "longer matches the team's); it cannot act for the current team",
             team=cfg.name,
         )
-    if env_worker is not None and claimed is not None and claimed != env_worker:
+    if claimed is not None and claimed != env_worker:
         raise OmpError(
             "sender_mismatch",
             f"this pane is {env_worker} of team {cfg.name} (OMP_WORKER); it cannot act as "
@@ -150,7 +193,19 @@ def _fence(cfg: TeamConfig, claimed: str | None) -> str | None:
             worker=env_worker,
             claimed=claimed,
         )
-    return env_worker or claimed
+    return env_worker
+
+
+def _was_removed(cfg: TeamConfig, worker: str, token: str | None) -> bool:
+    gone = cfg.raw.get("removedWorkers")
+    for g in gone if isinstance(gone, list) else []:
+        if (
+            isinstance(g, dict)
+            and g.get("name") == worker
+            and (token is None or g.get("launchToken") in (None, token))
+        ):
+            return True
+    return False
 
 
 def _beat(cfg: TeamConfig, who: str | None) -> None:
@@ -161,6 +216,23 @@ def _beat(cfg: TeamConfig, who: str | None) -> None:
         presence.touch(cfg, who)
     except Exception:
         pass  # presence never fails a call that already succeeded
+
+
+def _revive(cfg: TeamConfig) -> Callable[[], None]:
+    """A writing call's epilogue (after its answer is printed): restart the project's monitor if
+    it died while this team still has panes to watch. Cheap when it runs (two small reads);
+    fail-open and bounded (`omp.team.monitor_alive.revive`)."""
+
+    def run() -> None:
+        if cfg.tmux is None or os.path.lexists(cfg.paths.shutdown):
+            return
+        if not any(cfg.pane_of(w) for w in cfg.worker_names):
+            return
+        from omp.team.monitor_alive import revive
+
+        revive(cfg.paths.project)
+
+    return run
 
 
 # ---- messaging ----------------------------------------------------------------------------
@@ -188,17 +260,20 @@ def send_message(inp: Result) -> Reply:
     if fields is None:
         msg = mailbox.new_message(sender, to, body)
         check = limits.checker(lim, sender, to, msg, is_answer=False)
-        unread = mailbox.Mailbox(team, to).append_messages([msg], check)
-        result: Result = {"ok": True, "messageId": msg["id"], "nudged": _nudge(cfg, to, unread)}
+        mailbox.Mailbox(team, to).append_messages([msg], check)
+        result: Result = {"ok": True, "messageId": msg["id"], **_nudge_fields(cfg, to)}
     else:
         from omp.team import events
 
         outcome = events.send(cfg, sender, to, body, fields, lim)
         result = outcome.result
-        nudged = [r for r, n in outcome.nudges if _nudge(cfg, r, n)]
-        result["nudged"] = bool(nudged)
+        # The recipient's nudge is the one reported; others (auto-replies) are best-effort.
+        for r, _ in outcome.nudges:
+            if r != to:
+                nudge.nudge(cfg, r)
+        result.update(_nudge_fields(cfg, to))
     _beat(cfg, who)
-    return Reply(result)
+    return Reply(result, [_revive(cfg)])
 
 
 def broadcast(inp: Result) -> Reply:
@@ -214,18 +289,18 @@ def broadcast(inp: Result) -> Reply:
         recipients.append(LEADER)
     ids: list[str] = []
     errors: list[str] = []
-    sent: list[tuple[str, int]] = []
+    sent: list[str] = []
     lim = limits.load(team.project)
     for to in recipients:
         msg = mailbox.new_message(sender, to, body)
         check = limits.checker(lim, sender, to, msg, is_answer=False)
         try:
-            unread = mailbox.Mailbox(team, to).append_messages([msg], check)
+            mailbox.Mailbox(team, to).append_messages([msg], check)
         except OmpError as err:
             errors.append(f"{to}: {err.code}: {err.message}")
             continue
         ids.append(msg["id"])
-        sent.append((to, unread))
+        sent.append(to)
     if errors and not sent:
         # Nothing went out: an agent reading ok:true would believe everyone heard it.
         raise OmpError(
@@ -234,42 +309,49 @@ def broadcast(inp: Result) -> Reply:
             errors=errors,
             recipients=[],
         )
-    nudged = [to for to, unread in sent if _nudge(cfg, to, unread)]
+    nudges = {to: nudge.nudge(cfg, to) for to in sent}
     out: Result = {
         "ok": True,
-        "recipients": [to for to, _ in sent],
+        "recipients": sent,
         "messageIds": ids,
-        "nudged": nudged,
+        "nudged": [to for to, o in nudges.items() if o.typed],
+        "nudges": {to: o.state for to, o in nudges.items()},
     }
     if errors:
         out["errors"] = errors
     if ids:
         _beat(cfg, who)
-    return Reply(out)
+    return Reply(out, [_revive(cfg)])
 
 
-def _nudge(cfg: TeamConfig, to: str, unread: int) -> bool:
-    try:
-        return nudge.nudge(cfg, to, unread)
-    except Exception:
-        return False  # the message is already safe on disk; a nudge is best-effort
+def _nudge_fields(cfg: TeamConfig, to: str) -> Result:
+    """`nudged` (typed, as before) and what happened: `nudge` typed | deferred | not_needed |
+    no_pane | unreachable, and `nudgeReason` when it was not typed."""
+    o = nudge.nudge(cfg, to)
+    out: Result = {"nudged": o.typed, "nudge": o.state}
+    if o.reason:
+        out["nudgeReason"] = o.reason
+    return out
 
 
-def _mailbox_of(inp: Result) -> tuple[TeamConfig, mailbox.Mailbox, str | None]:
+def _mailbox_of(
+    inp: Result, *, removed_ok: bool = False
+) -> tuple[TeamConfig, mailbox.Mailbox, str | None]:
     team = _team(inp)
     worker = text_field(inp, "worker")
     assert worker is not None
     names.recipient_name(worker)
     cfg = team_config.load(team)
     who = _fence(cfg, worker)
-    _recipient(cfg, worker, "worker")
+    if not (removed_ok and _was_removed(cfg, worker, None)):
+        _recipient(cfg, worker, "worker")
     return cfg, mailbox.Mailbox(team, worker), who
 
 
 def mailbox_list(inp: Result) -> Reply:
     only = _flag(inp, "undelivered_only")
     limit = _limit(inp)
-    _, box, _ = _mailbox_of(inp)
+    _, box, _ = _mailbox_of(inp, removed_ok=True)  # a removed worker's mail stays readable
     msgs, omitted, bad = box.listing(undelivered_only=only, limit=limit)
     return Reply({"ok": True, "messages": msgs, "omitted": omitted, "badLines": bad})
 
@@ -280,7 +362,9 @@ def mailbox_mark_delivered(inp: Result) -> Reply:
     cfg, box, who = _mailbox_of(inp)
     done = box.mark([mid])
     _beat(cfg, who)
-    return Reply({"ok": True, "messageId": mid, "alreadyDelivered": done[mid] is None})
+    return Reply(
+        {"ok": True, "messageId": mid, "alreadyDelivered": done[mid] is None}, [_revive(cfg)]
+    )
 
 
 def mailbox_read(inp: Result) -> Reply:
@@ -293,6 +377,7 @@ def mailbox_read(inp: Result) -> Reply:
     # them again next time rather than losing them.
     after = [lambda: _mark_quietly(box, ids)] if ids else []
     after.append(lambda: _beat(cfg, who))
+    after.append(_revive(cfg))
     return Reply(
         {"ok": True, "messages": shown, "omitted": len(msgs) - len(shown), "badLines": bad},
         after,
@@ -326,19 +411,21 @@ def _worker(cfg: TeamConfig, inp: Result, *, required: bool = True) -> str | Non
 
 def claim_task(inp: Result) -> Reply:
     team = _team(inp)
-    tid = names.task_id(text_field(inp, "task_id"))
+    tid = task_id_field(inp)
     cfg = team_config.load(team)
     who = _fence(cfg, text_field(inp, "worker"))
     worker = _worker(cfg, inp)
     assert worker is not None
     task, token = tasks.claim(team, tid, worker)
     _beat(cfg, who)
-    return Reply({"ok": True, "task": task, "claimToken": token, "claim_token": token})
+    return Reply(
+        {"ok": True, "task": task, "claimToken": token, "claim_token": token}, [_revive(cfg)]
+    )
 
 
 def transition_task_status(inp: Result) -> Reply:
     team = _team(inp)
-    tid = names.task_id(text_field(inp, "task_id"))
+    tid = task_id_field(inp)
     from_s = text_field(inp, "from")
     to_s = text_field(inp, "to")
     token = text_field(inp, "claim_token", required=False)
@@ -346,18 +433,24 @@ def transition_task_status(inp: Result) -> Reply:
     assert from_s is not None and to_s is not None
     cfg = team_config.load(team)
     who = _fence(cfg, text_field(inp, "worker", required=False))
-    worker = _worker(cfg, inp, required=False)
+    _worker(cfg, inp, required=False)
+    # `who` is the named worker, or the pane's own worker when the call names none: either way
+    # only that worker's task can move (the leader, with no worker identity, may name none).
     task = tasks.transition(
-        team, tid, worker=worker, from_status=from_s, to_status=to_s, token=token, result=result
+        team, tid, worker=who, from_status=from_s, to_status=to_s, token=token, result=result
     )
     _beat(cfg, who)
-    return Reply({"ok": True, "task": task})
+    return Reply({"ok": True, "task": task}, [_revive(cfg)])
 
 
 def list_tasks(inp: Result) -> Reply:
     team = _team(inp)
-    _fence(team_config.load(team), None)
-    return Reply({"ok": True, "tasks": tasks.list_all(team)})
+    viewer = _fence(team_config.load(team), None)
+    found = tasks.read_all(team)
+    result: Result = {"ok": True, "tasks": tasks.shown_to(found, viewer)}
+    if found.broken:
+        result["broken"] = found.broken  # a task never silently disappears
+    return Reply(result)
 
 
 # ---- presence -----------------------------------------------------------------------------
@@ -439,7 +532,7 @@ SUMMARIES: dict[str, str] = {
     "claim-task": "{team_name, task_id, worker} -> {ok, task, claimToken}",
     "transition-task-status": "{team_name, task_id, worker?, from, to, claim_token, result?}"
     " -> {ok, task}",
-    "list-tasks": "{team_name} -> {ok, tasks} (read-only)",
+    "list-tasks": "{team_name} -> {ok, tasks, broken?} (read-only)",
     "roster": "{team_name, worker?} -> {ok, members: [{name, role, status, presence,"
     " description}]}: everyone but you (read-only)",
 }

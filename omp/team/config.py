@@ -76,7 +76,40 @@ def load(paths: TeamPaths) -> TeamConfig:
         raise _unknown(paths)
     if not isinstance(obj, dict):
         raise OmpError("invalid_config", f"{paths.config} is not a JSON object", team=paths.name)
+    why = problem(obj, paths.name)
+    if why is not None:
+        raise OmpError(
+            "invalid_config", f"{paths.config} {why}", team=paths.name, file=str(paths.config)
+        )
     return TeamConfig(paths, obj)
+
+
+def problem(raw: dict[str, Any], team: str) -> str | None:
+    """What makes a config unusable, or None. Checked on every read: a config omp cannot trust
+    is a clear error naming the file, never read with silent defaults. Unknown fields (the
+    TypeScript tool's, a newer omp's) are fine."""
+    name = raw.get("name")
+    if name is not None and name != team:
+        return f"names team {name!r}, but it is in the directory of team {team!r}"
+    workers = raw.get("workers")
+    if not isinstance(workers, list):
+        return "has no workers list"
+    seen: set[str] = set()
+    for i, w in enumerate(workers):
+        wname = w.get("name") if isinstance(w, dict) else None
+        if not is_valid_name(wname) or wname == LEADER:
+            return f"has an invalid worker at position {i + 1}: {str(wname)[:40]!r}"
+        assert isinstance(wname, str)
+        if wname in seen:
+            return f"lists worker {wname} twice"
+        seen.add(wname)
+        pane = w.get("paneId")
+        if pane is not None and not isinstance(pane, str):
+            return f"has a paneId of {wname} that is not a string"
+    ident = raw.get("tmuxIdentity")
+    if ident is not None and not isinstance(ident, dict):
+        return "has a tmuxIdentity that is not an object"
+    return None
 
 
 def _unknown(paths: TeamPaths) -> OmpError:

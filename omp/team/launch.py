@@ -44,6 +44,7 @@ class LaunchRequest:
     socket: str | None = None
     new_session: bool = False
     nudge_leader: bool = False
+    leader_agent: str | None = None  # the agent in the leader's pane; None: detect it
     cwd: Path = field(default_factory=Path.cwd)
     ready_timeout: float | None = None  # None: the profile's own
 
@@ -112,6 +113,7 @@ class Launch:
         self.tmux_factory = tmux_factory
         self.progress = progress
         self.created_panes: list[str] = []
+        self.profiles: Mapping[str, AgentProfile] = {}
         self.created_session: str | None = None
         self.team_was_new = False
         self.state_written = False
@@ -121,8 +123,6 @@ class Launch:
     # ---- checks that touch nothing --------------------------------------------------------
 
     def preflight(self) -> tuple[StatePaths, TeamPaths, AgentProfile]:
-        from omp.agents import load_profiles, missing_program
-
         req = self.req
         if not 1 <= req.workers <= MAX_WORKERS:
             raise OmpError("invalid_input", f"worker count must be 1-{MAX_WORKERS}")
@@ -132,24 +132,7 @@ class Launch:
             )
         req.task = req.task.strip()
         project = StatePaths(find_root(req.cwd))
-        profiles = load_profiles(project.root)
-        profile = profiles.get(req.agent)
-        if profile is None:
-            raise OmpError(
-                "unknown_agent",
-                f"no agent profile {req.agent!r}; profiles: {', '.join(sorted(profiles))}",
-                profiles=sorted(profiles),
-            )
-        missing = missing_program(profile)
-        if missing:
-            raise OmpError(
-                "agent_not_found",
-                f"agent {profile.name!r} needs the program {missing!r}, which is not on PATH; "
-                f"install it or choose another profile with --agent "
-                f"({', '.join(sorted(profiles))}; 'demo' needs no model)",
-                program=missing,
-                profiles=sorted(profiles),
-            )
+        profile = self.resolve_profile(project)
         name = names.team_name(req.name or default_team_name(profile.name))
         team = project.team(name)
         setup.refuse_existing(team)
@@ -159,12 +142,44 @@ class Launch:
             )
         return project, team, profile
 
+    def resolve_profile(self, project: StatePaths, *, need_program: bool = True) -> AgentProfile:
+        """The requested agent's profile, its program on PATH (checked, nothing touched)."""
+        from omp.agents import load_profiles, missing_program
+
+        req = self.req
+        profiles = load_profiles(project.root)
+        profile = profiles.get(req.agent)
+        if profile is None:
+            raise OmpError(
+                "unknown_agent",
+                f"no agent profile {req.agent!r}; profiles: {', '.join(sorted(profiles))}",
+                profiles=sorted(profiles),
+            )
+        missing = missing_program(profile) if need_program else None
+        if missing:
+            raise OmpError(
+                "agent_not_found",
+                f"agent {profile.name!r} needs the program {missing!r}, which is not on PATH; "
+                f"install it or choose another profile with --agent "
+                f"({', '.join(sorted(profiles))}; 'demo' needs no model)",
+                program=missing,
+                profiles=sorted(profiles),
+            )
+        if req.leader_agent is not None and req.leader_agent not in profiles:
+            raise OmpError(
+                "unknown_agent",
+                f"no agent profile {req.leader_agent!r} for --leader-agent; "
+                f"profiles: {', '.join(sorted(profiles))}",
+                profiles=sorted(profiles),
+            )
+        self.profiles = profiles
+        return profile
+
     # ---- the launch ------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
         project, team, profile = self.preflight()
-        req = self.req
-        inside = bool(self.env.get("TMUX")) and not req.new_session and req.socket is None
+        inside = self._inside()
         tmux = self._server(inside)
         sess = session_name(team.name)
         if not inside and tmux.has_session(sess):
@@ -186,12 +201,35 @@ class Launch:
                 ) from None
             raise
 
+    def _inside(self) -> bool:
+        """Split the leader's own window: launched from a tmux pane onto that pane's server,
+        however the server was named (no --socket, or a --socket / OMP_TMUX_SOCKET that names
+        the same socket file)."""
+        from omp.tmux import same_socket, socket_file_for
+
+        mine = self.env.get("TMUX", "").split(",")[0]
+        if not mine or self.req.new_session:
+            return False
+        return self.req.socket is None or same_socket(mine, socket_file_for(self.req.socket))
+
     def _server(self, inside: bool) -> Tmux:
-        if self.req.socket:
-            return self.tmux_factory(socket_name=self.req.socket)
         if inside:
             return self.tmux_factory(socket_path=self.env["TMUX"].split(",")[0])
+        if self.req.socket:
+            return self.tmux_factory(socket_name=self.req.socket)
         return self.tmux_factory()
+
+    def _leader_agent(self, state: PaneState | None) -> str | None:
+        """The agent in the leader's pane: --leader-agent, else the profile whose program is
+        the pane's foreground command (None: unknown; nudges then judge by the workers')."""
+        if self.req.leader_agent:
+            return self.req.leader_agent
+        from omp.agents import profile_for_command, profile_of_ancestors
+
+        found = profile_for_command(self.profiles, state.current_command) if state else None
+        if found is None and self.env.get("TMUX_PANE") == (state.pane_id if state else None):
+            found = profile_of_ancestors(self.profiles)  # omp run by the leader's own agent
+        return found.name if found else None
 
     def _launch(
         self,
@@ -203,7 +241,6 @@ class Launch:
         sess: str,
     ) -> dict[str, Any]:
         req = self.req
-        root = project.root
         token = secrets.token_hex(8)
         raw = team_config.new_config(
             team.name, req.workers, cwd=req.cwd, task=req.task, role=profile.name
@@ -220,43 +257,23 @@ class Launch:
                 raise OmpError("tmux_error", f"cannot find the leader pane {leader!r} ($TMUX_PANE)")
             session_id, window_id = state.session_id, state.window_id
             created_session = False
+            leader_agent = self._leader_agent(state)
         else:
             session_id, window_id, leader = tmux.new_session(
                 sess, cwd=str(req.cwd), command=None, env={}
             )
             self.created_session = sess
             created_session = True
+            leader_agent = self.req.leader_agent
         self.progress(f"starting {req.workers} {profile.name} worker(s) for team {team.name}")
         prev = leader
         panes: dict[str, str] = {}
         # The leader on the left, the workers stacked beside it; a big team tiles instead.
         layout = "main-vertical" if req.workers <= 6 else "tiled"
         for i, w in enumerate(worker_names):
-            env = worker_env(
-                self.env,
-                profile,
-                team=team.name,
-                worker=w,
-                root=root,
-                token=token,
-                omp=raw["ompCommand"],
+            pane = self.open_pane(
+                tmux, profile, team, w, after=prev, token=token, omp=raw["ompCommand"], first=i == 0
             )
-            pane = tmux.split_pane(
-                prev, cwd=str(req.cwd), command=profile.command, env=env, horizontal=i == 0
-            )
-            self.created_panes.append(pane)
-            try:
-                # Keep a crashed agent's pane on screen: status then says `dead` and its code.
-                tmux.set_pane_option(pane, "remain-on-exit", "on")
-                tmux.set_pane_title(pane, w)
-            except OmpError:
-                if tmux.pane_states([pane]).get(pane) is None:
-                    raise OmpError(
-                        "launch_worker_exited",
-                        f"{w}'s agent ({shlex.join(profile.command)}) exited as soon as it started",
-                        worker=w,
-                    ) from None
-                raise
             panes[w] = pane
             prev = pane
             # Rebalance after every split: halving the last pane each time runs out of rows
@@ -271,6 +288,7 @@ class Launch:
             createdSession=created_session,
             leaderPaneId=leader,
             nudgeLeader=req.nudge_leader,
+            leaderAgent=leader_agent,
             launchToken=token,
             tmuxIdentity={
                 "socketPath": ident.get("socket_path"),
@@ -283,7 +301,7 @@ class Launch:
         for w in raw["workers"]:
             w["paneId"] = panes[w["name"]]
         self._write_state(team, raw, worker_names)
-        self._wait_and_trigger(tmux, team, profile, panes)
+        self.wait_and_trigger(tmux, team, profile, panes)
         attach = _attach_hint(ident.get("socket_path"), self.req.socket, sess, inside)
         return {
             "ok": True,
@@ -299,25 +317,78 @@ class Launch:
             "attach": attach,
         }
 
+    # ---- one worker: what launch and add-worker (omp.team.grow) both do -------------------
+
+    def open_pane(
+        self,
+        tmux: Tmux,
+        profile: AgentProfile,
+        team: TeamPaths,
+        w: str,
+        *,
+        after: str,
+        token: str,
+        omp: str,
+        first: bool,
+    ) -> str:
+        """Split a worker's pane off `after`, its agent started with the worker's identity."""
+        env = worker_env(
+            self.env,
+            profile,
+            team=team.name,
+            worker=w,
+            root=team.project.root,
+            token=token,
+            omp=omp,
+        )
+        pane = tmux.split_pane(
+            after, cwd=str(self.req.cwd), command=profile.command, env=env, horizontal=first
+        )
+        self.created_panes.append(pane)
+        try:
+            # Keep a crashed agent's pane on screen: status then says `dead` and its code.
+            tmux.set_pane_option(pane, "remain-on-exit", "on")
+            tmux.set_pane_title(pane, w)
+        except OmpError:
+            if tmux.pane_states([pane]).get(pane) is None:
+                raise OmpError(
+                    "launch_worker_exited",
+                    f"{w}'s agent ({shlex.join(profile.command)}) exited as soon as it started",
+                    worker=w,
+                ) from None
+            raise
+        return pane
+
+    def write_inbox(
+        self, team: TeamPaths, w: dict[str, Any], description: str, teammates: list[str], omp: str
+    ) -> None:
+        wdir = team.worker_dir(w["name"])
+        team.project.ensure(wdir)
+        text = bootstrap.inbox_markdown(
+            team=team.name,
+            worker=w["name"],
+            task_id=w["taskId"],
+            description=description,
+            teammates=teammates,
+            result_path=wdir / "result.md",
+            omp=omp,
+        )
+        fs.write_atomic(wdir / "inbox.md", text.encode())
+
     def _write_state(self, team: TeamPaths, raw: dict[str, Any], worker_names: list[str]) -> None:
         self.state_written = True
         n = len(worker_names)
         for i, w in enumerate(raw["workers"], start=1):
-            wdir = team.worker_dir(w["name"])
-            team.project.ensure(wdir)
-            text = bootstrap.inbox_markdown(
-                team=team.name,
-                worker=w["name"],
-                task_id=w["taskId"],
-                description=setup.task_description(self.req.task, i, n) if self.req.task else "",
-                teammates=[x for x in worker_names if x != w["name"]],
-                result_path=wdir / "result.md",
-                omp=raw["ompCommand"],
+            self.write_inbox(
+                team,
+                w,
+                setup.task_description(self.req.task, i, n) if self.req.task else "",
+                [x for x in worker_names if x != w["name"]],
+                raw["ompCommand"],
             )
-            fs.write_atomic(wdir / "inbox.md", text.encode())
         setup.write_state(team, raw, self.req.task)
 
-    def _wait_and_trigger(
+    def wait_and_trigger(
         self, tmux: Tmux, team: TeamPaths, profile: AgentProfile, panes: dict[str, str]
     ) -> None:
         timeout = self.req.ready_timeout or profile.startup_timeout

@@ -6,8 +6,9 @@ A scan, every `Intervals.scan` seconds (5 s by default):
 1. the live teams: no `shutdown.json`, a tmux identity whose server (pid + start time) is the one
    running now, and at least one worker pane that exists, is not dead and sits in the recorded
    session and window. One `server_identity` and one `pane_states` call per tmux server;
-2. per live worker pane (never the leader's): its undelivered mail through the mailbox index
-   (cached by the mailbox file's stat, so an unchanged mailbox costs one `lstat`), then the
+2. per live worker pane (and the leader's, for its mail only, with `--nudge-leader`): its
+   undelivered mail through the mailbox index (cached by the mailbox file's stat, so an
+   unchanged mailbox costs one `lstat`), then the
    screen, captured only if the policy could send something and the window has shown output
    since the last capture (tmux's `window_activity`);
 3. under the target's flock, the policy's decision; a send is reserved on disk first, then typed
@@ -40,8 +41,9 @@ from omp import modes
 from omp.errors import OmpError
 from omp.invocation import team_command
 from omp.store import fs
-from omp.store.names import is_valid_name
+from omp.store.names import LEADER, is_valid_name
 from omp.store.paths import StatePaths, TeamPaths
+from omp.team import delivery
 from omp.team import monitor_ctl as ctl
 from omp.team import monitor_policy as policy
 from omp.team.config import TeamConfig
@@ -89,6 +91,7 @@ class Adapter(Protocol):
         *,
         lock_dir: Path,
         expected: PaneIdentity | None = None,
+        only_idle: bool = False,
     ) -> bool: ...
 
 
@@ -96,6 +99,15 @@ AdapterFactory = Callable[[str], Adapter]
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
 StopCheck = Callable[[], str | None]
+
+
+def _nudged_members(cfg: TeamConfig) -> list[str]:
+    """Whose panes the monitor watches: the workers, and the leader when launched with
+    `--nudge-leader` (its mail only)."""
+    names = list(cfg.worker_names)
+    if cfg.raw.get("nudgeLeader") is True and cfg.pane_of(LEADER):
+        names.append(LEADER)
+    return names
 
 
 def tmux_adapter(socket_path: str) -> Adapter:
@@ -243,7 +255,7 @@ class Monitor:
             ad = self._adapters[socket] = self.adapter_factory(socket)
         return ad
 
-    def _profile(self, cfg: TeamConfig) -> AgentProfile | None:
+    def _profile(self, cfg: TeamConfig, member: str | None = None) -> AgentProfile | None:
         if self._profiles is None:
             from omp.agents import load_profiles
 
@@ -252,7 +264,11 @@ class Monitor:
             except OmpError as exc:  # a broken agents.toml: no screen can be judged, none typed
                 self._profiles = {}
                 self._profile_error = exc.message
-        name = cfg.raw.get("agent") or "copilot"
+        if member == LEADER:  # the leader's pane runs the leader's own agent
+            name = cfg.raw.get("leaderAgent") or cfg.raw.get("agent") or "copilot"
+        else:
+            own = (cfg.worker(member) or {}).get("agent") if member else None  # add-worker --agent
+            name = own or cfg.raw.get("agent") or "copilot"
         return self._profiles.get(str(name)) or self._profiles.get("copilot")
 
     # -- the scan ---------------------------------------------------------------------------
@@ -304,7 +320,7 @@ class Monitor:
             else:
                 self._server_gone.pop(t.name, None)
                 live.append(t)
-        wanted = [p for t in live for w in t.cfg.worker_names if (p := t.cfg.pane_of(w))]
+        wanted = [p for t in live for w in _nudged_members(t.cfg) if (p := t.cfg.pane_of(w))]
         if not wanted:
             return
         try:
@@ -338,7 +354,14 @@ class Monitor:
                 except Exception as exc:
                     report.diagnostics.append(f"team {t.name} {worker}: {_why(exc)}")
                     continue
-                obs = policy.Observation(t.name, worker, unread, None, gate, omp)
+                covered = (
+                    delivery.covered_since(delivery.read_record(t.cfg, worker), unread.newest_at)
+                    if unread.count
+                    else None
+                )
+                # The leader gets its mail nudged, never an idle prompt.
+                prompts = gate and worker != LEADER
+                obs = policy.Observation(t.name, worker, unread, None, prompts, omp, covered)
                 items.append(_Pane(t, worker, pane, st, tid, obs))
         if not items:
             return
@@ -405,10 +428,10 @@ class Monitor:
     ) -> list[tuple[str, str, PaneLike]]:
         leader = t.cfg.raw.get("leaderPaneId")
         out: list[tuple[str, str, PaneLike]] = []
-        for w in t.cfg.worker_names:
+        for w in _nudged_members(t.cfg):
             pane = t.cfg.pane_of(w)
             st = states.get(pane) if pane else None
-            if pane is None or st is None or st.dead or pane == leader:
+            if pane is None or st is None or st.dead or (pane == leader and w != LEADER):
                 continue
             if t.ident.get("windowId") and st.window_id != t.ident["windowId"]:
                 continue
@@ -455,7 +478,7 @@ class Monitor:
         return None
 
     def _capture(self, it: _Pane, adapter: Adapter, lines: list[str] | None = None) -> str:
-        profile = self._profile(it.team.cfg)
+        profile = self._profile(it.team.cfg, it.worker)
         if profile is None:
             return "unknown"
         from omp.agents import classify_screen
@@ -534,6 +557,9 @@ class Monitor:
         if send is None:
             return
         outcome = self._send(t, worker, pane, adapter, send)
+        if outcome == "sent" and send.kind == "unread":
+            # One nudge outstanding per pane: the send path sees this one and does not type.
+            delivery.write_record(t.cfg, worker, it.obs.unread.ids, self.wall())
         with self._target_lock(tid, wait=True):
             tr, doc = self._load(tid, t, worker, pane, report)
             done = policy.record_outcome(tr, send.attempt_id, outcome, self.clock())
@@ -569,11 +595,11 @@ class Monitor:
 
         try:
             expected = expected_identity(t.cfg, pane)
-            profile = self._profile(t.cfg)
+            profile = self._profile(t.cfg, worker)
             if expected is None or profile is None:
                 return "skipped"
             ok = adapter.deliver(
-                pane, send.text, profile, lock_dir=self.lock_dir, expected=expected
+                pane, send.text, profile, lock_dir=self.lock_dir, expected=expected, only_idle=True
             )
         except OmpError as exc:
             return "skipped" if exc.code == "pane_mismatch" else "failed"

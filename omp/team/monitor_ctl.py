@@ -36,6 +36,7 @@ from omp.errors import OmpError
 from omp.store import fs
 from omp.store.names import is_valid_name
 from omp.store.paths import StatePaths
+from omp.team.monitor_alive import pid_alive as pid_alive  # the one copy, shared with status
 from omp.team.monitor_policy import Intervals
 
 SCHEMA = 1
@@ -102,32 +103,6 @@ def read_owner(paths: StatePaths) -> tuple[Owner | None, bytes | None]:
     """(the parsed lock or None, its raw bytes or None when there is no lock). Read-only."""
     data = fs.read_bytes(owner_path(paths))
     return (Owner.parse(data) if data is not None else None), data
-
-
-def pid_alive(pid: int, token: str) -> bool:
-    """True if `pid` runs and (where /proc tells) is the monitor holding `token`.
-
-    A recycled pid, or a killed child not yet reaped (a zombie has an empty command line), is
-    not alive.
-    """
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if not os.path.isdir("/proc/self"):
-        return True  # no procfs (macOS): kill(0) is all there is
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmdline = f.read()
-    except FileNotFoundError:
-        return False  # it exited between the two looks
-    except OSError:
-        return True
-    return token.encode() in cmdline.split(b"\0")
 
 
 def _create_exclusive(path: Path, obj: dict[str, Any]) -> bool:

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from omp.errors import OmpError
 from omp.invocation import omp_command
+from omp.team.delivery import UNREAD_REPEAT, UNREAD_REPEAT_ENV
 from omp.team.nudge import nudge_text
 
 IDLE_PROMPT = "Continue working on your assigned task and report concrete progress (not ACK-only)."
@@ -44,7 +45,7 @@ Outcome = Literal["reserved", "sent", "failed", "skipped"]
 _ENV = {
     "scan": "OMP_MONITOR_SCAN_SECONDS",
     "idle_delay": "OMP_MONITOR_IDLE_SECONDS",
-    "unread_repeat": "OMP_MONITOR_UNREAD_REPEAT_SECONDS",
+    "unread_repeat": UNREAD_REPEAT_ENV,
     "pending_stale": "OMP_MONITOR_PENDING_STALE_SECONDS",
     "running_stale": "OMP_MONITOR_RUNNING_STALE_SECONDS",
     "target_ttl": "OMP_MONITOR_TARGET_TTL_SECONDS",
@@ -57,7 +58,7 @@ class Intervals:
 
     scan: float = 5.0  # between scans
     idle_delay: float = 30.0  # idle this long (with a loop active) before an idle prompt
-    unread_repeat: float = 60.0  # between unread-count lines for one batch
+    unread_repeat: float = UNREAD_REPEAT  # between unread-count lines for one batch
     pending_stale: float = 15.0  # a pending owner lock (child never adopted) is reclaimed after
     running_stale: float = 20.0  # a running owner without a heartbeat is reclaimed after
     target_ttl: float = 86400.0  # tracker files of panes not seen for this long are removed
@@ -247,6 +248,9 @@ class Observation:
     screen: str | None = None
     idle_prompts: bool = False  # a loop is active and the team still has work (the gate)
     omp: str = field(default_factory=omp_command)  # the team's omp (`invocation.team_command`)
+    # When a nudge last covering the newest unread message was typed (`delivery.covered_since`),
+    # by the send path or by us; None: never, so it is due as soon as the pane is idle.
+    covered: float | None = None
 
 
 @dataclass(frozen=True)
@@ -256,7 +260,7 @@ class Send:
     attempt_id: str
 
 
-def with_batch(tr: Tracker, unread: Unread, now: float) -> Tracker:
+def with_batch(tr: Tracker, unread: Unread, now: float, covered: float | None = None) -> Tracker:
     """The tracker with its unread batch brought up to date (no reservation)."""
     ids = unread.ids[-BATCH_IDS:]
     if unread.count <= 0 or not ids:
@@ -265,9 +269,11 @@ def with_batch(tr: Tracker, unread: Unread, now: float) -> Tracker:
         return dataclasses.replace(tr, batch=(), batch_count=0, batch_since=None)
     known = set(tr.batch)
     if any(i not in known for i in ids):
-        # A message the worker has not been nudged about by us: a new batch. Its own send
-        # nudged once when it was written; our first repeat waits `unread_repeat` from then.
-        since = now if unread.newest_at is None else min(now, unread.newest_at)
+        # A message the worker has not been nudged about by us: a new batch. If a nudge typed
+        # after it (by its send, which types only into an idle pane) covers it, our first
+        # repeat waits `unread_repeat` from then; if none did (the send found the agent busy
+        # and deferred to us), it is due at once, as soon as the pane is idle.
+        since = min(now, covered) if covered is not None else 0.0
         return dataclasses.replace(tr, batch=ids, batch_count=0, batch_since=since)
     if ids != tr.batch:  # some were delivered; the rest are still this batch
         return dataclasses.replace(tr, batch=ids)
@@ -285,7 +291,7 @@ def unread_due(tr: Tracker, now: float, iv: Intervals) -> bool:
 
 def wants_screen(tr: Tracker, obs: Observation, now: float, iv: Intervals) -> bool:
     """Whether `decide` needs the screen: only panes that could get a line are captured."""
-    tr = with_batch(tr, obs.unread, now)
+    tr = with_batch(tr, obs.unread, now, obs.covered)
     return unread_due(tr, now, iv) or (obs.idle_prompts and tr.idle_count < IDLE_MAX)
 
 
@@ -294,7 +300,7 @@ def decide(tr: Tracker, obs: Observation, now: float, iv: Intervals) -> tuple[Tr
 
     `obs.screen` must be given whenever `wants_screen` said so; None reads as "not idle".
     """
-    tr = with_batch(tr, obs.unread, now)
+    tr = with_batch(tr, obs.unread, now, obs.covered)
     idle = obs.screen == "ready"
     first_idle: float | None = None
     if obs.idle_prompts and tr.idle_count < IDLE_MAX and idle:

@@ -5,10 +5,14 @@ The line carries a count and a fixed command, never the body: peer text never re
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from omp.invocation import team_command
-from omp.store.names import LEADER
 from omp.team.bootstrap import api_command
 from omp.team.config import TeamConfig
+
+if TYPE_CHECKING:
+    from omp.team.delivery import Outcome
 
 
 def read_command(omp: str, team: str, recipient: str) -> str:
@@ -20,21 +24,9 @@ def nudge_text(team: str, recipient: str, unread: int, omp: str) -> str:
     return f"You have {unread} new message(s). Read them: {read_command(omp, team, recipient)}"
 
 
-def nudge_target(cfg: TeamConfig, recipient: str) -> str | None:
-    """The pane to nudge for `recipient`, or None (headless, shut down, or an un-nudged leader)."""
-    if cfg.paths.shutdown.exists():
-        return None
-    if recipient == LEADER and cfg.raw.get("nudgeLeader") is not True:
-        return None
-    return cfg.pane_of(recipient)
+def nudge(cfg: TeamConfig, recipient: str) -> Outcome:
+    """After a message is stored: type the unread-count line if the recipient's pane is idle,
+    else leave it to the monitor (`omp.team.delivery`). Never raises."""
+    from omp.team.delivery import TextFor, nudge_now
 
-
-def nudge(cfg: TeamConfig, recipient: str, unread: int) -> bool:
-    """Type the nudge line into the recipient's pane; True only if the submit was verified."""
-    pane = nudge_target(cfg, recipient)
-    if pane is None or unread <= 0:
-        return False
-    from omp.team.panes import deliver_line  # imports tmux (and libtmux) only when there is a pane
-
-    text = nudge_text(cfg.name, recipient, unread, team_command(cfg.raw))
-    return deliver_line(cfg, recipient, pane, text)
+    return nudge_now(cfg, recipient, TextFor(team_command(cfg.raw), cfg.name, recipient))

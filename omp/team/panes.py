@@ -9,7 +9,7 @@ from omp.team.config import TeamConfig
 
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
-    from omp.tmux import PaneIdentity, Tmux
+    from omp.tmux import Delivery, PaneIdentity, Tmux
 
 
 def tmux_for(cfg: TeamConfig) -> Tmux:
@@ -42,35 +42,88 @@ def profile_for(cfg: TeamConfig, member: str) -> AgentProfile:
 
     profiles = load_profiles(cfg.paths.project.root)
     key = "leaderAgent" if member == "leader" else "agent"
-    name = cfg.raw.get(key) or cfg.raw.get("agent") or "copilot"
+    own = (cfg.worker(member) or {}).get("agent")  # a worker added with its own --agent
+    name = own or cfg.raw.get(key) or cfg.raw.get("agent") or "copilot"
     return profiles.get(str(name)) or profiles["copilot"]
 
 
 def deliver_line(
-    cfg: TeamConfig, member: str, pane: str, text: str, *, settle: float = 1.5
-) -> bool:
-    """Type one fixed line into a member's pane and verify it was submitted.
+    cfg: TeamConfig,
+    member: str,
+    pane: str,
+    text: str,
+    *,
+    settle: float = 1.5,
+    only_idle: bool = False,
+) -> Delivery:
+    """Type one fixed line into a member's pane, judged by that member's agent profile, and
+    verify it was submitted (`Tmux.deliver_result`; `only_idle` types only at an idle prompt).
 
-    Refuses (returns False) when the pane id no longer names the pane recorded at launch: a
-    restarted server hands old ids to new panes, and a nudge must never land in a stranger's.
-    A screen caught mid-redraw (neither ready nor busy) is given up to `settle` seconds.
+    Refuses (reason `pane_mismatch`) when the pane id no longer names the pane recorded at
+    launch: a restarted server hands old ids to new panes, and a nudge must never land in a
+    stranger's. A screen caught mid-redraw (neither ready nor busy) is given up to `settle`
+    seconds.
     """
     import time
 
     from omp.errors import OmpError
+    from omp.tmux import Delivery
 
     expected = expected_identity(cfg, pane)
     if expected is None:
-        return False
+        return Delivery(False, "no_identity")
     lock_dir = cfg.paths.project.state / "tmux-locks"
     tmux = tmux_for(cfg)
     profile = profile_for(cfg, member)
     deadline = time.monotonic() + settle
     try:
         while True:
-            res = tmux.deliver_result(pane, text, profile, lock_dir=lock_dir, expected=expected)
+            res = tmux.deliver_result(
+                pane, text, profile, lock_dir=lock_dir, expected=expected, only_idle=only_idle
+            )
             if res.ok or res.reason != "not_ready" or time.monotonic() >= deadline:
-                return res.ok
+                return res
             time.sleep(0.1)
-    except OmpError:
-        return False
+    except OmpError as err:
+        if err.code == "pane_mismatch":
+            return Delivery(False, "pane_mismatch")
+        if err.code == "tmux_error" and tmux.server_identity() is None:
+            return Delivery(False, "server_gone")
+        return Delivery(False, err.code)
+
+
+def why_unreachable(cfg: TeamConfig) -> str | None:
+    """Why none of the team's worker panes can be reached any more, or None when one still can
+    (or when tmux did not answer clearly, or the team is headless: nothing to judge by tmux).
+
+    For `omp team wait` (return at once instead of waiting out a timeout), status, and a send
+    path that must say why it could not nudge. One `server_identity` and one `pane_states` call;
+    never starts a server.
+    """
+    ident = cfg.tmux
+    panes = [p for p in (cfg.pane_of(w) for w in cfg.worker_names) if p]
+    if not ident or not panes:
+        return None
+    try:
+        tmux = tmux_for(cfg)
+        server = tmux.server_identity()
+        if server is None:
+            sock = ident.get("socketPath") or "the default socket"
+            return f"its tmux server is gone (no server answers on {sock})"
+        if not same_server(ident, server):
+            return "its tmux server was restarted since launch: the team's panes are gone"
+        states = tmux.pane_states(panes)
+    except Exception:
+        return None
+    window = ident.get("windowId")
+    mine = [
+        st for st in states.values() if st is not None and (not window or st.window_id == window)
+    ]
+    if any(not st.dead for st in mine):
+        return None
+    dead, gone = len(mine), len(panes) - len(mine)
+    if dead and gone:
+        return f"every worker pane is dead or gone ({dead} dead, {gone} gone)"
+    if dead:
+        return "every worker pane is dead (its agent exited)"
+    return "every worker pane is gone (closed or killed)"

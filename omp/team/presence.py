@@ -39,6 +39,7 @@ HEARTBEAT_FILE = "heartbeat.json"
 PRESENCES = ("live", "stalled", "offline", "unknown")
 STATUSES = ("available", "busy", "inactive")
 DEAD_PANES = frozenset({"dead", "gone"})
+OMP_SOURCES = frozenset({"api", "pane", "sweep"})  # the writers of a heartbeat omp trusts
 
 
 class Heartbeat:
@@ -78,10 +79,14 @@ class Heartbeat:
     def from_json(cls, obj: Any) -> Heartbeat | None:
         if not isinstance(obj, dict):
             return None
-        pid = obj.get("pid")
+        # Only a heartbeat omp wrote is evidence of death: the TypeScript tool's task calls write
+        # the pid of their own short-lived CLI process, which has exited by the time anyone reads
+        # it. A foreign heartbeat still says when someone was active, never that a worker is gone.
+        ours = obj.get("source") in OMP_SOURCES
+        pid = obj.get("pid") if ours else None
         pane = obj.get("pane_id")
-        state = obj.get("state")
-        inactive = obj.get("inactive")
+        state = obj.get("state") if ours else "live"
+        inactive = obj.get("inactive") if ours else None
         return cls(
             pid=pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None,
             pane_id=pane if isinstance(pane, str) else None,
@@ -129,8 +134,8 @@ def classify(hb: Heartbeat | None, now: float, pane: str | None = None) -> str:
         return "unknown"
     if hb.state == "offline" and pane != "alive":
         return "offline"
-    if hb.pid is not None and not pid_alive(hb.pid):
-        return "offline"
+    if pane != "alive" and hb.pid is not None and not pid_alive(hb.pid):
+        return "offline"  # the pane, when it was looked at, is the better witness
     if hb.updated_at is not None and now - hb.updated_at <= LIVE_SECONDS:
         return "live"
     return "stalled"
@@ -218,7 +223,17 @@ def observe_pane(
         and old.updated_at == hb.updated_at
     ):
         return False
-    return _write(team, worker, hb)
+    written = _write(team, worker, hb)
+    was = old.state if old is not None else "live"
+    if (
+        written
+        and (was == "offline") != (hb.state == "offline")
+        and not os.path.lexists(team.shutdown)  # after a shutdown, going offline is no news
+    ):
+        from omp.team import history
+
+        history.member(team, worker, "offline" if hb.state == "offline" else "online")
+    return written
 
 
 def mark_inactive(cfg: TeamConfig, worker: str, reason: str, now: float) -> bool:

@@ -10,9 +10,10 @@ from omp import clock
 from omp.errors import OmpError
 from omp.invocation import hint
 from omp.store import fs, names
+from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths, find_root
 from omp.team import config as team_config
-from omp.team import tasks
+from omp.team import history, tasks
 
 
 def task_description(task: str, i: int, n: int) -> str:
@@ -48,7 +49,8 @@ RUN_FILES = ("result.md", "outbox.jsonl", ".outbox-offset", "heartbeat.json")
 def archive_previous_run(team: TeamPaths) -> Path | None:
     """Move the last run's tasks, conversations and per-worker results aside (never deleted)
     into `runs/<shutdown time>/`, so a relaunch neither shows old results as new nor inherits
-    old claims. Mail stays where it is: it belongs to the team, not to one run."""
+    old claims, nor counts the last run's unread leader mail as new. Workers' mail stays where it
+    is."""
     if not team.shutdown.exists():
         return None
     record = fs.read_json(team.shutdown)
@@ -70,6 +72,12 @@ def archive_previous_run(team: TeamPaths) -> Path | None:
             for f in RUN_FILES:
                 if fs.check_entry(wdir / f, want_dir=False):
                     moves.append((wdir / f, dest / "workers" / w / f))
+    # The leader's mail of that run goes with it: a relaunch starts with no unread mail from the
+    # previous run in the leader's count (and `omp team wait` does not wake on it at once).
+    # It stays readable in runs/<time>/mailbox/. Workers' mailboxes stay where they are.
+    for box in (team.mailbox(LEADER), team.mailbox_index(LEADER)):
+        if team.project.check(team.mailbox_dir) and fs.check_entry(box, want_dir=False):
+            moves.append((box, dest / "mailbox" / box.name))
     moves.append((team.shutdown, dest / "shutdown.json"))
     for src, dst in moves:
         team.project.ensure(dst.parent)
@@ -87,3 +95,5 @@ def write_state(team: TeamPaths, raw: dict[str, Any], task: str) -> None:
             tasks.create(team, w["taskId"], task_description(task, i, n))
     team.project.ensure(team.mailbox_dir)
     team_config.write(team, raw)
+    for w in raw["workers"]:
+        history.member(team, w["name"], "joined")

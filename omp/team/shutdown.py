@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import os
+import re
+from typing import TYPE_CHECKING, Any
 
 from omp import clock
+from omp.errors import OmpError
 from omp.store import fs
-from omp.team import tasks
+from omp.store.paths import TeamPaths
+from omp.team import history, tasks
 from omp.team.config import TeamConfig
 from omp.team.panes import same_server, tmux_for
+
+if TYPE_CHECKING:
+    from omp.tmux import Tmux
 
 
 def shutdown(cfg: TeamConfig) -> dict[str, Any]:
@@ -54,4 +62,104 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
         "clearedLocks": cleared,
     }
     fs.write_json_atomic(team.shutdown, record)
+    for w in cfg.worker_names:
+        history.member(team, w, "left", "team shut down")
     return {"ok": True, "team": cfg.name, **record, "skipped": skipped}
+
+
+# ---- `--force`: a team whose config cannot be read ---------------------------------------------
+
+_SOCKET_RE = re.compile(rb'"socketPath"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def pane_environ(pid: int) -> dict[str, str] | None:
+    """The environment a pane's process started with (Linux `/proc`), or None if unknown."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    out: dict[str, str] = {}
+    for item in data.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            out[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return out
+
+
+def started_by_omp(env: dict[str, str] | None, team: TeamPaths) -> bool:
+    """Proof that launch started this pane as a worker of `team` of this project: the variables
+    only launch gives a worker's pane (`OMP_TEAM`, `OMP_WORKER`, `OMP_LAUNCH_TOKEN`, `OMP_ROOT`).
+    A leader's pane, a person's shell, another project's or team's workers have no such proof."""
+    if not env or env.get("OMP_TEAM") != team.name:
+        return False
+    if not env.get("OMP_WORKER") or not env.get("OMP_LAUNCH_TOKEN"):
+        return False
+    root = env.get("OMP_ROOT") or ""
+    return bool(root) and os.path.realpath(root) == os.path.realpath(team.project.root)
+
+
+def _servers(team: TeamPaths, socket: str | None) -> list[Tmux]:
+    """The tmux servers the team's panes may live on: the socket still legible in the broken
+    config, the one named by `--socket`/`OMP_TMUX_SOCKET`, and the default server."""
+    from omp.tmux import Tmux
+
+    out: list[Tmux] = []
+    try:
+        data = fs.read_bytes(team.config) or b""
+    except Exception:
+        data = b""
+    for m in _SOCKET_RE.finditer(data):
+        try:
+            path = json.loads(b'"' + m.group(1) + b'"')
+        except ValueError:
+            continue
+        if isinstance(path, str) and path:
+            out.append(Tmux(socket_path=path))
+    name = socket or os.environ.get("OMP_TMUX_SOCKET")
+    if name:
+        out.append(Tmux(socket_name=name))
+    out.append(Tmux())
+    return out
+
+
+def force_shutdown(team: TeamPaths, *, socket: str | None = None) -> dict[str, Any]:
+    """Shut down a team whose config cannot be read: kill only the panes omp can prove it
+    started for this team (`started_by_omp`), clear its task locks, write `shutdown.json`.
+    Every file stays; the name can be launched again."""
+    if not team.project.check(team.dir):
+        raise OmpError("unknown_team", f"no team named {team.name!r} under {team.project.state}")
+    own = os.environ.get("TMUX_PANE")
+    killed: list[str] = []
+    skipped: list[dict[str, str]] = []
+    seen: set[str] = set()
+    can_prove = os.path.isdir("/proc/self")
+    for tmux in _servers(team, socket) if can_prove else []:
+        try:
+            server = tmux.server_identity()
+            if server is None or server["socket_path"] in seen:
+                continue
+            seen.add(server["socket_path"])
+            panes = tmux.all_panes()
+        except Exception:
+            continue
+        for pane_id, st in sorted(panes.items()):
+            if st.pid is None or pane_id == own or st.dead:
+                continue
+            if started_by_omp(pane_environ(st.pid), team):
+                tmux.kill_pane(pane_id)
+                killed.append(pane_id)
+    if not can_prove:
+        skipped.append(
+            {"pane": "-", "why": "no /proc here: omp cannot prove which panes it started"}
+        )
+    cleared = tasks.clear_locks(team)
+    record = {
+        "shutdownAt": clock.iso(),
+        "killedPanes": killed,
+        "killedSession": False,
+        "clearedLocks": cleared,
+        "forced": True,
+    }
+    fs.write_json_atomic(team.shutdown, record)
+    return {"ok": True, "team": team.name, **record, "skipped": skipped}

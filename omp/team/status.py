@@ -19,6 +19,7 @@ from omp.store.paths import StatePaths, TeamPaths
 from omp.team import config as team_config
 from omp.team import mailbox, presence, tasks
 from omp.team.config import TeamConfig
+from omp.textsafe import inline, visible
 
 if TYPE_CHECKING:
     from omp.tmux import PaneState
@@ -89,7 +90,7 @@ def _last_activity(team: TeamPaths, worker: str) -> str | None:
 
 def team_status(cfg: TeamConfig) -> dict[str, Any]:
     team = cfg.paths
-    task_list = tasks.list_all(team)
+    task_list = tasks.read_all(team)
     views = pane_views(cfg)
     states = presence.member_states(
         cfg,
@@ -119,10 +120,13 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
     shutdown = (
         fs.read_json(team.shutdown) if fs.check_entry(team.shutdown, want_dir=False) else None
     )
+    not_running = _not_running(cfg, views, shutdown is not None or os.path.lexists(team.shutdown))
     return {
         "team": cfg.name,
         "agent": cfg.raw.get("agent") or cfg.raw.get("role"),
         "session": cfg.raw.get("tmuxSession"),
+        "running": not_running is None,
+        "notRunning": not_running,
         "shutdown": shutdown if isinstance(shutdown, dict) else None,
         "leaderUnread": mailbox.Mailbox(team, "leader").unread_count(),
         "tasks": [
@@ -134,21 +138,49 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
                 "description": t.get("description"),
             }
             for t in task_list
-        ],
+        ]
+        + task_list.broken,  # a broken task file is a row saying why, never a silent gap
         "workers": workers,
-        "allDone": bool(task_list) and all(t.get("status") in tasks.TERMINAL for t in task_list),
+        "allDone": bool(task_list)
+        and not task_list.broken
+        and all(t.get("status") in tasks.TERMINAL for t in task_list),
     }
 
 
+def _not_running(cfg: TeamConfig, views: dict[str, PaneView], shut: bool) -> str | None:
+    """Why the team is not running, or None. A headless team (no panes) runs as long as it is
+    not shut down; a team with panes runs while one of them is alive (or tmux did not answer)."""
+    if shut:
+        return "shut down"
+    states = [v.state for w, v in views.items() if cfg.pane_of(w)]
+    if not states or any(s in ("alive", "unknown") for s in states):
+        return None
+    if all(s == "gone" for s in states):
+        return "every worker pane is gone (or its tmux server is)"
+    return "every worker pane is dead or gone"
+
+
 def monitor_summary(project: StatePaths) -> dict[str, Any] | None:
-    """What the monitor last wrote about itself, or None; never starts or touches it."""
+    """What the monitor last wrote about itself, with `state` judged now (`running` only when
+    its pid is alive and it scanned recently; see `monitor_alive.judge`), or None when no monitor
+    ever ran here. Never starts or touches it."""
+    from omp.team.monitor_alive import judge
+
     try:
         if not project.check(project.monitor):
             return None
     except Exception:
         return None
     status = fs.read_json(project.monitor / "status.json")
-    return status if isinstance(status, dict) else None
+    out = dict(status) if isinstance(status, dict) else {}
+    verdict = judge(project)
+    if verdict["state"] == "none" and not out:
+        return None
+    out["state"] = verdict["state"]
+    for key in ("since", "why"):
+        if verdict.get(key) is not None:
+            out["state" + key.title()] = verdict[key]
+    return out
 
 
 def status(project: StatePaths, name: str | None) -> dict[str, Any]:
@@ -156,7 +188,14 @@ def status(project: StatePaths, name: str | None) -> dict[str, Any]:
         teams = [team_status(team_config.load(project.team(name)))]
     else:
         teams = [_status_or_error(project, n) for n in team_config.list_teams(project)]
-    return {"ok": True, "teams": teams, "monitor": monitor_summary(project)}
+    from omp.modes import loop_summaries
+
+    return {
+        "ok": True,
+        "teams": teams,
+        "monitor": monitor_summary(project),
+        "loops": loop_summaries(project),
+    }
 
 
 def _status_or_error(project: StatePaths, name: str) -> dict[str, Any]:
@@ -190,7 +229,8 @@ def _result_text(team: TeamPaths, worker: str) -> str | None:
 def collect(cfg: TeamConfig) -> dict[str, Any]:
     team = cfg.paths
     views = pane_views(cfg)
-    by_id = {t.get("id"): t for t in tasks.list_all(team)}
+    task_list = tasks.read_all(team)
+    by_id = {t.get("id"): t for t in task_list}
     out = []
     for w in cfg.worker_names:
         info = cfg.worker(w) or {}
@@ -217,68 +257,145 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
             }
         )
     done = sum(1 for x in out if x["outcome"] == "done")
-    task_list = list(by_id.values())
+    # workers taken off the team (`remove-worker`): their results stay readable
+    from omp.team.membership import removed_names
+
+    removed = []
+    for w in dict.fromkeys(removed_names(cfg.raw)):
+        result_md = _result_text(team, w) if w not in cfg.worker_names else None
+        if result_md:
+            removed.append(
+                {
+                    "name": w,
+                    "outcome": "removed",
+                    "resultFile": str(team.worker_dir(w) / RESULT_FILE),
+                    "resultMarkdown": result_md,
+                }
+            )
     return {
         "ok": True,
         "team": cfg.name,
         "workers": out,
+        "removed": removed,
         "total": len(out),
         "doneCount": done,
         # the same rule as `status` and `wait`: every task finished (a dead pane is not)
-        "allDone": bool(task_list) and all(t.get("status") in tasks.TERMINAL for t in task_list),
+        "allDone": bool(task_list)
+        and not task_list.broken
+        and all(t.get("status") in tasks.TERMINAL for t in task_list),
+        "brokenTasks": task_list.broken,
     }
 
 
 def collect_markdown(result: dict[str, Any]) -> str:
-    head = f"# team {result['team']}: {result['doneCount']}/{result['total']} done"
+    head = f"# team {inline(result['team'])}: {result['doneCount']}/{result['total']} done"
     if result["allDone"]:
         head += " — all finished"
     parts = [head]
     for w in result["workers"]:
-        task = f" (task {w['taskId']})" if w.get("taskId") else ""
-        parts.append(f"\n## {w['name']}{task}: {w['outcome']}")
+        task = f" (task {inline(str(w['taskId']))})" if w.get("taskId") else ""
+        parts.append(f"\n## {inline(w['name'])}{task}: {w['outcome']}")
         if w.get("result"):
-            parts.append(f"Result: {w['result']}")
+            parts.append(f"Result: {visible(str(w['result']))}")
         if w.get("resultMarkdown"):
-            parts.append(f"\n{w['resultMarkdown'].rstrip()}")
+            parts.append(f"\n{visible(w['resultMarkdown'].rstrip())}")
+    for b in result.get("brokenTasks") or []:
+        parts.append(f"\n## task {inline(str(b['id']))}: unreadable\n{inline(b['message'])}")
+    for w in result.get("removed", []):
+        parts.append(f"\n## {inline(w['name'])}: removed from the team")
+        parts.append(f"\n{visible(w['resultMarkdown'].rstrip())}")
     return "\n".join(parts) + "\n"
 
 
+def loops_text(loops: list[dict[str, Any]]) -> list[str]:
+    """`loop ralph: step 2/10, last stop blocked at 2026-...` per active loop."""
+    from omp.stophook.decision import WHY_TEXT
+
+    lines = []
+    for lp in loops:
+        last = lp.get("lastDecision") or {}
+        why = WHY_TEXT.get(str(last.get("why")), str(last.get("action")))
+        when = f", last stop: {_cell(why)} at {_cell(last.get('at'))}" if last else ", no stop yet"
+        lines.append(f"loop {lp['mode']}: step {lp['step']}/{lp['max']}{when}")
+    return lines
+
+
+def _cell(value: Any, default: str = "-") -> str:
+    """A table cell: one row, every control character escaped (`omp.textsafe.inline`)."""
+    return inline(str(value)) if value not in (None, "") else default
+
+
 def status_text(result: dict[str, Any]) -> str:
+    loops = loops_text(result.get("loops") or [])
     if not result["teams"]:
         start = hint('team launch 3 "<task>"')
-        return f"no teams in this project (start one: {start})\n"
+        return "\n".join([f"no teams in this project (start one: {start})", *loops]) + "\n"
     lines: list[str] = []
     for t in result["teams"]:
         if "error" in t:
-            lines.append(f"team {t['team']} — unreadable: {t['message']} [{t['error']}]")
+            lines.append(
+                f"team {_cell(t['team'])} — unreadable: {_cell(t['message'])} [{t['error']}]"
+            )
             continue
-        tag = " (shut down)" if t["shutdown"] else ""
+        if t["shutdown"]:
+            tag = f" (shut down {_cell(t['shutdown'].get('shutdownAt'), '')})".replace(" )", ")")
+        elif t.get("notRunning"):
+            tag = f" (not running: {_cell(t['notRunning'])})"
+        else:
+            tag = ""
         lines.append(
-            f"team {t['team']} — {t['agent'] or '?'}{tag}; leader unread {t['leaderUnread']}"
+            f"team {_cell(t['team'])} — {_cell(t['agent'], '?')}{tag}; "
+            f"leader unread {t['leaderUnread']}"
         )
         lines.append("  tasks:")
         for task in t["tasks"]:
-            res = f"  {task['result']}" if task.get("result") else ""
+            if "error" in task:
+                lines.append(
+                    f"    {_cell(task.get('id'), '?'):>3}  unreadable: {_cell(task['message'])} "
+                    f"[{task['error']}]"
+                )
+                continue
+            res = f"  {_cell(task['result'])}" if task.get("result") else ""
             lines.append(
-                f"    {task['id']:>3}  {task['status']:<11} {task['owner'] or '-':<10}{res}"
+                f"    {_cell(task['id']):>3}  {_cell(task['status']):<11} "
+                f"{_cell(task['owner']):<10}{res}"
             )
         lines.append("  workers:")
         for w in t["workers"]:
             lines.append(
-                f"    {w['name']:<10} pane {w['paneId'] or '-':<5} {w['pane']:<7} "
-                f"{w.get('presence', '-'):<8} {w.get('status', '-'):<9} "
-                f"unread {w['unread']:<3} last {w['lastActivity'] or '-'}"
+                f"    {_cell(w['name']):<10} pane {_cell(w['paneId']):<5} {w['pane']:<7} "
+                f"{_cell(w.get('presence')):<8} {_cell(w.get('status')):<9} "
+                f"unread {w['unread']:<3} last {_cell(w['lastActivity'])}"
             )
         lines.append(f"  allDone={str(t['allDone']).lower()}")
     mon = result.get("monitor")
     if mon:
-        lines.append(
-            f"monitor: pid {mon.get('pid', '?')}, {mon.get('reason', '?')}, "
-            f"last scan {mon.get('updatedAt', '?')}, nudges {mon.get('nudgesSent', 0)}, "
-            f"idle prompts {mon.get('idlePromptsSent', 0)}"
-        )
+        lines.append(_monitor_line(mon))
+    lines += loops
     return "\n".join(lines) + "\n"
+
+
+def _monitor_line(mon: dict[str, Any]) -> str:
+    state = mon.get("state", "?")
+    if state == "running":
+        head = f"monitor: running, pid {_cell(mon.get('pid'), '?')}"
+    elif state == "dead":
+        head = (
+            f"monitor: dead since {_cell(mon.get('stateSince'), '?')} "
+            f"({_cell(mon.get('stateWhy'), '?')}); the next writing call or launch restarts it"
+        )
+    elif state == "stopped":
+        head = (
+            f"monitor: stopped at {_cell(mon.get('stateSince'), '?')} "
+            f"({_cell(mon.get('stateWhy'), '?')})"
+        )
+    else:
+        head = f"monitor: {_cell(state)}"
+    return (
+        f"{head}; last scan {_cell(mon.get('updatedAt'), '?')}, "
+        f"nudges {_cell(mon.get('nudgesSent'), '0')}, "
+        f"idle prompts {_cell(mon.get('idlePromptsSent'), '0')}"
+    )
 
 
 def result_path(team: TeamPaths, worker: str) -> Path:

@@ -20,6 +20,7 @@ from omp.errors import OmpError
 from omp.store import fs, jsonl
 from omp.store.names import task_id as check_task_id
 from omp.store.paths import TeamPaths
+from omp.team import history
 
 STATUSES = ("pending", "in_progress", "completed", "failed", "interrupted")
 TERMINAL = frozenset({"completed", "failed", "interrupted"})
@@ -38,26 +39,92 @@ def guarded(team: TeamPaths) -> Iterator[None]:
         yield
 
 
+def problem(obj: Any, tid: str) -> str | None:
+    """What is wrong with a task record read from `tasks/<tid>.json`, or None. A record omp cannot
+    trust is never silently skipped nor read with defaults: it is shown as broken."""
+    if obj is None:
+        return "is not valid JSON"
+    if not isinstance(obj, dict):
+        return "is not a JSON object"
+    if obj.get("id") != tid:
+        return f"holds id {obj.get('id')!r}, not {tid!r} (its file name)"
+    if obj.get("status") not in STATUSES:
+        return f"has an unknown status {obj.get('status')!r}; statuses: {', '.join(STATUSES)}"
+    for key in ("owner", "claimToken", "description"):
+        if obj.get(key) is not None and not isinstance(obj[key], str):
+            return f"has a {key} that is not a string"
+    return None
+
+
 def read(team: TeamPaths, tid: str) -> dict[str, Any] | None:
-    obj = fs.read_json(team.task(check_task_id(tid)))
-    return obj if isinstance(obj, dict) else None
+    """The task, or None when there is none; `invalid_task` (naming the file) when it is broken."""
+    path = team.task(check_task_id(tid))
+    obj = fs.read_json(path)
+    if obj is None and not os.path.lexists(path):
+        return None
+    why = problem(obj, tid)
+    if why is not None:
+        raise OmpError("invalid_task", f"task file {path} {why}", task_id=tid, file=str(path))
+    assert isinstance(obj, dict)
+    return obj
+
+
+class TaskList(list[dict[str, Any]]):
+    """The readable tasks, ordered by id; `broken` the files that are not (`{id, file, error,
+    message}` rows): every read command shows those too, a task never silently disappears."""
+
+    broken: list[dict[str, Any]]
+
+
+def read_all(team: TeamPaths) -> TaskList:
+    """Every task file, ordered by id (numeric ids numerically): valid ones, and broken ones aside.
+    Read-only."""
+    out = TaskList()
+    out.broken = []
+    try:
+        if not team.project.check(team.tasks_dir):
+            return out
+        names = os.listdir(team.tasks_dir)
+    except OSError:
+        return out
+    for n in sorted(names, key=lambda n: _sort_key(n[:-5])):
+        if not n.endswith(".json") or n.startswith("."):
+            continue
+        tid, path = n[:-5], team.tasks_dir / n
+        obj = fs.read_json(path)  # an unsafe entry raises unsafe_path: refused, never followed
+        why = problem(obj, tid)
+        if why is None and isinstance(obj, dict):
+            out.append(obj)
+            continue
+        message = f"task file {path} {why}"
+        out.broken.append(
+            {"id": tid, "file": str(path), "error": "invalid_task", "message": message}
+        )
+    return out
 
 
 def list_all(team: TeamPaths) -> list[dict[str, Any]]:
-    """Every task, ordered by id (numeric ids numerically). Read-only."""
-    try:
-        if not team.project.check(team.tasks_dir):
-            return []
-        names = os.listdir(team.tasks_dir)
-    except OSError:
-        return []
-    out = []
-    for n in names:
-        if n.endswith(".json") and not n.startswith("."):
-            t = fs.read_json(team.tasks_dir / n)
-            if isinstance(t, dict) and isinstance(t.get("id"), str):
-                out.append(t)
-    return sorted(out, key=lambda t: _sort_key(t["id"]))
+    """The valid tasks (see `read_all` for the broken ones too). Read-only."""
+    return read_all(team)
+
+
+def broken_rows(task_list: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return list(getattr(task_list, "broken", []))
+
+
+TOKEN_FIELDS = ("claimToken", "claim_token")
+
+
+def shown_to(task_list: list[dict[str, Any]], viewer: str | None) -> list[dict[str, Any]]:
+    """The tasks as `viewer` may see them: a claim token is a capability, shown only to the
+    worker that claimed the task; `viewer` None (the leader, a person: no worker identity) sees
+    everything."""
+    if viewer is None:
+        return task_list
+    return [
+        t if t.get("owner") == viewer else {k: v for k, v in t.items() if k not in TOKEN_FIELDS}
+        for t in task_list
+    ]
 
 
 def _sort_key(tid: str) -> tuple[int, int, str]:
@@ -77,6 +144,7 @@ def create(team: TeamPaths, tid: str, description: str) -> dict[str, Any]:
     }
     with guarded(team):
         _write(team, task)
+        history.task(team, None, task)
     return task
 
 
@@ -130,6 +198,7 @@ def claim(team: TeamPaths, tid: str, worker: str) -> tuple[dict[str, Any], str]:
         token = f"{worker}-{int(time.time() * 1000)}-{os.urandom(4).hex()}"
         task.update(status="in_progress", owner=worker, startedAt=clock.iso(), claimToken=token)
         _write(team, task)
+        history.task(team, "pending", task)
     return task, token
 
 
@@ -170,6 +239,14 @@ def transition(
                 "invalid_transition",
                 f"cannot move a task from {from_status} to {to_status}; allowed: {allowed}",
             )
+        owner = task.get("owner")
+        if worker is not None and isinstance(owner, str) and owner and owner != worker:
+            raise OmpError(
+                "not_task_owner",
+                f"task {tid} was claimed by {owner}, not {worker}; only its claimant moves it",
+                task_id=tid,
+                owner=owner,
+            )
         held = task.get("claimToken")
         if held and held != token:
             raise OmpError(
@@ -177,7 +254,7 @@ def transition(
                 f"task {tid}: claim_token does not match; pass the claimToken that claim-task "
                 "returned to you",
             )
-        owner = worker or task.get("owner")
+        owner = worker or owner
         outbox = _outbox_path(team, owner) if owner and to_status in OUTBOX_EVENTS else None
         task["status"] = to_status
         if result is not None:
@@ -185,6 +262,7 @@ def transition(
         if to_status in TERMINAL:
             task["finishedAt"] = clock.iso()
         _write(team, task)
+        history.task(team, from_status, task)  # under the guard: the log keeps the true order
         if to_status in TERMINAL:
             try:
                 os.unlink(team.task_lock(tid))

@@ -106,8 +106,12 @@ def test_send_message_from_a_subdirectory_in_a_real_process(
     assert r.rc == 0, r
     assert r.stderr == ""
     assert r.stdout.count("\n") == 1
-    assert set(r.json) == {"ok", "messageId", "nudged"}
+    assert set(r.json) == {"ok", "messageId", "nudged", "nudge", "nudgeReason"}
     assert r.json["ok"] is True and r.json["nudged"] is False
+    assert (r.json["nudge"], r.json["nudgeReason"]) == (
+        "no_pane",
+        "worker-2 has no pane (a headless team)",
+    )
     ULID.from_str(r.json["messageId"])
     lines = records(mailbox_file(root, "worker-2"))
     assert len(lines) == 1
@@ -510,7 +514,11 @@ def test_human_form_is_one_short_line_per_message(
         as_json=False,
     )
     assert r.rc == 0, r
-    assert re.fullmatch(r"sent [0-9A-Z]{26} \(not nudged\)\n", r.stdout)
+    assert re.fullmatch(
+        r"sent [0-9A-Z]{26} \(not nudged: the leader is not nudged \(launch with "
+        r"--nudge-leader\); it polls with wait\)\n",
+        r.stdout,
+    )
     send(capsys, root, "worker-2", "leader", "red \x1b[31mALERT\x1b[0m\x07 \x1b]0;title\x07done")
     send(capsys, root, "worker-3", "leader", "first line\nsecond line")
     r = run_api(
@@ -520,7 +528,8 @@ def test_human_form_is_one_short_line_per_message(
     lines = [x for x in r.stdout.splitlines() if not x.startswith("(")]  # not the notes
     assert len(lines) == 3
     assert re.fullmatch(r"\d\d:\d\d:\d\d  worker-1 \*: plain words", lines[0])
-    assert lines[1].endswith("worker-2 *: red ALERT done")
+    # what omp takes out stays visible, escaped (omp.textsafe.visible)
+    assert lines[1].endswith(r"worker-2 *: red \x1b[31mALERT\x1b[0m\x07 \x1b]0;title\x07done")
     assert "\x1b" not in r.stdout and "\x07" not in r.stdout
     assert "worker-3 *: first line" in lines[2] and "second line" not in lines[2]
 

@@ -214,7 +214,8 @@ def test_control_sequences_and_slash_commands_never_reach_the_recipient_terminal
     shown = next(ln for ln in history.splitlines() if "✉ worker-1:" in ln)
     assert "RED" in shown and not CONTROL.search(shown)
 
-    # the text form of mailbox-list prints the body with every control byte removed
+    # the text form of mailbox-list prints the body with every control byte escaped: the title
+    # sequence is shown as inert text (`\x1b]2;PWNED-TITLE\x07`), it never sets a title
     listing = run_api(
         "mailbox-list",
         {"team_name": "t1", "worker": "worker-2"},
@@ -223,7 +224,7 @@ def test_control_sequences_and_slash_commands_never_reach_the_recipient_terminal
         as_json=False,
     )
     assert listing.rc == 0, listing
-    assert "RED" in listing.stdout and "PWNED" not in listing.stdout
+    assert "RED" in listing.stdout and "\\x1b]2;PWNED-TITLE\\x07" in listing.stdout
     assert not CONTROL.search(listing.stdout.replace("\n", "")), repr(listing.stdout)
     as_json = run_api(
         "mailbox-list", {"team_name": "t1", "worker": "worker-2"}, cwd=root, env=_env()

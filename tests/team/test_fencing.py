@@ -121,14 +121,104 @@ def test_a_pane_of_another_launch_is_stale(
     assert snapshot_tree(root / ".omp") == before
 
 
-def test_fencing_applies_only_to_the_panes_own_team(
-    pane: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("sub", "fields"),
+    [
+        ("send-message", {"from": "leader", "to": "worker-1", "body": "x"}),
+        ("send-message", {"from": "worker-1", "to": "leader", "body": "x"}),
+        ("broadcast", {"from": "leader", "body": "x"}),
+        ("mailbox-read", {"worker": "leader"}),
+        ("mailbox-list", {"worker": "worker-1"}),
+        ("claim-task", {"task_id": "1", "worker": "worker-1"}),
+        ("list-tasks", {}),
+        ("roster", {}),
+    ],
+)
+def test_a_worker_cannot_act_in_another_team(
+    root: Path,
+    pane: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    sub: str,
+    fields: dict[str, Any],
 ) -> None:
-    # worker-1 of team t running `omp` for another team is identified by what it says
-    run = call(
-        capsys, "send-message", team="other", **{"from": "leader", "to": "worker-1", "body": "x"}
-    )
+    # worker-1 of team t is worker-1 of team t everywhere: never the leader of another team,
+    # not even a worker there with the same name
+    before = snapshot_tree(root / ".omp")
+    run = call(capsys, sub, team="other", **fields)
+    refused(run, "sender_mismatch")
+    assert "team other" in run.json["message"]
+    assert snapshot_tree(root / ".omp") == before
+
+
+def _claim(capsys: pytest.CaptureFixture[str], tid: str, worker: str) -> str:
+    run = call(capsys, "claim-task", task_id=tid, worker=worker)
     assert run.rc == 0, run
+    return str(run.json["claimToken"])
+
+
+def test_a_claim_token_is_shown_only_to_its_claimant_and_the_leader(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tok2 = _claim(capsys, "2", "worker-2")
+    monkeypatch.setenv("OMP_TEAM", "t")
+    monkeypatch.setenv("OMP_LAUNCH_TOKEN", TOKEN)
+    monkeypatch.setenv("OMP_WORKER", "worker-1")
+    tok1 = _claim(capsys, "1", "worker-1")
+    seen = call(capsys, "list-tasks")
+    assert tok2 not in seen.stdout and tok1 in seen.stdout
+    text = call_api(capsys, "list-tasks", {"team_name": "t"}, as_json=False)
+    assert tok2 not in text.stdout
+    monkeypatch.setenv("OMP_WORKER", "worker-2")
+    assert tok2 in call(capsys, "list-tasks").stdout
+    for var in ("OMP_TEAM", "OMP_WORKER", "OMP_LAUNCH_TOKEN"):
+        monkeypatch.delenv(var)
+    leader = call(capsys, "list-tasks")
+    assert tok1 in leader.stdout and tok2 in leader.stdout
+
+
+def test_status_collect_and_wait_never_show_a_claim_token(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from omp.team.status import collect, status
+    from omp.team.wait import wait
+
+    tok = _claim(capsys, "2", "worker-2")
+    team = StatePaths(root).team("t")
+    for shown in (
+        status(StatePaths(root), "t"),
+        collect(team_config.load(team)),
+        wait(team_config.load(team), timeout=0.01),
+    ):
+        assert tok not in repr(shown)
+
+
+@pytest.mark.parametrize("name_it", [True, False])
+def test_a_worker_cannot_move_another_workers_task_even_with_its_token(
+    root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name_it: bool,
+) -> None:
+    tok2 = _claim(capsys, "2", "worker-2")  # the leader (no identity) claims for worker-2
+    monkeypatch.setenv("OMP_TEAM", "t")
+    monkeypatch.setenv("OMP_LAUNCH_TOKEN", TOKEN)
+    monkeypatch.setenv("OMP_WORKER", "worker-1")
+    before = snapshot_tree(root / ".omp")
+    fields: dict[str, Any] = {"task_id": "2", "from": "in_progress", "to": "completed"}
+    fields["claim_token"] = tok2  # even a stolen token does not help
+    run = call(
+        capsys, "transition-task-status", **fields, **({"worker": "worker-1"} if name_it else {})
+    )
+    refused(run, "not_task_owner")
+    assert snapshot_tree(root / ".omp") == before
+    monkeypatch.setenv("OMP_WORKER", "worker-2")
+    assert call(capsys, "transition-task-status", **fields).rc == 0
+
+
+def test_the_leader_moves_any_task_with_its_token(capsys: pytest.CaptureFixture[str]) -> None:
+    tok = _claim(capsys, "3", "worker-3")
+    fields = {"task_id": "3", "from": "in_progress", "to": "failed", "claim_token": tok}
+    assert call(capsys, "transition-task-status", **fields).rc == 0
 
 
 def test_without_a_token_only_the_name_is_checked(

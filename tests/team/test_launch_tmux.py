@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import sys
@@ -283,3 +284,40 @@ def test_a_launch_without_a_task_leaves_workers_free_for_requests(
         cwd=project,
     )  # fmt: skip
     assert req.rc == 0 and req.json["status"] == "acknowledged", req.stdout
+
+
+def test_inside_tmux_a_socket_naming_the_leaders_own_server_still_splits_its_window(
+    server: Tmux, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`OMP_TMUX_SOCKET` / `--socket` naming the server the leader's pane lives on is that
+    server: split the leader's window, never a new detached session of shells."""
+    _, wid, leader = server.new_session("leader", cwd=project, command=["sh"])
+    info = server.server_identity()
+    assert info is not None
+    monkeypatch.setenv("TMUX", f"{info['socket_path']},{info['server_pid']},0")
+    monkeypatch.setenv("TMUX_PANE", leader)
+    res = _launch(server, project, n=2, nudge_leader=True, leader_agent="copilot")
+    assert res["session"] is None and res["leaderPaneId"] == leader
+    states = server.pane_states([w["paneId"] for w in res["workers"]])
+    assert all(st is not None and st.window_id == wid for st in states.values())
+    assert not server.has_session("omp-team-t1")
+    raw = team_config.load(StatePaths(project).team("t1")).raw
+    assert (raw["leaderAgent"], raw["nudgeLeader"]) == ("copilot", True)
+    # The leader's pane is judged by its own agent: a shell prompt is not an idle Copilot.
+    sent = run_api(
+        "send-message",
+        {"team_name": "t1", "from": "worker-1", "to": "leader", "body": "done"},
+        cwd=project,
+        env=child_env(Path(os.environ["HOME"])),
+    )
+    assert sent.json["nudge"] == "deferred", sent.json
+    shutdown(team_config.load(StatePaths(project).team("t1")))
+
+
+def test_an_unknown_leader_agent_is_refused_before_anything_is_made(
+    server: Tmux, project: Path
+) -> None:
+    with pytest.raises(OmpError) as exc:
+        _launch(server, project, n=1, leader_agent="nope")
+    assert exc.value.code == "unknown_agent" and "--leader-agent" in exc.value.message
+    assert not (project / ".omp/state/team/t1").exists()

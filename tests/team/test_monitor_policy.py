@@ -13,15 +13,16 @@ from typing import Any
 
 import pytest
 
+from omp import clock as omp_clock
 from omp import modes
 from omp.errors import OmpError
 from omp.invocation import omp_command
 from omp.store import fs
 from omp.store.paths import StatePaths
 from omp.team import config as team_config
+from omp.team import delivery, tasks
 from omp.team import monitor_ctl as ctl
 from omp.team import monitor_policy as policy
-from omp.team import tasks
 from omp.team.mailbox import Mailbox, new_message
 from omp.team.monitor import Monitor, run_monitor
 from omp.team.monitor_policy import IDLE_PROMPT, Intervals, Observation, Tracker, Unread
@@ -123,8 +124,20 @@ class World:
                 return
             self.clock.sleep(step)
 
-    def mail(self, worker: str, body: str = "hi", sender: str = "worker-2") -> None:
-        Mailbox(self.paths.team("t"), worker).append_messages([new_message(sender, worker, body)])
+    def mail(
+        self, worker: str, body: str = "hi", sender: str = "worker-2", *, nudged: bool = True
+    ) -> None:
+        """A message stored as `send-message` stores it; `nudged`: its send found the pane idle
+        and typed the nudge (recorded for the monitor), else it deferred to the monitor."""
+        team = self.paths.team("t")
+        msg = new_message(sender, worker, body)
+        Mailbox(team, worker).append_messages([msg])
+        if nudged:
+            unread, _ = Mailbox(team, worker).undelivered()
+            at = omp_clock.parse_iso(msg["timestamp"])
+            assert at is not None
+            cfg = team_config.load(team)
+            delivery.write_record(cfg, worker, tuple(m["id"] for m in unread), at)
 
     def loop(self, on: bool = True) -> None:
         if on:
@@ -680,22 +693,31 @@ def test_intervals_from_the_environment() -> None:
 
 
 def obs(
-    screen: str | None = "ready", unread: Unread | None = None, gate: bool = True
+    screen: str | None = "ready",
+    unread: Unread | None = None,
+    gate: bool = True,
+    *,
+    deferred: bool = False,
 ) -> Observation:
-    return Observation("t", "worker-1", unread or Unread(), screen, gate)
+    """By default the newest message's own send typed its nudge when it was written."""
+    u = unread or Unread()
+    covered = None if deferred else u.newest_at
+    return Observation("t", "worker-1", u, screen, gate, OMP, covered)
 
 
 def test_policy_batches() -> None:
     tr = Tracker()
     u1 = Unread(2, ("a", "b"), newest_at=100.0)
-    tr = policy.with_batch(tr, u1, 130.0)
+    # Never nudged (its send found the agent busy): due at once.
+    assert policy.with_batch(tr, u1, 130.0).batch_since == 0.0
+    tr = policy.with_batch(tr, u1, 130.0, covered=100.0)
     assert tr.batch == ("a", "b") and tr.batch_since == 100.0
     tr = dataclasses_replace(tr, batch_count=3)
     # one delivered: same batch, still spent
     tr2 = policy.with_batch(tr, Unread(1, ("b",), 100.0), 200.0)
     assert tr2.batch == ("b",) and tr2.batch_count == 3
     # a new one: a new batch
-    tr3 = policy.with_batch(tr2, Unread(2, ("b", "c"), 190.0), 200.0)
+    tr3 = policy.with_batch(tr2, Unread(2, ("b", "c"), 190.0), 200.0, covered=190.0)
     assert tr3.batch_count == 0 and tr3.batch_since == 190.0
     # everything delivered: no batch
     assert policy.with_batch(tr3, Unread(), 210.0).batch == ()
@@ -729,6 +751,20 @@ def test_policy_wants_the_screen_only_when_something_could_be_sent() -> None:
     u = Unread(1, ("a",), newest_at=0.0)
     assert not policy.wants_screen(spent, obs(None, u, gate=True), 59.0, IV)
     assert policy.wants_screen(spent, obs(None, u, gate=True), 60.0, IV)
+
+
+def test_policy_a_deferred_nudge_goes_as_soon_as_the_pane_is_idle() -> None:
+    """The send found the agent busy and left the nudge to us: no 60 s wait, but never into a
+    busy screen; once typed, the next waits the re-nudge interval."""
+    u = Unread(2, ("a", "b"), newest_at=100.0)
+    tr, send = policy.decide(Tracker(), obs("busy", u, gate=False, deferred=True), 101.0, IV)
+    assert send is None
+    tr, send = policy.decide(tr, obs("ready", u, gate=False, deferred=True), 102.0, IV)
+    assert send is not None and send.kind == "unread"
+    assert send.text == nudge_text("t", "worker-1", 2, OMP)
+    tr = policy.record_outcome(tr, send.attempt_id, "sent", 102.0)
+    _, again = policy.decide(tr, obs("ready", u, gate=False, deferred=True), 150.0, IV)
+    assert again is None
 
 
 def test_policy_unread_line_names_the_count() -> None:
@@ -803,3 +839,82 @@ def test_a_scan_records_presence_in_heartbeats(world: World) -> None:
     mon.scan()
     hb = presence.read(world.paths.team("t"), "worker-3")
     assert hb is not None and hb.state == "offline"
+
+
+# ---- nudges that never disturb a busy agent (workers and leader alike) -----------------------
+
+# Copilot CLI 1.0.102 at rest (tests/fixtures/screens/copilot-21-...): the idle prompt box.
+COPILOT_IDLE = [" ~/proj", "─" * 40, "❯", "─" * 40, " Interactive · Manual Approval · ? help"]
+
+
+def _nudge_leader(world: World, agent: str | None) -> None:
+    tp = world.paths.team("t")
+    raw = team_config.load(tp).raw
+    raw["nudgeLeader"] = True
+    if agent:
+        raw["leaderAgent"] = agent
+    team_config.write(tp, raw)
+
+
+def test_a_deferred_nudge_waits_for_an_idle_screen_then_goes_once(world: World) -> None:
+    world.fake.screens["%1"] = BUSY
+    world.mail("worker-1", "first", nudged=False)  # its send found worker-1 busy
+    mon = world.monitor()
+    world.scan_for(mon, 20)
+    assert world.fake.to("%1") == []  # never typed into a busy agent
+    world.fake.screens["%1"] = READY
+    world.clock.sleep(5)
+    mon.scan()
+    line = nudge_text("t", "worker-1", 1, OMP)
+    assert world.fake.to("%1") == [line]
+    # One outstanding nudge: the record tells a later send not to type another.
+    rec = delivery.read_record(team_config.load(world.paths.team("t")), "worker-1")
+    assert rec is not None and len(rec.ids) == 1
+    world.scan_for(mon, 55)
+    assert world.fake.to("%1") == [line]
+
+
+def test_mail_read_before_the_pane_went_idle_gets_no_nudge(world: World) -> None:
+    world.fake.screens["%1"] = BUSY
+    world.mail("worker-1", "first", nudged=False)
+    mon = world.monitor()
+    world.scan_for(mon, 10)
+    team = world.paths.team("t")
+    msgs, _ = Mailbox(team, "worker-1").undelivered()
+    Mailbox(team, "worker-1").mark([m["id"] for m in msgs])
+    world.fake.screens["%1"] = READY
+    world.scan_for(mon, 120)
+    assert world.fake.to("%1") == []
+
+
+def test_the_leader_gets_its_mail_nudged_by_its_own_agents_screen(world: World) -> None:
+    """With --nudge-leader the leader's pane is watched for its mail (never idle prompts),
+    judged by the leader's agent profile, not the workers'."""
+    _nudge_leader(world, "copilot")
+    world.loop()  # a loop is active: still no idle prompt for the leader
+    world.fake.screens["%0"] = READY  # a demo screen is not an idle Copilot screen
+    world.mail("leader", "report", sender="worker-1", nudged=False)
+    mon = world.monitor()
+    world.scan_for(mon, 20)
+    assert world.fake.to("%0") == []
+    world.fake.screens["%0"] = COPILOT_IDLE
+    world.clock.sleep(5)
+    mon.scan()
+    assert world.fake.to("%0") == [nudge_text("t", "leader", 1, OMP)]
+    world.scan_for(mon, 30 * 60)
+    assert IDLE_PROMPT not in world.fake.to("%0")
+
+
+def test_without_nudge_leader_the_leader_pane_is_left_alone(world: World) -> None:
+    world.mail("leader", "report", sender="worker-1", nudged=False)
+    world.scan_for(world.monitor(), 10 * 60)
+    assert world.fake.to("%0") == []
+
+
+def test_mail_sent_while_the_monitor_was_dead_is_nudged_when_it_is_back(world: World) -> None:
+    world.scan_for(world.monitor(), 30)  # a monitor ran, then died (no memory kept)
+    world.mail("worker-1", "sent while nobody watched")
+    world.clock.sleep(600)  # dead for ten minutes
+    assert world.fake.to("%1") == []
+    world.monitor().scan()  # the restarted monitor's first scan
+    assert world.fake.to("%1") == [nudge_text("t", "worker-1", 1, OMP)]

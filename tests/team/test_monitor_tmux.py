@@ -17,11 +17,12 @@ import pytest
 from omp import clock
 from omp.invocation import omp_command
 from omp.store.paths import StatePaths
+from omp.team import bootstrap
 from omp.team import config as team_config
 from omp.team import monitor_ctl as ctl
 from omp.team.mailbox import Mailbox, new_message
 from omp.tmux import Tmux
-from tests.helpers import make_project, make_team, poll
+from tests.helpers import child_env, make_project, make_team, poll, run_api
 
 pytestmark = [pytest.mark.tmux, pytest.mark.slow]  # real teams and monitors
 
@@ -39,9 +40,10 @@ def make_live_team(
     *,
     session: str | None = None,
     env: dict[str, str] | None = None,
+    task: str | None = None,
 ) -> dict[str, str]:
     """A team config pointing at real panes on `tmux` (one session, one window). Worker -> pane."""
-    make_team(root, name, workers)
+    make_team(root, name, workers, task=task or "")
     sess = session or f"omp-{name}"
     panes: dict[str, str] = {}
     first_env = dict(env or {}, OMP_TEAM=name, OMP_WORKER="worker-1", OMP_ROOT=str(root))
@@ -182,3 +184,56 @@ def test_a_demo_worker_whose_nudge_was_missed_is_renudged_and_reads_it(
     assert final["reason"] == "signal" and final["terminal"] is True
     ctl._reap()
     poll(lambda: not monitor_pids(root), 10, "the monitor to exit")
+
+
+# ---- a nudge never disturbs a busy agent -----------------------------------------------------
+
+
+def _send(root: Path, frm: str, to: str, body: str) -> dict[str, Any]:
+    env = child_env(Path(os.environ["HOME"]), OMP_ROOT=str(root))
+    r = run_api("send-message", {"team_name": "t", "from": frm, "to": to, "body": body}, env=env)
+    assert r.rc == 0, r
+    return r.json  # type: ignore[no-any-return]
+
+
+def test_mail_to_a_busy_worker_is_nudged_by_the_monitor_once_it_is_idle(
+    project: Path, omp_tmux: Tmux, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = project
+    env = {"HOME": os.environ["HOME"], "OMP_DEMO_WORK_SECONDS": "2"}
+    panes = make_live_team(root, omp_tmux, "t", 2, DEMO, env=env, task="port the parser")
+    pane = panes["worker-1"]
+    poll(lambda: any("❯" in ln for ln in omp_tmux.capture(pane)), what="the demo prompt")
+    wdir = StatePaths(root).team("t").worker_dir("worker-1")
+    inbox = wdir / "inbox.md"
+    inbox.write_text(
+        bootstrap.inbox_markdown(
+            team="t",
+            worker="worker-1",
+            task_id="1",
+            description="port the parser",
+            teammates=["worker-2"],
+            result_path=wdir / "result.md",
+            omp=omp_command(),
+        )
+    )
+    omp_tmux.send_literal(pane, f"Read {inbox} and follow it.")
+    omp_tmux.send_key(pane, "Enter")
+    poll(
+        lambda: any("working on task" in ln for ln in omp_tmux.capture(pane)),
+        what=f"busy: {omp_tmux.capture(pane)}",
+    )
+
+    first = _send(root, "worker-2", "worker-1", "are you on the parser?")
+    assert (first["nudged"], first["nudge"]) == (False, "deferred"), first
+    assert "busy" in first["nudgeReason"]
+
+    monkeypatch.setenv("OMP_MONITOR_SCAN_SECONDS", "0.2")
+    ctl.ensure_monitor(root)
+    box = Mailbox(StatePaths(root).team("t"), "worker-1")
+    poll(lambda: box.unread_count() == 0, 30, "worker-1 to read its mail")
+    rows = omp_tmux.capture(pane, 200)
+    done = next(i for i, ln in enumerate(rows) if "completed task 1" in ln)
+    nudged = [i for i, ln in enumerate(rows) if "You have 1 new message(s)" in ln]
+    assert nudged and all(i > done for i in nudged), rows  # typed only once it was idle
+    assert len(nudged) == 1

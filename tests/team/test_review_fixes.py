@@ -58,6 +58,21 @@ def test_a_relaunch_starts_clean_and_keeps_the_old_run_aside(root: Path) -> None
     assert (old / "shutdown.json").exists() and not team.shutdown.exists()
 
 
+def test_a_relaunch_starts_with_no_unread_leader_mail_from_the_last_run(root: Path) -> None:
+    from omp.team.mailbox import Mailbox, new_message
+
+    team = make_team(root, "rm", 2, task="first job")
+    Mailbox(team, "leader").append_messages([new_message("worker-1", "leader", "old news")])
+    Mailbox(team, "worker-2").append_messages([new_message("leader", "worker-2", "kept")])
+    assert team_status.status(StatePaths(root), "rm")["teams"][0]["leaderUnread"] == 1
+    shutdown(team_config.load(team))
+    create_team(root, "rm", 2, task="second job")
+    assert team_status.status(StatePaths(root), "rm")["teams"][0]["leaderUnread"] == 0
+    (old,) = list((team.dir / "runs").iterdir())
+    assert b"old news" in (old / "mailbox" / "leader.jsonl").read_bytes()  # still readable
+    assert Mailbox(team, "worker-2").unread_count() == 1  # workers' mail stays
+
+
 def test_collect_is_all_done_only_when_every_task_is(root: Path) -> None:
     team = make_team(root, "hc", 2, task="review docs")
     col = team_status.collect(team_config.load(team))

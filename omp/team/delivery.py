@@ -1,0 +1,191 @@
+"""Whether to type a nudge now, leave it to the monitor, or skip it: one policy for the send path
+and the monitor, for workers and leader alike.
+
+Keys typed while an agent is busy disturb it: Copilot CLI moves a running shell command to the
+background when keys arrive, and queues typed lines to replay as turns later, by which time the
+mail has often been read. So a nudge is typed only into a pane whose screen its agent's profile
+reads as idle (`ready`), and only while the recipient still has unread mail. Otherwise the
+monitor nudges once the pane is idle, with the unread count of that moment.
+
+At most one nudge is outstanding per pane: the record beside the mailbox
+(`mailbox/.<recipient>.nudge.json`: when a nudge was last typed and the unread ids it covered)
+says one was typed for mail that is still unread, and until that mail is read or the re-nudge
+interval passes, no other is typed. Both the send path and the monitor write the record after a
+verified nudge. It is advisory (a lost record costs at most one extra nudge), written atomically.
+
+On the `omp team api` path: no dataclasses, no tmux import unless a pane is to be typed into.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import NamedTuple
+
+from omp import clock
+from omp.store import fs
+from omp.store.names import LEADER
+from omp.team.config import TeamConfig
+
+UNREAD_REPEAT = 60.0  # seconds between nudges about the same unread mail
+UNREAD_REPEAT_ENV = "OMP_MONITOR_UNREAD_REPEAT_SECONDS"
+
+# What happened to a nudge, as `send-message` reports it (`nudge`):
+TYPED = "typed"  # typed into an idle pane and seen submitted
+DEFERRED = "deferred"  # the pane was busy (or not idle): the monitor nudges once it is idle
+NOT_NEEDED = "not_needed"  # the mail was read meanwhile, or a nudge for it is outstanding
+NO_PANE = "no_pane"  # nobody to nudge: a headless team, a leader launched without nudges
+UNREACHABLE = "unreachable"  # the pane or its tmux server is gone: stored, not nudged
+
+
+class Outcome(NamedTuple):
+    state: str
+    reason: str | None = None
+
+    @property
+    def typed(self) -> bool:
+        return self.state == TYPED
+
+
+class Record(NamedTuple):
+    typed_at: float  # epoch seconds
+    ids: tuple[str, ...]
+
+
+def unread_repeat() -> float:
+    raw = os.environ.get(UNREAD_REPEAT_ENV, "").strip()
+    try:
+        value = float(raw) if raw else UNREAD_REPEAT
+    except ValueError:
+        return UNREAD_REPEAT
+    return value if math.isfinite(value) and value > 0 else UNREAD_REPEAT
+
+
+def read_record(cfg: TeamConfig, recipient: str) -> Record | None:
+    try:
+        obj = fs.read_json(cfg.paths.nudge_record(recipient))
+    except Exception:
+        return None  # unreadable: as if none (costs at most one extra nudge)
+    if not isinstance(obj, dict):
+        return None
+    at, ids = obj.get("typedAt"), obj.get("ids")
+    if isinstance(at, bool) or not isinstance(at, int | float) or not isinstance(ids, list):
+        return None
+    return Record(float(at) / 1000, tuple(str(i) for i in ids))
+
+
+def write_record(cfg: TeamConfig, recipient: str, ids: tuple[str, ...], now: float) -> None:
+    try:
+        fs.write_json_atomic(
+            cfg.paths.nudge_record(recipient),
+            {"typedAt": math.floor(now * 1000), "ids": list(ids)},
+            pretty=False,
+        )
+    except Exception:
+        pass  # advisory: the nudge itself happened
+
+
+def outstanding(rec: Record | None, unread_ids: tuple[str, ...], now: float) -> bool:
+    """A nudge was typed for mail still unread, less than the re-nudge interval ago."""
+    if rec is None or now - rec.typed_at >= unread_repeat():
+        return False
+    still = set(unread_ids)
+    return any(i in still for i in rec.ids)
+
+
+def covered_since(rec: Record | None, newest_at: float | None) -> float | None:
+    """When the newest unread message was last nudged about, or None if it never was (the
+    monitor then nudges as soon as the pane is idle)."""
+    if rec is None:
+        return None
+    if newest_at is not None and rec.typed_at + 0.001 < newest_at:
+        return None
+    return rec.typed_at
+
+
+def pane_for(cfg: TeamConfig, recipient: str) -> tuple[str | None, str | None]:
+    """(pane, None), or (None, why nobody is to be nudged)."""
+    if cfg.paths.shutdown.exists():
+        return None, "the team was shut down"
+    if recipient == LEADER and cfg.raw.get("nudgeLeader") is not True:
+        return None, "the leader is not nudged (launch with --nudge-leader); it polls with wait"
+    pane = cfg.pane_of(recipient)
+    if pane is None:
+        return None, f"{recipient} has no pane (a headless team)"
+    return pane, None
+
+
+def nudge_now(cfg: TeamConfig, recipient: str, text_for: TextFor) -> Outcome:
+    """The send path: type the nudge if the pane is idle and mail is still unread, else say
+    why not. `text_for(unread)` is the line for that count. Never raises."""
+    try:
+        return _nudge_now(cfg, recipient, text_for)
+    except Exception as exc:  # the message is already safe on disk; a nudge is best-effort
+        return Outcome(DEFERRED, f"nudge failed ({type(exc).__name__}); the monitor retries")
+
+
+class TextFor:
+    """The nudge line for an unread count (a class, not a lambda: typed for mypy)."""
+
+    def __init__(self, omp: str, team: str, recipient: str) -> None:
+        self.omp, self.team, self.recipient = omp, team, recipient
+
+    def __call__(self, unread: int) -> str:
+        from omp.team.nudge import nudge_text
+
+        return nudge_text(self.team, self.recipient, unread, self.omp)
+
+
+def _nudge_now(cfg: TeamConfig, recipient: str, text_for: TextFor) -> Outcome:
+    pane, why = pane_for(cfg, recipient)
+    if pane is None:
+        return Outcome(NO_PANE, why)
+    from omp.team.mailbox import Mailbox
+
+    msgs, _ = Mailbox(cfg.paths, recipient).undelivered()
+    ids = tuple(str(m.get("id")) for m in msgs)
+    if not ids:
+        return Outcome(NOT_NEEDED, "no unread mail any more")
+    now = clock.now()
+    if outstanding(read_record(cfg, recipient), ids, now):
+        return Outcome(NOT_NEEDED, "a nudge for this mail is still outstanding")
+    from omp.team.panes import deliver_line
+
+    res = deliver_line(cfg, recipient, pane, text_for(len(ids)), only_idle=True)
+    if res.ok:
+        write_record(cfg, recipient, ids, now)
+        return Outcome(TYPED)
+    if res.reason in ("gone", "dead", "pane_mismatch", "server_gone"):
+        from omp.team.panes import why_unreachable
+
+        why = why_unreachable(cfg) if res.reason in ("gone", "server_gone") else None
+        return Outcome(UNREACHABLE, why or _UNREACHABLE.get(res.reason, res.reason))
+    _ensure_monitor(cfg)
+    return Outcome(DEFERRED, _DEFERRED.get(res.reason, res.reason))
+
+
+_UNREACHABLE = {
+    "gone": "its pane is gone",
+    "dead": "its agent exited (the pane is dead)",
+    "pane_mismatch": "its pane id now belongs to another pane (the tmux server restarted)",
+    "server_gone": "the team's tmux server is gone",
+}
+_DEFERRED = {
+    "busy": "the agent is busy; the monitor nudges once it is idle",
+    "not_ready": "the screen is not at an idle prompt; the monitor nudges once it is",
+    "copy_mode": "the pane is in copy mode; the monitor nudges once it leaves it",
+    "lock_timeout": "another nudge was being typed; the monitor follows up",
+    "unverified": "the nudge was not seen submitted; the monitor follows up",
+    "no_echo": "the nudge was not seen submitted; the monitor follows up",
+    "agent_not_running": "the agent is not running in its pane",
+}
+
+
+def _ensure_monitor(cfg: TeamConfig) -> None:
+    """A deferred nudge needs a monitor to deliver it (fail-open, bounded)."""
+    try:
+        from omp.team import monitor_ctl
+
+        monitor_ctl.ensure_monitor(cfg.paths.project.root)
+    except Exception:
+        pass

@@ -1,0 +1,150 @@
+"""Is the project's monitor really running? One judgement for `status`, `doctor` and the API.
+
+`running` only when its owner lock says running, its pid is alive and is the monitor holding that
+lock's token, and it scanned recently (`status.json`'s `updatedAt` within the stale interval plus
+one scan). Anything else reads as what it is: `starting` (a fresh pending lock), `stopped` (it
+ended on its own and said why), `dead` (since its last sign of life), or `none` (never started).
+
+Read-only and cheap (two small files, one `kill(0)`, one `/proc` read; standard library only):
+it runs on the `omp team api` path, where a writing call uses it to restart a dead monitor
+(`revive`, fail-open and bounded; one monitor per project is kept by `monitor_ctl`'s lock).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from omp import clock
+from omp.store import fs
+from omp.store.paths import StatePaths
+
+OWNER = "owner.lock"
+STATUS = "status.json"
+RESTARTS = "restarts.json"
+RUNNING_STALE = 20.0  # as monitor_policy.Intervals; OMP_MONITOR_RUNNING_STALE_SECONDS overrides
+PENDING_STALE = 15.0
+SCAN = 5.0
+MAX_RESTARTS = 3  # per RESTART_WINDOW: a monitor that dies at once is not restarted forever
+RESTART_WINDOW = 600.0
+
+
+def _seconds(var: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(var, "") or default)
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def pid_alive(pid: int, token: str) -> bool:
+    """True if `pid` runs and (where /proc tells) is the monitor holding `token`.
+
+    A recycled pid, or a killed child not yet reaped (a zombie has an empty command line), is
+    not alive.
+    """
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:
+        return False
+    if not os.path.isdir("/proc/self"):
+        return True  # no procfs (macOS): kill(0) is all there is
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except FileNotFoundError:
+        return False  # it exited between the two looks
+    except OSError:
+        return True
+    return token.encode() in cmdline.split(b"\0")
+
+
+def _json(paths: StatePaths, name: str) -> dict[str, Any] | None:
+    try:
+        data = fs.read_bytes(paths.monitor / name)
+        obj = json.loads(data) if data else None
+    except (OSError, ValueError, Exception):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _time(value: Any) -> float | None:
+    return clock.parse_iso(value) if isinstance(value, str) else None
+
+
+def judge(paths: StatePaths, now: float | None = None) -> dict[str, Any]:
+    """`{"state", "since"?, "pid"?, "why"?}`: the monitor as it really is now. Read-only."""
+    t = clock.now() if now is None else now
+    try:
+        if not paths.check(paths.monitor):
+            return {"state": "none"}
+    except Exception:
+        return {"state": "none"}
+    stale = _seconds("OMP_MONITOR_RUNNING_STALE_SECONDS", RUNNING_STALE)
+    scan = _seconds("OMP_MONITOR_SCAN_SECONDS", SCAN)
+    owner = _json(paths, OWNER)
+    status = _json(paths, STATUS) or {}
+    last_scan = _time(status.get("updatedAt"))
+    since = status.get("updatedAt") if last_scan is not None else None
+    if owner is None:
+        if status.get("terminal") is True and since:
+            return {"state": "stopped", "since": since, "why": str(status.get("reason", "?"))}
+        if status:
+            return {"state": "dead", "since": since, "why": "no owner lock"}
+        return {"state": "none"}
+    token, pid, phase = owner.get("token"), owner.get("pid"), owner.get("phase")
+    if phase == "pending":
+        created = _time(owner.get("createdAt"))
+        pending_stale = _seconds("OMP_MONITOR_PENDING_STALE_SECONDS", PENDING_STALE)
+        if created is not None and t - created <= pending_stale:
+            return {"state": "starting", "since": owner.get("createdAt")}
+        return {"state": "dead", "since": owner.get("createdAt"), "why": "never started"}
+    beat = _time(owner.get("updatedAt"))
+    if not isinstance(token, str) or not isinstance(pid, int) or isinstance(pid, bool):
+        return {"state": "dead", "since": since, "why": "unreadable owner lock"}
+    if not pid_alive(pid, token):
+        return {"state": "dead", "since": since or owner.get("updatedAt"), "pid": pid,
+                "why": f"pid {pid} is not running"}  # fmt: skip
+    if beat is None or t - beat > stale or last_scan is None or t - last_scan > stale + scan:
+        return {"state": "dead", "since": since or owner.get("updatedAt"), "pid": pid,
+                "why": "no scan recently (hung)"}  # fmt: skip
+    return {"state": "running", "since": status.get("startedAt"), "pid": pid}
+
+
+def revive(paths: StatePaths, now: float | None = None) -> dict[str, Any] | None:
+    """Restart a dead monitor (a writing API call's epilogue). Fail-open, never raises.
+
+    Bounded: at most `MAX_RESTARTS` restarts per `RESTART_WINDOW` seconds per project (recorded
+    in `team-monitor/restarts.json`), and `monitor_ctl.ensure_monitor`'s exclusive lock keeps it
+    one monitor per project however many calls race. Returns what `ensure_monitor` said, or None
+    when nothing was tried.
+    """
+    try:
+        if os.environ.get("OMP_NO_MONITOR", "") not in ("", "0"):
+            return None
+        t = clock.now() if now is None else now
+        if judge(paths, t)["state"] != "dead":
+            return None  # running or starting; or stopped on its own, or never started here
+        record = _json(paths, RESTARTS) or {}
+        at = record.get("at")
+        recent = [
+            x for x in (at if isinstance(at, list) else []) if isinstance(x, (int, float))
+            and t - x < RESTART_WINDOW
+        ]  # fmt: skip
+        if len(recent) >= MAX_RESTARTS:
+            return None
+        from omp.team.monitor_ctl import ensure_monitor  # only now: it costs an import
+
+        result = ensure_monitor(paths)
+        if result.get("started"):
+            fs.write_json_atomic(paths.monitor / RESTARTS, {"at": [*recent, t]})
+        return result
+    except Exception:
+        return None  # the call already succeeded; a monitor is best effort

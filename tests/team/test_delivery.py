@@ -1,0 +1,127 @@
+"""The send path's nudge decision (`omp.team.delivery`): typed, deferred, not needed, no pane,
+unreachable; at most one nudge outstanding per pane. The pane is faked at `deliver_line`; the
+real-tmux side is in test_monitor_tmux.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from omp.store.paths import StatePaths
+from omp.team import config as team_config
+from omp.team import delivery
+from omp.team.config import TeamConfig
+from omp.team.mailbox import Mailbox, new_message
+from omp.tmux import Delivery
+from tests.helpers import isolate, make_project, make_team
+
+
+class FakePane:
+    def __init__(self) -> None:
+        self.reason = "delivered"
+        self.typed: list[tuple[str, str, bool]] = []
+
+    def __call__(self, cfg: TeamConfig, member: str, pane: str, text: str, **kw: Any) -> Delivery:
+        self.typed.append((member, text, bool(kw.get("only_idle"))))
+        return Delivery(self.reason == "delivered", self.reason)
+
+
+@pytest.fixture
+def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TeamConfig, FakePane]:
+    isolate(monkeypatch, tmp_path)
+    monkeypatch.setenv("OMP_NO_MONITOR", "1")  # a deferral must not start a real monitor
+    root = make_project(tmp_path / "proj")
+    tp = make_team(root, "t", 2, task="x")
+    raw = team_config.load(tp).raw
+    for i, w in enumerate(raw["workers"], start=1):
+        w["paneId"] = f"%{i}"
+    # A private socket nobody serves: never the user's own tmux server.
+    sock = str(tmp_path / "no-server.sock")
+    raw.update(
+        leaderPaneId="%0",
+        tmuxIdentity={"socketPath": sock, "serverPid": 1, "serverStartedAt": 2},
+    )
+    team_config.write(tp, raw)
+    fake = FakePane()
+    monkeypatch.setattr("omp.team.panes.deliver_line", fake)
+    return team_config.load(StatePaths(root).team("t")), fake
+
+
+def _mail(cfg: TeamConfig, to: str = "worker-1") -> None:
+    Mailbox(cfg.paths, to).append_messages([new_message("worker-2", to, "hi")])
+
+
+def _nudge(cfg: TeamConfig, to: str = "worker-1") -> delivery.Outcome:
+    return delivery.nudge_now(cfg, to, delivery.TextFor("/x/omp", cfg.name, to))
+
+
+def test_typed_only_at_an_idle_prompt_and_then_outstanding(team: Any) -> None:
+    cfg, pane = team
+    _mail(cfg)
+    assert _nudge(cfg) == delivery.Outcome("typed")
+    assert pane.typed[-1][2] is True  # asked to type only into an idle screen
+    _mail(cfg)
+    second = _nudge(cfg)
+    assert second == delivery.Outcome("not_needed", "a nudge for this mail is still outstanding")
+    assert len(pane.typed) == 1
+    # The mail was read: the next message is nudged again, with the count of that moment.
+    box = Mailbox(cfg.paths, "worker-1")
+    box.mark([m["id"] for m in box.undelivered()[0]])
+    _mail(cfg)
+    assert _nudge(cfg).state == "typed"
+    assert pane.typed[-1][1].startswith("You have 1 new message(s). Read them: /x/omp team api")
+
+
+def test_the_outstanding_nudge_expires_after_the_renudge_interval(
+    team: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg, _ = team
+    _mail(cfg)
+    assert _nudge(cfg).state == "typed"
+    rec = delivery.read_record(cfg, "worker-1")
+    assert rec is not None
+    delivery.write_record(cfg, "worker-1", rec.ids, rec.typed_at - 61)
+    _mail(cfg)
+    assert _nudge(cfg).state == "typed"
+
+
+def test_a_busy_agent_is_left_to_the_monitor(team: Any) -> None:
+    cfg, pane = team
+    pane.reason = "busy"
+    _mail(cfg)
+    out = _nudge(cfg)
+    assert out == delivery.Outcome(
+        "deferred", "the agent is busy; the monitor nudges once it is idle"
+    )
+    assert delivery.read_record(cfg, "worker-1") is None  # nothing typed: nothing outstanding
+
+
+def test_mail_read_meanwhile_needs_no_nudge(team: Any) -> None:
+    cfg, pane = team
+    assert _nudge(cfg) == delivery.Outcome("not_needed", "no unread mail any more")
+    assert pane.typed == []
+
+
+def test_gone_panes_and_missing_panes_say_why(team: Any) -> None:
+    cfg, pane = team
+    _mail(cfg)
+    pane.reason = "gone"
+    gone = _nudge(cfg)
+    assert gone.state == "unreachable"
+    assert gone.reason == f"its tmux server is gone (no server answers on {cfg.tmux['socketPath']})"
+    pane.reason = "dead"
+    assert _nudge(cfg) == delivery.Outcome("unreachable", "its agent exited (the pane is dead)")
+    _mail(cfg, "leader")
+    leader = _nudge(cfg, "leader")
+    assert leader.state == "no_pane" and "--nudge-leader" in (leader.reason or "")
+    cfg.paths.shutdown.write_text("{}")
+    assert _nudge(cfg).reason == "the team was shut down"
+
+
+def test_covered_since() -> None:
+    rec = delivery.Record(100.0, ("a",))
+    assert delivery.covered_since(rec, 99.0) == 100.0
+    assert delivery.covered_since(rec, 101.0) is None  # newer mail than the last nudge
+    assert delivery.covered_since(None, 1.0) is None
