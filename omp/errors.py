@@ -28,6 +28,9 @@ USAGE_CODES = frozenset(
         "invalid_event",
         "reserved_event",
         "invalid_detail",
+        "input_not_found",
+        "input_unreadable",
+        "invalid_cursor",
     }
 )
 

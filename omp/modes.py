@@ -175,8 +175,13 @@ def _text(value: str, what: str) -> str:
 
 
 def _write(paths: StatePaths, mode: str, state: State) -> None:
+    was = is_active(read_state(paths, mode))
     paths.ensure(paths.state)
     fs.write_json_atomic(paths.mode_file(mode), state)
+    if was != is_active(state):  # a loop started or ended: every live team's history says so
+        from omp.team import history
+
+        history.loop(paths, mode, "started" if is_active(state) else "ended")
 
 
 def write_state(paths: StatePaths, mode: str, state: State) -> None:

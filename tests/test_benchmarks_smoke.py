@@ -55,3 +55,23 @@ def test_bench_messaging_quick_prints_the_machine_and_the_table(tmp_path: Path) 
     assert "send 122 ms" in out and "324 MiB" in out and "315 ms" in out
     # the work directory is removed afterwards and nothing lands in the cwd
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
+
+
+def test_bench_lifecycle_quick_prints_its_table(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_lifecycle.py"), "--quick"],
+        cwd=tmp_path,
+        env=child_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    header = "| | Benchmark | Median | Target | Meets target |"
+    assert header in lines
+    rows = [line for line in lines[lines.index(header) + 2 :] if line.startswith("| ")]
+    assert [r.split("|")[1].strip() for r in rows] == ["a", "a", "b", "c", "c"]
+    assert all(" ms" in r or " µs" in r for r in rows)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]

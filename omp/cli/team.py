@@ -278,9 +278,10 @@ def _config(team: str | None) -> TeamConfig:
 
 
 def _register_monitor() -> None:
-    from omp.cli import monitor_cmds
+    from omp.cli import lifecycle_cmds, monitor_cmds
 
     monitor_cmds.register(app)
+    lifecycle_cmds.register(app)
 
 
 _register_monitor()

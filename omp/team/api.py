@@ -164,7 +164,21 @@ def _fence(cfg: TeamConfig, claimed: str | None) -> str | None:
             worker=env_worker,
             team=env_team,
         )
-    if token is not None and cfg.raw.get("launchToken") != token:
+    if env_worker != LEADER and env_worker not in cfg.worker_names:
+        if _was_removed(cfg, env_worker, token):
+            # `omp team remove-worker` took this name off the team: its process is fenced off
+            raise OmpError(
+                "worker_removed",
+                f"{env_worker} was removed from team {cfg.name}; this pane can no longer act "
+                "for it",
+                team=cfg.name,
+                worker=env_worker,
+            )
+        token = token or ""  # not a member under any launch: the check below refuses it
+    # A worker added to a running team carries a token of its own (a new generation of its name)
+    entry = cfg.worker(env_worker)
+    expected = (entry or {}).get("launchToken") or cfg.raw.get("launchToken")
+    if token is not None and expected != token:
         raise OmpError(
             "stale_generation",
             f"this pane belongs to an earlier launch of team {cfg.name} (its OMP_LAUNCH_TOKEN no "
@@ -180,6 +194,18 @@ def _fence(cfg: TeamConfig, claimed: str | None) -> str | None:
             claimed=claimed,
         )
     return env_worker
+
+
+def _was_removed(cfg: TeamConfig, worker: str, token: str | None) -> bool:
+    gone = cfg.raw.get("removedWorkers")
+    for g in gone if isinstance(gone, list) else []:
+        if (
+            isinstance(g, dict)
+            and g.get("name") == worker
+            and (token is None or g.get("launchToken") in (None, token))
+        ):
+            return True
+    return False
 
 
 def _beat(cfg: TeamConfig, who: str | None) -> None:
@@ -308,21 +334,24 @@ def _nudge_fields(cfg: TeamConfig, to: str) -> Result:
     return out
 
 
-def _mailbox_of(inp: Result) -> tuple[TeamConfig, mailbox.Mailbox, str | None]:
+def _mailbox_of(
+    inp: Result, *, removed_ok: bool = False
+) -> tuple[TeamConfig, mailbox.Mailbox, str | None]:
     team = _team(inp)
     worker = text_field(inp, "worker")
     assert worker is not None
     names.recipient_name(worker)
     cfg = team_config.load(team)
     who = _fence(cfg, worker)
-    _recipient(cfg, worker, "worker")
+    if not (removed_ok and _was_removed(cfg, worker, None)):
+        _recipient(cfg, worker, "worker")
     return cfg, mailbox.Mailbox(team, worker), who
 
 
 def mailbox_list(inp: Result) -> Reply:
     only = _flag(inp, "undelivered_only")
     limit = _limit(inp)
-    _, box, _ = _mailbox_of(inp)
+    _, box, _ = _mailbox_of(inp, removed_ok=True)  # a removed worker's mail stays readable
     msgs, omitted, bad = box.listing(undelivered_only=only, limit=limit)
     return Reply({"ok": True, "messages": msgs, "omitted": omitted, "badLines": bad})
 

@@ -123,8 +123,6 @@ class Launch:
     # ---- checks that touch nothing --------------------------------------------------------
 
     def preflight(self) -> tuple[StatePaths, TeamPaths, AgentProfile]:
-        from omp.agents import load_profiles, missing_program
-
         req = self.req
         if not 1 <= req.workers <= MAX_WORKERS:
             raise OmpError("invalid_input", f"worker count must be 1-{MAX_WORKERS}")
@@ -134,6 +132,21 @@ class Launch:
             )
         req.task = req.task.strip()
         project = StatePaths(find_root(req.cwd))
+        profile = self.resolve_profile(project)
+        name = names.team_name(req.name or default_team_name(profile.name))
+        team = project.team(name)
+        setup.refuse_existing(team)
+        if shutil.which("tmux") is None:
+            raise OmpError(
+                "tmux_not_found", "tmux is not installed; install it (apt-get install tmux)"
+            )
+        return project, team, profile
+
+    def resolve_profile(self, project: StatePaths, *, need_program: bool = True) -> AgentProfile:
+        """The requested agent's profile, its program on PATH (checked, nothing touched)."""
+        from omp.agents import load_profiles, missing_program
+
+        req = self.req
         profiles = load_profiles(project.root)
         profile = profiles.get(req.agent)
         if profile is None:
@@ -142,7 +155,7 @@ class Launch:
                 f"no agent profile {req.agent!r}; profiles: {', '.join(sorted(profiles))}",
                 profiles=sorted(profiles),
             )
-        missing = missing_program(profile)
+        missing = missing_program(profile) if need_program else None
         if missing:
             raise OmpError(
                 "agent_not_found",
@@ -160,14 +173,7 @@ class Launch:
                 profiles=sorted(profiles),
             )
         self.profiles = profiles
-        name = names.team_name(req.name or default_team_name(profile.name))
-        team = project.team(name)
-        setup.refuse_existing(team)
-        if shutil.which("tmux") is None:
-            raise OmpError(
-                "tmux_not_found", "tmux is not installed; install it (apt-get install tmux)"
-            )
-        return project, team, profile
+        return profile
 
     # ---- the launch ------------------------------------------------------------------------
 
@@ -235,7 +241,6 @@ class Launch:
         sess: str,
     ) -> dict[str, Any]:
         req = self.req
-        root = project.root
         token = secrets.token_hex(8)
         raw = team_config.new_config(
             team.name, req.workers, cwd=req.cwd, task=req.task, role=profile.name
@@ -266,31 +271,9 @@ class Launch:
         # The leader on the left, the workers stacked beside it; a big team tiles instead.
         layout = "main-vertical" if req.workers <= 6 else "tiled"
         for i, w in enumerate(worker_names):
-            env = worker_env(
-                self.env,
-                profile,
-                team=team.name,
-                worker=w,
-                root=root,
-                token=token,
-                omp=raw["ompCommand"],
+            pane = self.open_pane(
+                tmux, profile, team, w, after=prev, token=token, omp=raw["ompCommand"], first=i == 0
             )
-            pane = tmux.split_pane(
-                prev, cwd=str(req.cwd), command=profile.command, env=env, horizontal=i == 0
-            )
-            self.created_panes.append(pane)
-            try:
-                # Keep a crashed agent's pane on screen: status then says `dead` and its code.
-                tmux.set_pane_option(pane, "remain-on-exit", "on")
-                tmux.set_pane_title(pane, w)
-            except OmpError:
-                if tmux.pane_states([pane]).get(pane) is None:
-                    raise OmpError(
-                        "launch_worker_exited",
-                        f"{w}'s agent ({shlex.join(profile.command)}) exited as soon as it started",
-                        worker=w,
-                    ) from None
-                raise
             panes[w] = pane
             prev = pane
             # Rebalance after every split: halving the last pane each time runs out of rows
@@ -318,7 +301,7 @@ class Launch:
         for w in raw["workers"]:
             w["paneId"] = panes[w["name"]]
         self._write_state(team, raw, worker_names)
-        self._wait_and_trigger(tmux, team, profile, panes)
+        self.wait_and_trigger(tmux, team, profile, panes)
         attach = _attach_hint(ident.get("socket_path"), self.req.socket, sess, inside)
         return {
             "ok": True,
@@ -334,25 +317,78 @@ class Launch:
             "attach": attach,
         }
 
+    # ---- one worker: what launch and add-worker (omp.team.grow) both do -------------------
+
+    def open_pane(
+        self,
+        tmux: Tmux,
+        profile: AgentProfile,
+        team: TeamPaths,
+        w: str,
+        *,
+        after: str,
+        token: str,
+        omp: str,
+        first: bool,
+    ) -> str:
+        """Split a worker's pane off `after`, its agent started with the worker's identity."""
+        env = worker_env(
+            self.env,
+            profile,
+            team=team.name,
+            worker=w,
+            root=team.project.root,
+            token=token,
+            omp=omp,
+        )
+        pane = tmux.split_pane(
+            after, cwd=str(self.req.cwd), command=profile.command, env=env, horizontal=first
+        )
+        self.created_panes.append(pane)
+        try:
+            # Keep a crashed agent's pane on screen: status then says `dead` and its code.
+            tmux.set_pane_option(pane, "remain-on-exit", "on")
+            tmux.set_pane_title(pane, w)
+        except OmpError:
+            if tmux.pane_states([pane]).get(pane) is None:
+                raise OmpError(
+                    "launch_worker_exited",
+                    f"{w}'s agent ({shlex.join(profile.command)}) exited as soon as it started",
+                    worker=w,
+                ) from None
+            raise
+        return pane
+
+    def write_inbox(
+        self, team: TeamPaths, w: dict[str, Any], description: str, teammates: list[str], omp: str
+    ) -> None:
+        wdir = team.worker_dir(w["name"])
+        team.project.ensure(wdir)
+        text = bootstrap.inbox_markdown(
+            team=team.name,
+            worker=w["name"],
+            task_id=w["taskId"],
+            description=description,
+            teammates=teammates,
+            result_path=wdir / "result.md",
+            omp=omp,
+        )
+        fs.write_atomic(wdir / "inbox.md", text.encode())
+
     def _write_state(self, team: TeamPaths, raw: dict[str, Any], worker_names: list[str]) -> None:
         self.state_written = True
         n = len(worker_names)
         for i, w in enumerate(raw["workers"], start=1):
-            wdir = team.worker_dir(w["name"])
-            team.project.ensure(wdir)
-            text = bootstrap.inbox_markdown(
-                team=team.name,
-                worker=w["name"],
-                task_id=w["taskId"],
-                description=setup.task_description(self.req.task, i, n) if self.req.task else "",
-                teammates=[x for x in worker_names if x != w["name"]],
-                result_path=wdir / "result.md",
-                omp=raw["ompCommand"],
+            self.write_inbox(
+                team,
+                w,
+                setup.task_description(self.req.task, i, n) if self.req.task else "",
+                [x for x in worker_names if x != w["name"]],
+                raw["ompCommand"],
             )
-            fs.write_atomic(wdir / "inbox.md", text.encode())
         setup.write_state(team, raw, self.req.task)
 
-    def _wait_and_trigger(
+    def wait_and_trigger(
         self, tmux: Tmux, team: TeamPaths, profile: AgentProfile, panes: dict[str, str]
     ) -> None:
         timeout = self.req.ready_timeout or profile.startup_timeout

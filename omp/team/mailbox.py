@@ -34,6 +34,7 @@ from omp import clock, ids
 from omp.errors import OmpError
 from omp.store import fs, jsonl
 from omp.store.paths import TeamPaths
+from omp.team import history
 
 INDEX_VERSION = 1
 Check = Callable[[int, "MailState"], None]
@@ -290,7 +291,9 @@ class Mailbox:
                 check(fd, state)
             data = b"".join(jsonl.encode(r) for r in records)
             self._append(fd, state, data)
-            return len(state.undelivered)
+            unread = len(state.undelivered)
+        history.messages(self.team, records)  # the leader's side of it, for `omp team events`
+        return unread
 
     def mark(self, message_ids: list[str]) -> dict[str, str | None]:
         """Append receipts for those ids still undelivered.

@@ -42,7 +42,8 @@ def profile_for(cfg: TeamConfig, member: str) -> AgentProfile:
 
     profiles = load_profiles(cfg.paths.project.root)
     key = "leaderAgent" if member == "leader" else "agent"
-    name = cfg.raw.get(key) or cfg.raw.get("agent") or "copilot"
+    own = (cfg.worker(member) or {}).get("agent")  # a worker added with its own --agent
+    name = own or cfg.raw.get(key) or cfg.raw.get("agent") or "copilot"
     return profiles.get(str(name)) or profiles["copilot"]
 
 

@@ -223,7 +223,17 @@ def observe_pane(
         and old.updated_at == hb.updated_at
     ):
         return False
-    return _write(team, worker, hb)
+    written = _write(team, worker, hb)
+    was = old.state if old is not None else "live"
+    if (
+        written
+        and (was == "offline") != (hb.state == "offline")
+        and not os.path.lexists(team.shutdown)  # after a shutdown, going offline is no news
+    ):
+        from omp.team import history
+
+        history.member(team, worker, "offline" if hb.state == "offline" else "online")
+    return written
 
 
 def mark_inactive(cfg: TeamConfig, worker: str, reason: str, now: float) -> bool:

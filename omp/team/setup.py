@@ -13,7 +13,7 @@ from omp.store import fs, names
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths, find_root
 from omp.team import config as team_config
-from omp.team import tasks
+from omp.team import history, tasks
 
 
 def task_description(task: str, i: int, n: int) -> str:
@@ -95,3 +95,5 @@ def write_state(team: TeamPaths, raw: dict[str, Any], task: str) -> None:
             tasks.create(team, w["taskId"], task_description(task, i, n))
     team.project.ensure(team.mailbox_dir)
     team_config.write(team, raw)
+    for w in raw["workers"]:
+        history.member(team, w["name"], "joined")

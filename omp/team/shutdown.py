@@ -11,7 +11,7 @@ from omp import clock
 from omp.errors import OmpError
 from omp.store import fs
 from omp.store.paths import TeamPaths
-from omp.team import tasks
+from omp.team import history, tasks
 from omp.team.config import TeamConfig
 from omp.team.panes import same_server, tmux_for
 
@@ -62,6 +62,8 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
         "clearedLocks": cleared,
     }
     fs.write_json_atomic(team.shutdown, record)
+    for w in cfg.worker_names:
+        history.member(team, w, "left", "team shut down")
     return {"ok": True, "team": cfg.name, **record, "skipped": skipped}
 
 

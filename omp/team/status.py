@@ -257,10 +257,26 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
             }
         )
     done = sum(1 for x in out if x["outcome"] == "done")
+    # workers taken off the team (`remove-worker`): their results stay readable
+    from omp.team.membership import removed_names
+
+    removed = []
+    for w in dict.fromkeys(removed_names(cfg.raw)):
+        result_md = _result_text(team, w) if w not in cfg.worker_names else None
+        if result_md:
+            removed.append(
+                {
+                    "name": w,
+                    "outcome": "removed",
+                    "resultFile": str(team.worker_dir(w) / RESULT_FILE),
+                    "resultMarkdown": result_md,
+                }
+            )
     return {
         "ok": True,
         "team": cfg.name,
         "workers": out,
+        "removed": removed,
         "total": len(out),
         "doneCount": done,
         # the same rule as `status` and `wait`: every task finished (a dead pane is not)
@@ -285,6 +301,9 @@ def collect_markdown(result: dict[str, Any]) -> str:
             parts.append(f"\n{visible(w['resultMarkdown'].rstrip())}")
     for b in result.get("brokenTasks") or []:
         parts.append(f"\n## task {inline(str(b['id']))}: unreadable\n{inline(b['message'])}")
+    for w in result.get("removed", []):
+        parts.append(f"\n## {inline(w['name'])}: removed from the team")
+        parts.append(f"\n{visible(w['resultMarkdown'].rstrip())}")
     return "\n".join(parts) + "\n"
 
 

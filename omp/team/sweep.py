@@ -142,6 +142,14 @@ def sweep_team(
 # ---- orphans --------------------------------------------------------------------------------
 
 
+def interrupt_worker(cfg: TeamConfig, worker: str, reason: str, now: float) -> list[Action]:
+    """Settle everything `worker` holds (claimed tasks, requests addressed to it) as interrupted,
+    telling each requester; what `omp team remove-worker` does for the member it removes."""
+    summary = conversations.open_summary(cfg.paths)
+    held = [tid for tid, e in summary.items() if e.get("worker") == worker]
+    return _interrupt(cfg, worker, reason, held, now)
+
+
 def _claimed_by(team: TeamPaths, worker: str) -> list[dict[str, Any]]:
     """Claimed tasks of `worker`: a lock file exists only while a task is claimed."""
     try:
@@ -272,7 +280,7 @@ def _timeout(cfg: TeamConfig, tid: str, now: float, s: Settings) -> list[Action]
             "messageId": msg["id"],
             "notify": conv.worker,
         }
-        _commit(team, conv, before, conv.worker, msg, action)
+        commit(team, conv, before, conv.worker, msg, action)
     return [action]
 
 
@@ -340,11 +348,11 @@ def _close(
         "notify": conv.requester,
         "reason": why,
     }
-    _commit(cfg.paths, conv, before, conv.requester, msg, action)
+    commit(cfg.paths, conv, before, conv.requester, msg, action)
     return action
 
 
-def _commit(
+def commit(
     team: TeamPaths,
     conv: Conversation,
     before: dict[str, Any],

@@ -20,6 +20,7 @@ from omp.errors import OmpError
 from omp.store import fs, jsonl
 from omp.store.names import task_id as check_task_id
 from omp.store.paths import TeamPaths
+from omp.team import history
 
 STATUSES = ("pending", "in_progress", "completed", "failed", "interrupted")
 TERMINAL = frozenset({"completed", "failed", "interrupted"})
@@ -143,6 +144,7 @@ def create(team: TeamPaths, tid: str, description: str) -> dict[str, Any]:
     }
     with guarded(team):
         _write(team, task)
+        history.task(team, None, task)
     return task
 
 
@@ -196,6 +198,7 @@ def claim(team: TeamPaths, tid: str, worker: str) -> tuple[dict[str, Any], str]:
         token = f"{worker}-{int(time.time() * 1000)}-{os.urandom(4).hex()}"
         task.update(status="in_progress", owner=worker, startedAt=clock.iso(), claimToken=token)
         _write(team, task)
+        history.task(team, "pending", task)
     return task, token
 
 
@@ -259,6 +262,7 @@ def transition(
         if to_status in TERMINAL:
             task["finishedAt"] = clock.iso()
         _write(team, task)
+        history.task(team, from_status, task)  # under the guard: the log keeps the true order
         if to_status in TERMINAL:
             try:
                 os.unlink(team.task_lock(tid))

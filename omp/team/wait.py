@@ -1,9 +1,18 @@
 """`omp team wait TEAM`: block until something a leader must act on happens, then say what.
 
 It returns when the leader has unread mail (at once if it already has), when a task's status
-differs from what it was when the wait began, when every task is terminal, when the team is shut
-down, or at the timeout. Each of these has its own exit code (below), so an agent's shell can
-branch on it without parsing.
+differs from what the leader last saw, when every task is terminal, when the team is shut down, or
+at the timeout. Only a team that is gone exits non-zero by default: an agent's shell tool shows a
+non-zero exit as a failed call (Copilot marks it ✗), and mail, a task move or "all done" is no
+failure. The JSON's `event` tells them apart; `--exit-codes` gives each its own exit code (below)
+for a script that branches without parsing.
+
+What the leader last saw is a cursor the leader carries, not state omp keeps: every wait returns
+`cursor`, the status of every task as that wait saw them (`1=c,2=i`: one letter per known status),
+and `--since CURSOR` compares with it instead of with the moment the wait began. So a task that
+moved between two waits is reported by the second, once; a leader that polls with several shells
+gets consistent answers from each; and wait stays read-only. (Task statuses only move forward,
+pending -> in_progress -> terminal, so a snapshot is enough: no move can hide by returning.)
 
 Cheap and read-only: every `poll` seconds (0.2 s) it `lstat`s four things (the leader's mailbox,
 the tasks directory, `shutdown.json`, the config) and reads mail and tasks only when one of them
@@ -33,6 +42,7 @@ EXIT_ALL_DONE = 10  # every task is completed, failed or interrupted
 EXIT_TIMEOUT = 11  # nothing happened within --timeout
 EXIT_SHUTDOWN = 12  # the team was shut down
 EXIT_GONE = 13  # the team's tmux server or every worker pane is gone: nothing more will happen
+# The exit codes `--exit-codes` gives each event (and `eventCode` in the JSON, always).
 EXIT_CODES = {
     "mail": EXIT_EVENT,
     "tasks": EXIT_EVENT,
@@ -45,6 +55,10 @@ GONE_EVERY = 2.0  # seconds between looks at tmux (one server query and one list
 DEFAULT_TIMEOUT = 600.0
 POLL_SECONDS = 0.2
 _RACY = 1.5  # seconds: an mtime this recent may hide a second change in the same tick
+# One letter per known status in a cursor; an unknown status (another tool's) is spelled out.
+_CODES = {"pending": "p", "in_progress": "i", "completed": "c", "failed": "f", "interrupted": "x"}
+_STATUS = {v: k for k, v in _CODES.items()}
+EMPTY_CURSOR = "-"  # a team with no tasks
 
 Key = tuple[tuple[int, int, int], ...]
 
@@ -72,20 +86,48 @@ def _all_done(found: dict[str, dict[str, Any]]) -> bool:
     return bool(found) and all(t.get("status") in tasks.TERMINAL for t in found.values())
 
 
+def encode_cursor(statuses: dict[str, Any]) -> str:
+    """`{"1": "completed", "2": "pending"}` -> `1=c,2=p` (task id order as the store lists)."""
+    parts = [f"{tid}={_CODES.get(str(st), str(st))}" for tid, st in statuses.items()]
+    return ",".join(parts) or EMPTY_CURSOR
+
+
+def decode_cursor(cursor: str) -> dict[str, Any]:
+    """The task statuses a cursor records; `invalid_cursor` for anything wait did not print."""
+    from omp.store.names import TASK_ID_RE
+
+    if cursor == EMPTY_CURSOR:
+        return {}
+    out: dict[str, Any] = {}
+    for part in cursor.split(","):
+        tid, eq, code = part.partition("=")
+        if not eq or TASK_ID_RE.fullmatch(tid) is None or not code.replace("_", "").isalpha():
+            raise OmpError(
+                "invalid_cursor",
+                f"--since takes the cursor a previous wait printed (like 1=c,2=i), got {cursor!r}",
+                cursor=cursor,
+            )
+        out[tid] = _STATUS.get(code, code)
+    return out
+
+
 def wait(
     cfg: TeamConfig,
     *,
+    since: str | None = None,
     timeout: float | None = DEFAULT_TIMEOUT,
     poll: float = POLL_SECONDS,
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
     unreachable: Callable[[TeamConfig], str | None] | None = None,
+    exit_codes: bool = False,
 ) -> dict[str, Any]:
     """Wait as described in the module docstring; `timeout` None or 0 waits without limit.
 
     `unreachable` (default `omp.team.panes.why_unreachable`) says why the team's panes can no
-    longer be reached; asked every `GONE_EVERY` seconds, it ends the wait with event `gone`."""
+    longer be reached; asked every `GONE_EVERY` seconds, it ends the wait with event `gone`.
+    `exit_codes`: `exitCode` is the event's own code (`EXIT_CODES`), else 0 but for `gone`."""
     gone = unreachable or _why_unreachable
     if timeout is not None and (timeout < 0 or timeout != timeout):
         raise OmpError("invalid_input", f"--timeout must be >= 0 seconds, got {timeout}")
@@ -95,7 +137,10 @@ def wait(
     box = Mailbox(team, LEADER)
     watched = [box.path, team.tasks_dir, team.shutdown, team.config]
     start = clock()
-    before = {tid: t.get("status") for tid, t in _tasks(cfg).items()}
+    if since is not None:
+        before = decode_cursor(since)
+    else:
+        before = {tid: t.get("status") for tid, t in _tasks(cfg).items()}
     last: Key | None = None
     looked_gone: float | None = None
     while True:
@@ -104,16 +149,24 @@ def wait(
             last = key
             result = _look(cfg, box, before)
             if result is not None:
-                return _finish(cfg, result, clock() - start)
+                return _finish(cfg, result, clock() - start, exit_codes)
         if looked_gone is None or clock() - looked_gone >= GONE_EVERY:
             looked_gone = clock()
             why = gone(cfg)
             if why is not None:
-                out = _look(cfg, box, before) or {"event": "gone", **_empty()}
-                return _finish(cfg, {**out, "event": "gone", "why": why}, clock() - start)
+                out = _look(cfg, box, before) or {
+                    "event": "gone",
+                    **_empty(),
+                    "cursor": encode_cursor(before),
+                }
+                return _finish(
+                    cfg, {**out, "event": "gone", "why": why}, clock() - start, exit_codes
+                )
         waited = clock() - start
         if timeout and waited >= timeout:
-            return _finish(cfg, {"event": "timeout", **_empty()}, waited)
+            # Nothing moved since `before` at the last look: it is still what was reported.
+            result = {"event": "timeout", **_empty(), "cursor": encode_cursor(before)}
+            return _finish(cfg, result, waited, exit_codes)
         sleep(poll if not timeout else min(poll, max(0.0, timeout - waited)))
 
 
@@ -162,6 +215,7 @@ def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, An
     }
     counts = Counter(str(t.get("status")) for t in now_tasks.values())
     out["tasks"] = dict(sorted(counts.items()))
+    out["cursor"] = encode_cursor({tid: t.get("status") for tid, t in now_tasks.items()})
     if found.broken:  # shown, and never "all done" while a task file cannot be read
         out["brokenTasks"] = found.broken
     if _all_done(now_tasks) and not found.broken:
@@ -175,18 +229,23 @@ def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, An
     return None
 
 
-def _finish(cfg: TeamConfig, result: dict[str, Any], waited: float) -> dict[str, Any]:
+def _finish(
+    cfg: TeamConfig, result: dict[str, Any], waited: float, exit_codes: bool = False
+) -> dict[str, Any]:
     event = result["event"]
     if "brokenTasks" not in result and (broken := tasks.read_all(cfg.paths).broken):
         result = {**result, "brokenTasks": broken}
+    cursor = result["cursor"]
     result = _with_read_command(cfg, result)
     return {
         "ok": True,
         "team": cfg.name,
         **result,
         "allDone": event == "all_done",
-        "exitCode": EXIT_CODES[event],
+        "exitCode": EXIT_CODES[event] if exit_codes or event == "gone" else 0,
+        "eventCode": EXIT_CODES[event],
         "waitedSeconds": round(waited, 3),
+        "next": f"{team_command(cfg.raw)} team wait {cfg.name} --since {cursor}",
     }
 
 
@@ -217,7 +276,7 @@ def wait_text(r: dict[str, Any]) -> str:
     elif event == "gone":
         lines.append(f"team {team} is not running: {inline(str(r.get('why')))}")
     elif event == "timeout":
-        lines.append(
-            f"nothing new after {r['waitedSeconds']:g}s; wait again: {hint(f'team wait {team}')}"
-        )
+        lines.append(f"nothing new after {r['waitedSeconds']:g}s")
+    if r.get("next") and event not in ("all_done", "shutdown"):
+        lines.append(f"  wait again: {r['next']}")
     return "\n".join(lines)

@@ -98,7 +98,9 @@ def test_all_done_has_its_own_exit_code(root: Path) -> None:
     finish(root, "1")
     later(0.3, lambda: finish(root, "2", "failed"))
     r = wait(cfg(root), timeout=10)
-    assert r["event"] == "all_done" and r["exitCode"] == EXIT_ALL_DONE == 10
+    # Not a failure: exit 0 for an agent's shell tool; the event and its code tell it apart.
+    assert (r["event"], r["exitCode"], r["eventCode"]) == ("all_done", 0, EXIT_ALL_DONE)
+    assert EXIT_ALL_DONE == 10
     assert r["allDone"] is True
     assert [(m["id"], m["to"]) for m in r["moved"]] == [("2", "failed")]  # 1 was done before
     assert f"all 2 task(s) done; results: {omp_command()} team collect t" in wait_text(r)
@@ -110,7 +112,7 @@ def test_all_done_has_its_own_exit_code(root: Path) -> None:
 
 def test_timeout_has_its_own_exit_code(root: Path) -> None:
     t0 = time.monotonic()
-    r = wait(cfg(root), timeout=0.5)
+    r = wait(cfg(root), timeout=0.5, exit_codes=True)
     assert r["event"] == "timeout" and r["exitCode"] == EXIT_TIMEOUT == 11
     assert 0.45 < time.monotonic() - t0 < 2
     assert "nothing new after" in wait_text(r)
@@ -118,7 +120,7 @@ def test_timeout_has_its_own_exit_code(root: Path) -> None:
 
 def test_a_shutdown_ends_the_wait(root: Path) -> None:
     later(0.3, lambda: StatePaths(root).team("t").shutdown.write_text("{}"))
-    r = wait(cfg(root), timeout=10)
+    r = wait(cfg(root), timeout=10, exit_codes=True)
     assert r["event"] == "shutdown" and r["exitCode"] == EXIT_SHUTDOWN == 12
 
 
@@ -201,9 +203,11 @@ def cli(root: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 def test_cli_exit_codes_and_json(cli: Any, root: Path) -> None:
     r = cli("wait", "t", "--timeout", "0.3", "--json")
-    assert r.exit_code == 11
+    assert r.exit_code == 0  # a timeout is no failure for an agent's shell tool
     doc = json.loads(r.stdout)
-    assert doc["ok"] is True and doc["event"] == "timeout"
+    assert doc["ok"] is True and doc["event"] == "timeout" and doc["eventCode"] == 11
+    r = cli("wait", "t", "--timeout", "0.3", "--exit-codes", "--json")
+    assert r.exit_code == 11 and json.loads(r.stdout)["exitCode"] == 11
     mail_leader(root, "worker-2")
     r = cli("wait", "t", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["messages"]["count"] == 1
@@ -222,3 +226,83 @@ def test_exit_codes_are_distinct() -> None:
     codes = [EXIT_EVENT, EXIT_ALL_DONE, EXIT_TIMEOUT, EXIT_SHUTDOWN]
     assert len(set(codes)) == 4 and not {1, 2, 3} & set(codes)
     assert wait_mod.EXIT_CODES["mail"] == wait_mod.EXIT_CODES["tasks"] == 0
+
+
+# ---- the cursor: a leader that misses nothing ----------------------------------------------
+
+
+def test_every_wait_returns_a_cursor_of_what_it_saw(root: Path) -> None:
+    r = wait(cfg(root), timeout=0.2)
+    assert r["event"] == "timeout" and r["cursor"] == "1=p,2=p"
+    assert r["next"].endswith("team wait t --since 1=p,2=p")
+    assert "wait again: " in wait_text(r) and "--since 1=p,2=p" in wait_text(r)
+    mail_leader(root, "worker-1")
+    r = wait(cfg(root), timeout=5)
+    assert r["event"] == "mail" and r["cursor"] == "1=p,2=p"
+
+
+def test_a_task_that_moved_between_two_waits_is_reported_by_the_second(root: Path) -> None:
+    first = wait(cfg(root), timeout=0.2)
+    finish(root, "1")  # claimed and completed while nobody waited
+    # without a cursor the move is invisible (the old behaviour, kept for compatibility)
+    assert wait(cfg(root), timeout=0.3)["event"] == "timeout"
+    second = wait(cfg(root), since=first["cursor"], timeout=5)
+    assert second["event"] == "tasks" and second["waitedSeconds"] < 1
+    assert [(m["id"], m["from"], m["to"]) for m in second["moved"]] == [
+        ("1", "pending", "completed")
+    ]
+    assert second["cursor"] == "1=c,2=p"
+    # reported once: the next wait from the new cursor does not report it again
+    third = wait(cfg(root), since=second["cursor"], timeout=0.3)
+    assert third["event"] == "timeout" and third["moved"] == []
+    assert third["cursor"] == second["cursor"]
+
+
+def test_a_cursor_from_a_timeout_still_catches_the_move_after_it(root: Path) -> None:
+    tp = StatePaths(root).team("t")
+    c = wait(cfg(root), timeout=0.2)["cursor"]
+    tasks.claim(tp, "2", "worker-2")
+    r = wait(cfg(root), since=c, timeout=5)
+    assert [(m["id"], m["to"]) for m in r["moved"]] == [("2", "in_progress")]
+    tasks.create(tp, "3", "a new task")  # a task the cursor never saw is reported as new
+    r = wait(cfg(root), since=r["cursor"], timeout=5)
+    assert [(m["id"], m["from"], m["to"]) for m in r["moved"]] == [("3", None, "pending")]
+    assert "task 3: new -> pending" in wait_text(r)
+
+
+def test_an_unknown_status_is_a_broken_task_outside_the_cursor(root: Path) -> None:
+    """A status omp does not know is a broken task file (shown, never silently defaulted);
+    the cursor carries the tasks that can be read."""
+    tp = StatePaths(root).team("t")
+    task = tasks.read(tp, "1")
+    assert task is not None
+    task["status"] = "blocked"  # another tool's status
+    tp.task("1").write_text(json.dumps(task))
+    r = wait(cfg(root), timeout=0.2)
+    assert r["cursor"] == "2=p"
+    assert [b["id"] for b in r["brokenTasks"]] == ["1"]
+    assert wait(cfg(root), since=r["cursor"], timeout=0.2)["event"] == "timeout"
+
+
+@pytest.mark.parametrize("bad", ["", "1", "1=", "=p", "../x=p", "1=p,,2=p", "1=p;rm"])
+def test_a_bad_cursor_is_refused(root: Path, bad: str) -> None:
+    from omp.errors import OmpError
+
+    with pytest.raises(OmpError) as exc:
+        wait(cfg(root), since=bad, timeout=0.1)
+    assert exc.value.code == "invalid_cursor" and exc.value.exit_code == 2
+
+
+def test_cli_since(cli: Any, root: Path) -> None:
+    r = cli("wait", "t", "--timeout", "0.2", "--json")
+    cursor = json.loads(r.stdout)["cursor"]
+    finish(root, "2", "failed")
+    state = StatePaths(root).state
+    before = snapshot_tree(state)
+    r = cli("wait", "t", "--since", cursor, "--json")
+    assert r.exit_code == 0, r.stdout
+    doc = json.loads(r.stdout)
+    assert doc["event"] == "tasks" and doc["moved"][0]["to"] == "failed"
+    assert snapshot_tree(state) == before  # still read-only
+    r = cli("wait", "t", "--since", "nonsense", "--json")
+    assert r.exit_code == 2 and json.loads(r.stdout)["error"] == "invalid_cursor"

@@ -1,0 +1,82 @@
+"""`omp team events`: print a team's history from a cursor, once or following. Read-only."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, NoReturn
+
+from omp.cli import output
+from omp.errors import OmpError
+
+if TYPE_CHECKING:
+    from omp.store.paths import StatePaths
+
+POLL_SECONDS = 0.2
+
+
+def events_loop(
+    project: StatePaths,
+    team: str,
+    *,
+    since: str | None,
+    follow: bool,
+    as_json: bool,
+    poll: float = POLL_SECONDS,
+) -> NoReturn:
+    from omp.invocation import team_command
+    from omp.team import config as team_config
+    from omp.team import history
+
+    printed = 0
+    try:
+        cfg = team_config.load(project.team(team))
+        offset = history.parse_cursor(since)
+        for evs, end in history.iter_since(cfg.paths, offset):
+            _print(evs, as_json)
+            printed += len(evs)
+            offset = end
+    except OmpError as err:
+        output.fail(err, as_json)
+    if not follow:
+        if not as_json:
+            nxt = f"{team_command(cfg.raw)} team events {team} --since {offset}"
+            output.write_text(
+                ("" if printed else "no new events\n") + f"cursor {offset}; next: {nxt}\n"
+            )
+        raise SystemExit(0)
+    path = history.path(cfg.paths)
+    last = None
+    try:
+        while True:
+            key = _stat(path)
+            if key != last:
+                last = key
+                try:
+                    evs, offset = history.read_since(cfg.paths, offset)
+                except OmpError as err:  # the log was replaced under us (team deleted)
+                    output.fail(err, as_json)
+                _print(evs, as_json)
+            time.sleep(poll)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+
+
+def _stat(path: object) -> tuple[int, int, int] | None:
+    import os
+
+    try:
+        st = os.stat(str(path))
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _print(evs: list[dict[str, object]], as_json: bool) -> None:
+    if not evs:
+        return
+    from omp.team.history import describe
+
+    if as_json:
+        output.write_text("".join(output.dumps(e) + "\n" for e in evs))
+    else:
+        output.write_text("".join(describe(e) + "\n" for e in evs))

@@ -1,0 +1,148 @@
+"""A team's life after launch: `add-worker`, `remove-worker`, `delete`, `prune`, `events`,
+added to the `team` app by `register`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from omp.cli.output import run
+
+if TYPE_CHECKING:
+    from omp.store.paths import StatePaths
+
+JsonOpt = typer.Option(False, "--json", help="Print exactly one JSON object.")
+
+
+def _project() -> StatePaths:
+    from omp.store.paths import StatePaths, find_root
+
+    return StatePaths(find_root(Path.cwd()))
+
+
+def _config(team: str) -> Any:
+    from omp.team import config as team_config
+
+    return team_config.load(_project().team(team))
+
+
+def register(team_app: typer.Typer) -> None:
+    @team_app.command("add-worker")
+    def add_worker(
+        team: str = typer.Argument(..., help="Team name."),
+        count_or_task: str = typer.Argument(
+            None, metavar="[N]", help="How many workers (default 1)."
+        ),
+        task: str = typer.Argument(None, metavar="[TASK]", help="A task for them (split in N)."),
+        agent: str = typer.Option(
+            None, "--agent", "-a", help="Agent profile (default: the team's)."
+        ),
+        ready_timeout: float = typer.Option(
+            None, "--ready-timeout", help="Seconds to wait for each agent (default per profile)."
+        ),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Add workers to a running team, in its window, with the next free names."""
+        from omp.cli.team import progress
+        from omp.team.grow import add_text
+
+        def body() -> dict[str, Any]:
+            from omp.errors import OmpError
+            from omp.team.grow import add_workers
+
+            n, text = 1, task or ""
+            if count_or_task is not None:
+                if count_or_task.isdigit():
+                    n = int(count_or_task)
+                elif task is None:
+                    text = count_or_task
+                else:
+                    raise OmpError("usage", f"N must be a number, got {count_or_task!r}")
+            return add_workers(
+                _config(team),
+                n,
+                agent=agent,
+                task=text,
+                ready_timeout=ready_timeout,
+                progress=progress,
+            )
+
+        run(body, as_json=as_json, human=add_text)
+
+    @team_app.command("remove-worker")
+    def remove_worker(
+        team: str = typer.Argument(..., help="Team name."),
+        name: str = typer.Argument(..., help="The worker to remove, e.g. worker-2."),
+        force: bool = typer.Option(False, "--force", help="Close its pane if it is still alive."),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Take a worker off a running team; its work is interrupted, its mail kept."""
+        from omp.team.membership import remove_text
+
+        def body() -> dict[str, Any]:
+            from omp.team.membership import remove_worker as do_remove
+
+            return do_remove(_config(team), name, force=force)
+
+        run(body, as_json=as_json, human=remove_text)
+
+    @team_app.command("delete")
+    def delete(
+        team: str = typer.Argument(..., help="Team name."),
+        force: bool = typer.Option(
+            False, "--force", help="Delete even with unread mail (listed as lost)."
+        ),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Remove a team's whole directory. Refused while a pane is alive or mail is unread."""
+        from omp.team.removal import delete_text
+
+        def body() -> dict[str, Any]:
+            from omp.team.removal import delete as do_delete
+
+            return do_delete(_project(), team, force=force)
+
+        run(body, as_json=as_json, human=delete_text)
+
+    @team_app.command("prune")
+    def prune(
+        older_than: str = typer.Option(
+            "7d", "--older-than", metavar="DURATION", help="Only what ended this long ago (0: all)."
+        ),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
+        force: bool = typer.Option(
+            False, "--force", help="Also remove shut-down teams holding unread mail."
+        ),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Remove archived runs and shut-down teams older than DURATION; keeps unread mail."""
+        from omp.team.removal import prune_text
+
+        def body() -> dict[str, Any]:
+            from omp.team.removal import parse_duration
+            from omp.team.removal import prune as do_prune
+
+            bound = parse_duration(older_than)
+            return do_prune(_project(), older_than=bound, dry_run=dry_run, force=force)
+
+        run(body, as_json=as_json, human=prune_text)
+
+    @team_app.command("events")
+    def events(
+        team: str = typer.Argument(..., help="Team name."),
+        since: str = typer.Option(
+            None, "--since", metavar="CURSOR", help="Only what came after this cursor."
+        ),
+        follow: bool = typer.Option(
+            False, "--follow", "-f", help="Keep printing new events until Ctrl-C."
+        ),
+        as_json: bool = typer.Option(
+            False, "--json", help="One JSON object per event (JSON lines), each with its cursor."
+        ),
+    ) -> None:
+        """The team's history: task moves, the leader's messages, members, loops. Read-only."""
+        from omp.cli.events_cmd import events_loop
+
+        events_loop(_project(), team, since=since, follow=follow, as_json=as_json)

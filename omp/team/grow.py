@@ -1,0 +1,286 @@
+"""`omp team add-worker TEAM [N] [--agent A] [TASK]`: new workers join a running team.
+
+The panes, inboxes and triggers are made by the launch's own code (`Launch.open_pane`,
+`write_inbox`, `wait_and_trigger`); what is particular here is where they go and what they are
+called. New workers take the next free numbers (after every current *and* removed name, so a
+newcomer never inherits a removed worker's mailbox), split off the team's window on the server
+recorded at launch, and carry a launch token of their own (a new generation: `OMP_LAUNCH_TOKEN`
+fences them apart from every earlier pane). The config gains their entries under the team's
+members lock, so the roster, broadcasts, `status` and the monitor include them at once; teammates'
+inboxes are not rewritten (they list teammates with `roster`). A headless team (no panes: `omp
+team create`) gets the entries and inboxes only.
+
+Everything that can refuse is checked before tmux or the disk is touched; a failure after the
+first pane kills the new panes and takes their entries and tasks back out of the team.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omp import clock
+from omp.errors import OmpError
+from omp.invocation import hint, team_command
+from omp.store.names import worker_name
+from omp.team import config as team_config
+from omp.team import history, setup, tasks
+from omp.team.config import TeamConfig
+from omp.team.launch import MAX_WORKERS, Launch, LaunchRequest, Progress
+from omp.team.membership import members_locked, removed_names
+
+if TYPE_CHECKING:
+    from omp.agents import AgentProfile
+    from omp.tmux import Tmux
+
+_NUMBERED = re.compile(r"worker-(\d+)")
+
+
+def next_names(cfg: TeamConfig, n: int) -> list[str]:
+    used = [*cfg.worker_names, *removed_names(cfg.raw)]
+    top = max((int(m.group(1)) for u in used if (m := _NUMBERED.fullmatch(u))), default=0)
+    return [worker_name(f"worker-{top + i}") for i in range(1, n + 1)]
+
+
+def _next_task_ids(cfg: TeamConfig, n: int) -> list[str]:
+    ids = [str(t["id"]) for t in tasks.list_all(cfg.paths)]
+    ids += [str(w.get("taskId")) for w in cfg.workers if w.get("taskId")]
+    top = max((int(i) for i in ids if i.isdigit()), default=0)
+    return [str(top + i) for i in range(1, n + 1)]
+
+
+class AddWorkers(Launch):
+    def __init__(
+        self,
+        cfg: TeamConfig,
+        count: int,
+        *,
+        agent: str | None,
+        task: str,
+        env: Mapping[str, str],
+        tmux_factory: Callable[..., Tmux],
+        progress: Progress,
+        ready_timeout: float | None = None,
+    ) -> None:
+        cwd = Path(str(cfg.raw.get("cwd") or cfg.paths.project.root))
+        req = LaunchRequest(
+            workers=count,
+            task=task.strip(),
+            agent=agent or str(cfg.raw.get("agent") or cfg.raw.get("role") or "copilot"),
+            name=cfg.name,
+            cwd=cwd if cwd.is_dir() else cfg.paths.project.root,
+            ready_timeout=ready_timeout,
+        )
+        super().__init__(req, env=env, tmux_factory=tmux_factory, progress=progress)
+        self.cfg = cfg
+        self.added: list[str] = []
+        self.created_tasks: list[str] = []
+
+    # ---- checks that touch nothing ------------------------------------------------------------
+
+    def check(self) -> AgentProfile:
+        cfg, req = self.cfg, self.req
+        room = MAX_WORKERS - len(cfg.worker_names)
+        if not 1 <= req.workers <= max(room, 0) or req.workers > MAX_WORKERS:
+            raise OmpError(
+                "invalid_input",
+                f"team {cfg.name} has {len(cfg.worker_names)} worker(s); it can take 1-{room} more "
+                f"(at most {MAX_WORKERS})",
+            )
+        if req.ready_timeout is not None and req.ready_timeout <= 0:
+            raise OmpError("invalid_input", f"--ready-timeout must be > 0, got {req.ready_timeout}")
+        if os.path.lexists(cfg.paths.shutdown):
+            raise OmpError(
+                "team_shut_down",
+                f"team {cfg.name} was shut down; launch it again instead: "
+                f"{hint(f'team launch N --name {cfg.name}')}",
+                team=cfg.name,
+            )
+        # a headless team's workers run nowhere: only the profile's name matters
+        return self.resolve_profile(cfg.paths.project, need_program=bool(cfg.tmux))
+
+    def _window(self) -> tuple[Tmux, str, str] | None:
+        """(tmux, window, the pane to split) for a team with panes; None for a headless one."""
+        from omp.team.panes import same_server
+
+        cfg = self.cfg
+        ident = cfg.tmux
+        if not ident or not ident.get("windowId"):
+            return None
+        sock = ident.get("socketPath")
+        tmux = self.tmux_factory(socket_path=sock) if sock else self.tmux_factory()
+        server = tmux.server_identity()
+        if server is None or not same_server(ident, server):
+            raise OmpError(
+                "team_gone",
+                f"the tmux server of team {cfg.name} is gone or was restarted; its panes cannot "
+                f"be joined. Shut it down and launch again: {hint(f'team shutdown {cfg.name}')}",
+                team=cfg.name,
+            )
+        window = str(ident["windowId"])
+        candidates = [p for p in (cfg.pane_of(w) for w in cfg.worker_names) if p]
+        leader = cfg.pane_of("leader")
+        states = tmux.pane_states([*candidates, *([leader] if leader else [])])
+        for pane in [*reversed(candidates), *([leader] if leader else [])]:
+            st = states.get(pane)
+            if st is not None and st.window_id == window:
+                return tmux, window, pane
+        raise OmpError(
+            "team_gone",
+            f"no pane of team {cfg.name} is left in its window; shut it down and launch again",
+            team=cfg.name,
+        )
+
+    # ---- the change -----------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        profile = self.check()
+        place = self._window()
+        try:
+            return self._add(profile, place)
+        except BaseException as exc:
+            self._undo(place[0] if place else None)
+            if isinstance(exc, OmpError):
+                raise OmpError(
+                    exc.code if exc.code.startswith("launch") else "add_worker_failed",
+                    f"adding to team {self.cfg.name} failed: {exc.message}; the team is as before",
+                    **exc.detail,
+                ) from None
+            raise
+
+    def _add(self, profile: AgentProfile, place: tuple[Tmux, str, str] | None) -> dict[str, Any]:
+        cfg, req = self.cfg, self.req
+        team = cfg.paths
+        token = secrets.token_hex(8)
+        omp = team_command(cfg.raw)
+        new = next_names(cfg, req.workers)
+        panes: dict[str, str] = {}
+        if place is not None:
+            tmux, window, prev = place
+            total = len(cfg.worker_names) + len(new)
+            layout = "main-vertical" if total <= 6 else "tiled"
+            self.progress(f"adding {len(new)} {profile.name} worker(s) to team {cfg.name}")
+            for w in new:
+                pane = self.open_pane(
+                    tmux, profile, team, w, after=prev, token=token, omp=omp, first=False
+                )
+                panes[w] = pane
+                prev = pane
+                tmux.select_layout(window, layout)
+        with members_locked(team):
+            fresh = team_config.load(team)  # another change may have landed meanwhile
+            if set(new) & {*fresh.worker_names, *removed_names(fresh.raw)}:
+                raise OmpError("add_worker_failed", "another add-worker took these names; retry")
+            task_ids = _next_task_ids(fresh, len(new)) if req.task else [None] * len(new)
+            entries: list[dict[str, Any]] = []
+            for i, (w, tid) in enumerate(zip(new, task_ids, strict=True), start=1):
+                entry: dict[str, Any] = {
+                    "name": w,
+                    "role": profile.name,
+                    "taskId": tid,
+                    "launchToken": token,
+                    "addedAt": clock.iso(),
+                }
+                if profile.name != fresh.raw.get("agent"):
+                    entry["agent"] = profile.name
+                if w in panes:
+                    entry["paneId"] = panes[w]
+                entries.append(entry)
+                if tid is not None:
+                    desc = setup.task_description(req.task, i, len(new))
+                    tasks.create(team, tid, desc)
+                    self.created_tasks.append(tid)
+            everyone = [*fresh.worker_names, *new]
+            self.state_written = True
+            for i, entry in enumerate(entries, start=1):
+                desc = setup.task_description(req.task, i, len(new)) if req.task else ""
+                teammates = [x for x in everyone if x != entry["name"]]
+                self.write_inbox(team, entry, desc, teammates, omp)
+            raw = fresh.raw
+            raw["workers"] = [*fresh.workers, *entries]
+            raw["workerCount"] = len(raw["workers"])
+            team_config.write(team, raw)
+            self.added = list(new)
+        for w in new:
+            history.member(team, w, "joined")
+        if place is not None:
+            self.wait_and_trigger(place[0], team, profile, panes)
+        return {
+            "ok": True,
+            "team": cfg.name,
+            "agent": profile.name,
+            "workers": [
+                {"name": e["name"], "paneId": e.get("paneId"), "taskId": e["taskId"]}
+                for e in entries
+            ],
+            "members": everyone,
+        }
+
+    def _undo(self, tmux: Tmux | None) -> None:
+        for pane in reversed(self.created_panes):
+            if tmux is not None:
+                with contextlib.suppress(Exception):
+                    tmux.kill_pane(pane)
+        if not self.state_written:
+            return
+        team = self.cfg.paths
+        with contextlib.suppress(OSError, OmpError), members_locked(team):
+            fresh = team_config.load(team)
+            if self.added:
+                raw = fresh.raw
+                raw["workers"] = [w for w in fresh.workers if w.get("name") not in self.added]
+                raw["workerCount"] = len(raw["workers"])
+                team_config.write(team, raw)
+            for tid in self.created_tasks:
+                with contextlib.suppress(OSError):
+                    os.unlink(team.task(tid))
+        for w in self.added:
+            history.member(team, w, "left", "add-worker failed")
+
+
+def add_workers(
+    cfg: TeamConfig,
+    count: int = 1,
+    *,
+    agent: str | None = None,
+    task: str = "",
+    ready_timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    tmux_factory: Callable[..., Tmux] | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    if tmux_factory is None:
+        from omp.tmux import Tmux
+
+        tmux_factory = Tmux
+    from omp.team.launch import _ensure_monitor
+
+    result = AddWorkers(
+        cfg,
+        count,
+        agent=agent,
+        task=task,
+        env=os.environ if env is None else env,
+        tmux_factory=tmux_factory,
+        progress=progress or (lambda _msg: None),
+        ready_timeout=ready_timeout,
+    ).run()
+    if cfg.tmux:
+        _ensure_monitor(cfg.paths.project.root)
+    return result
+
+
+def add_text(r: dict[str, Any]) -> str:
+    ws = ", ".join(
+        f"{w['name']}({w['paneId']})" if w.get("paneId") else w["name"] for w in r["workers"]
+    )
+    tasks_ = [f"{w['name']}: task {w['taskId']}" for w in r["workers"] if w.get("taskId")]
+    out = f"team {r['team']}: added {ws}; members now {', '.join(r['members'])}"
+    if tasks_:
+        out += "\n  " + "; ".join(tasks_)
+    return out

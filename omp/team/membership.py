@@ -1,0 +1,191 @@
+"""Changing a live team's members: `omp team remove-worker` (and the bookkeeping `add-worker`
+shares with it; the panes of `add-worker` are made by `omp.team.launch`).
+
+The rules are pi-team's. Removing a member is refused while its pane is alive unless `--force`,
+which first closes that pane (only if it is still the pane recorded for the worker). Then the work
+around it is settled, never replayed (edits may already have happened):
+
+- requests it emitted that are still open are cancelled: the worker doing them gets an automatic
+  `task_cancel` (and owes no acknowledgement: the requester is gone);
+- requests addressed to it, and tasks it claimed, become `interrupted`, and their requesters get
+  an automatic `task_fail` saying so (the sweep's own path for a worker that went offline);
+- its mailbox, results and directory stay readable; its name leaves the roster;
+- its identity is fenced: the name is kept in `removedWorkers`, and a process still carrying the
+  old `OMP_WORKER` / `OMP_LAUNCH_TOKEN` is refused (`worker_removed`, or `stale_generation` once a
+  new worker took the name with a token of its own: a new generation).
+
+Config changes happen under `team/<name>/.members.lock`, so two membership changes never lose one
+another's edit; the config is rewritten atomically (readers see the old or the new roster).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from omp import clock
+from omp.errors import OmpError
+from omp.store import fs
+from omp.store.names import LEADER, worker_name
+from omp.store.paths import TeamPaths
+from omp.team import config as team_config
+from omp.team import conversations, history, mailbox, sweep
+from omp.team.config import TeamConfig
+
+
+@contextlib.contextmanager
+def members_locked(team: TeamPaths) -> Iterator[None]:
+    with fs.flocked(team.dir / ".members.lock"):
+        yield
+
+
+def removed_names(raw: dict[str, Any]) -> list[str]:
+    gone = raw.get("removedWorkers")
+    if not isinstance(gone, list):
+        return []
+    return [str(g.get("name")) for g in gone if isinstance(g, dict) and g.get("name")]
+
+
+def require_worker(cfg: TeamConfig, name: str) -> dict[str, Any]:
+    worker_name(name)
+    entry = cfg.worker(name)
+    if entry is None:
+        gone = name in removed_names(cfg.raw)
+        raise OmpError(
+            "unknown_worker",
+            f"{name!r} is not a worker of team {cfg.name}"
+            + (" (it was removed)" if gone else "")
+            + f"; workers: {', '.join(cfg.worker_names) or 'none'}",
+            candidates=cfg.worker_names,
+        )
+    return entry
+
+
+def _pane_state(cfg: TeamConfig, name: str) -> str:
+    from omp.team.status import pane_views
+
+    view = pane_views(cfg).get(name)
+    return view.state if view is not None else "none"
+
+
+def _close_pane(cfg: TeamConfig, name: str) -> str | None:
+    """Kill the worker's pane if it is still the one recorded; returns the pane killed."""
+    from omp.team.panes import same_server, tmux_for
+
+    pane = cfg.pane_of(name)
+    ident = cfg.tmux
+    if pane is None or not ident or pane == cfg.raw.get("leaderPaneId"):
+        return None
+    tmux = tmux_for(cfg)
+    server = tmux.server_identity()
+    if server is None or not same_server(ident, server):
+        return None
+    st = tmux.pane_states([pane]).get(pane)
+    if st is None or st.window_id != ident.get("windowId"):
+        return None
+    tmux.kill_pane(pane)
+    return pane
+
+
+def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[str, Any]:
+    team = cfg.paths
+    require_worker(cfg, name)
+    state = _pane_state(cfg, name)
+    if state in ("alive", "unknown") and not force:
+        raise OmpError(
+            "worker_alive",
+            f"{name}'s pane ({cfg.pane_of(name)}) is {state}; stop its agent first, or use "
+            "--force to close the pane",
+            worker=name,
+            pane=cfg.pane_of(name),
+        )
+    killed = _close_pane(cfg, name) if state in ("alive", "unknown") else None
+    now = clock.now()
+    with members_locked(team):
+        cfg = team_config.load(team)  # fresh, under the lock
+        entry = require_worker(cfg, name)
+        actions = sweep.interrupt_worker(cfg, name, "it was removed from the team", now)
+        actions += _cancel_emitted(cfg, name, now)
+        raw = cfg.raw
+        raw["workers"] = [w for w in cfg.workers if w.get("name") != name]
+        raw["workerCount"] = len(raw["workers"])
+        gone = [g for g in raw.get("removedWorkers") or [] if isinstance(g, dict)]
+        gone.append(
+            {
+                "name": name,
+                "removedAt": clock.iso(now),
+                "paneId": entry.get("paneId"),
+                "launchToken": entry.get("launchToken") or raw.get("launchToken"),
+            }
+        )
+        raw["removedWorkers"] = gone
+        team_config.write(team, raw)
+    history.member(team, name, "removed")
+    return {
+        "ok": True,
+        "team": cfg.name,
+        "worker": name,
+        "killedPane": killed,
+        "interrupted": [a for a in actions if a.get("action") == "interrupted"],
+        "cancelled": [a for a in actions if a.get("action") == "cancelled"],
+        "workers": [w["name"] for w in raw["workers"]],
+    }
+
+
+def _cancel_emitted(cfg: TeamConfig, name: str, now: float) -> list[dict[str, Any]]:
+    """Cancel the open requests `name` emitted: their workers are told to stop."""
+    team = cfg.paths
+    out: list[dict[str, Any]] = []
+    with conversations.locked(team):
+        for conv in conversations.open_conversations(team):
+            if conv.requester != name:
+                continue
+            body = (
+                f"{name} was removed from the team: its request {conv.task_id} is cancelled. "
+                "Stop work on it; no acknowledgement is needed."
+            )
+            msg = mailbox.new_message(
+                name,
+                conv.worker,
+                body,
+                {"event": "task_cancel", "intent": "requester_removed", "auto": True},
+            )
+            msg["task_id"] = conv.task_id
+            msg["ref_message_id"] = conv.task_id
+            before = conv.payload()
+            conv.state = "cancelled"
+            conv.reason = f"{name} was removed"
+            conv.closed_at = now
+            conv.clarify_open = None
+            conv.add_event(msg, now)
+            action: dict[str, Any] = {
+                "action": "cancelled",
+                "team": cfg.name,
+                "taskId": conv.task_id,
+                "worker": conv.worker,
+                "requester": name,
+                "messageId": msg["id"],
+                "notify": conv.worker,
+            }
+            sweep.commit(team, conv, before, conv.worker, msg, action)
+            out.append(action)
+    return out
+
+
+def removed_identity(cfg: TeamConfig, worker: str) -> bool:
+    """Whether `worker` is a removed member's name that no current worker holds."""
+    return worker != LEADER and worker not in cfg.worker_names and worker in removed_names(cfg.raw)
+
+
+def remove_text(r: dict[str, Any]) -> str:
+    lines = [f"{r['worker']} removed from team {r['team']}"]
+    if r["killedPane"]:
+        lines[0] += f" (closed its pane {r['killedPane']})"
+    for a in r["interrupted"]:
+        what = a.get("claimedTaskId") or a.get("taskId")
+        lines.append(f"  task {what}: interrupted; {a.get('notify')} told (not replayed)")
+    for a in r["cancelled"]:
+        lines.append(f"  its request {a['taskId']} to {a['worker']}: cancelled")
+    lines.append(f"  workers now: {', '.join(r['workers']) or 'none'}; its mail and results stay")
+    return "\n".join(lines)

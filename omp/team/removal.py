@@ -1,0 +1,391 @@
+"""`omp team delete` and `omp team prune`: state that goes away, never unread mail by surprise.
+
+Removal is two steps. First the directory is renamed to a hidden tombstone beside the teams
+(`team/.tomb-<name>-<random>`), one atomic rename: a reader sees the whole team or no team, never
+half of one, and a name that starts with a dot is never a team name. Then the tombstone is removed.
+A process killed between the two leaves only a tombstone, which the next `delete` or `prune`
+finishes first thing. An archived run (`runs/<label>/`) goes the same way.
+
+Mail outranks tidiness (pi peers learned it by deleting a queued letter): a team whose mailboxes
+hold unread mail is refused, by `delete` and skipped by `prune`, unless `--force`, and then what is
+lost is listed. A team with a live pane is refused even with `--force`: shut it down first.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from omp import clock
+from omp.errors import OmpError
+from omp.invocation import team_command
+from omp.store import fs
+from omp.store.names import is_valid_name
+from omp.store.paths import StatePaths, TeamPaths
+from omp.team import config as team_config
+from omp.team.mailbox import Mailbox
+
+TOMB_PREFIX = ".tomb-"
+DEFAULT_OLDER_THAN = "7d"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
+Remover = Callable[[Path], None]
+
+
+def parse_duration(text: str) -> float:
+    """`90s`, `30m`, `12h`, `7d`, `2w`, or bare seconds; `invalid_input` otherwise."""
+    m = _DURATION.fullmatch(text.strip())
+    if m is None:
+        raise OmpError(
+            "invalid_input",
+            f"--older-than takes a duration like 30m, 12h, 7d or 2w (or 0 for all), got {text!r}",
+        )
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+# ---- measuring and removing -----------------------------------------------------------------
+
+
+def tree_bytes(path: Path) -> int:
+    """Bytes of the files under `path` (a symlink counts as itself, never followed)."""
+    total = 0
+    for dirpath, _dirnames, filenames in os.walk(path, followlinks=False):
+        for n in filenames:
+            try:
+                total += os.lstat(os.path.join(dirpath, n)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def _rmtree(path: Path) -> None:
+    shutil.rmtree(path)
+
+
+def tombstone(project: StatePaths, src: Path, kind: str, team: str) -> Path:
+    """Rename `src` to a fresh hidden tombstone in the teams directory (atomic, same fs).
+
+    `.tomb-<kind>~<team>~<random>`: `~` is in no team name, so the team is recoverable from it.
+    """
+    project.ensure(project.teams)
+    for _ in range(8):
+        dest = project.teams / f"{TOMB_PREFIX}{kind}~{team}~{os.urandom(4).hex()}"
+        if os.path.lexists(dest):
+            continue
+        try:
+            os.rename(src, dest)
+        except OSError as exc:
+            raise fs.storage_error(src, exc) from exc
+        return dest
+    raise OmpError("storage_error", f"no free tombstone name for {src}")  # pragma: no cover
+
+
+def tombstones(project: StatePaths, team: str | None = None) -> list[Path]:
+    """Tombstones left by interrupted removals (of one team's directory, if `team`)."""
+    try:
+        if not project.check(project.teams):
+            return []
+        names = sorted(os.listdir(project.teams))
+    except (OSError, OmpError):
+        return []
+    want = f"{TOMB_PREFIX}team~{team}~" if team is not None else TOMB_PREFIX
+    return [project.teams / n for n in names if n.startswith(want)]
+
+
+def finish_tombstones(
+    project: StatePaths,
+    *,
+    team: str | None = None,
+    remove: Remover = _rmtree,
+    dry_run: bool = False,
+) -> list[dict[str, Any]]:
+    """Remove what an interrupted delete or prune left; returns what was (or would be) removed."""
+    done: list[dict[str, Any]] = []
+    for tomb in tombstones(project, team):
+        kind, _, rest = tomb.name[len(TOMB_PREFIX) :].partition("~")
+        entry = {
+            "kind": "tombstone",
+            "of": kind,
+            "team": rest.rpartition("~")[0],
+            "path": str(tomb),
+            "bytes": tree_bytes(tomb),
+        }
+        if not dry_run:
+            _remove(tomb, remove)
+        done.append(entry)
+    return done
+
+
+def _remove(path: Path, remove: Remover) -> None:
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            remove(path)
+        else:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass  # a concurrent delete or prune finished it
+    except OSError as exc:
+        raise OmpError(
+            "storage_error",
+            f"could not remove {path}: {exc.strerror}; it is hidden from every reader, and the "
+            "next `omp team delete` or `omp team prune` finishes it",
+            path=str(path),
+        ) from exc
+
+
+# ---- what a removal would lose ----------------------------------------------------------------
+
+
+def unread_mail(team: TeamPaths) -> list[dict[str, Any]]:
+    """Per mailbox with undelivered messages: recipient, count, ids and senders. Read-only."""
+    out: list[dict[str, Any]] = []
+    try:
+        if not team.project.check(team.mailbox_dir):
+            return []
+        files = sorted(os.listdir(team.mailbox_dir))
+    except OSError:
+        return []
+    for f in files:
+        name = f[: -len(".jsonl")]
+        if not f.endswith(".jsonl") or not is_valid_name(name):
+            continue
+        msgs, _ = Mailbox(team, name).undelivered()
+        if msgs:
+            out.append(
+                {
+                    "recipient": name,
+                    "unread": len(msgs),
+                    "from": sorted({str(m.get("from")) for m in msgs}),
+                    "messageIds": [m["id"] for m in msgs],
+                }
+            )
+    return out
+
+
+def live_panes(cfg: team_config.TeamConfig) -> list[dict[str, str]]:
+    """Workers whose pane is alive (or cannot be proven otherwise) right now."""
+    from omp.team.status import pane_views
+
+    views = pane_views(cfg)
+    return [
+        {"worker": w, "pane": str(cfg.pane_of(w)), "state": v.state}
+        for w, v in views.items()
+        if v.state in ("alive", "unknown")
+    ]
+
+
+def _lost_text(lost: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{e['recipient']} {e['unread']}" for e in lost)
+
+
+# ---- delete -----------------------------------------------------------------------------------
+
+
+def delete(
+    project: StatePaths, name: str, *, force: bool = False, remove: Remover = _rmtree
+) -> dict[str, Any]:
+    """Delete one team: checks, tombstone, removal. See the module docstring."""
+    team = project.team(name)
+    if not os.path.lexists(team.dir) and tombstones(project, name):
+        # The last delete of this team was interrupted after its rename: finish it.
+        finished = finish_tombstones(project, team=name, remove=remove)
+        size = sum(int(e["bytes"]) for e in finished)
+        return {"ok": True, "team": name, "bytes": size, "lost": [], "finished": finished}
+    cfg = team_config.load(team)  # unknown_team / invalid_config before anything moves
+    alive = live_panes(cfg)
+    if alive:
+        panes = ", ".join(f"{a['worker']} ({a['pane']}, {a['state']})" for a in alive)
+        raise OmpError(
+            "team_alive",
+            f"team {name} still has live panes: {panes}; shut it down first: "
+            f"{team_command(cfg.raw)} team shutdown {name}",
+            team=name,
+            panes=alive,
+        )
+    lost = unread_mail(team)
+    if lost and not force:
+        raise OmpError(
+            "unread_mail",
+            f"team {name} has unread mail ({_lost_text(lost)}); read it first, or delete with "
+            "--force to lose it",
+            team=name,
+            unread=lost,
+        )
+    finished = finish_tombstones(project, remove=remove)
+    size = tree_bytes(team.dir)
+    tomb = tombstone(project, team.dir, "team", name)
+    _remove(tomb, remove)
+    return {
+        "ok": True,
+        "team": name,
+        "bytes": size,
+        "lost": lost,
+        "finished": finished,
+    }
+
+
+# ---- prune ------------------------------------------------------------------------------------
+
+
+def _age(record: Path, fallback: Path, now: float) -> float:
+    obj = fs.read_json(record) if os.path.lexists(record) else None
+    at = clock.parse_iso(str(obj.get("shutdownAt"))) if isinstance(obj, dict) else None
+    if at is None:
+        try:
+            at = os.lstat(fallback).st_mtime
+        except OSError:
+            at = now
+    return max(0.0, now - at)
+
+
+def _runs(team: TeamPaths) -> list[Path]:
+    runs = team.dir / "runs"
+    try:
+        if not team.project.check(runs):
+            return []
+        return [runs / n for n in sorted(os.listdir(runs)) if not n.startswith(".")]
+    except (OSError, OmpError):
+        return []
+
+
+def prune(
+    project: StatePaths,
+    *,
+    older_than: float,
+    dry_run: bool = False,
+    force: bool = False,
+    now: float | None = None,
+    remove: Remover = _rmtree,
+) -> dict[str, Any]:
+    """Archived runs and shut-down teams older than `older_than` seconds; never unread mail
+    unless `force`. Returns what was removed (or would be, with `dry_run`) and what was kept."""
+    t = clock.now() if now is None else now
+    removed = finish_tombstones(project, remove=remove, dry_run=dry_run)
+    kept: list[dict[str, Any]] = []
+    for name in team_config.list_teams(project):
+        team = project.team(name)
+        if os.path.lexists(team.shutdown):
+            age = _age(team.shutdown, team.shutdown, t)
+            if age < older_than:
+                continue
+            entry, why = _prune_team(project, team, age, force=force, dry_run=dry_run, rm=remove)
+            (removed if why is None else kept).append(entry)
+            if why is None:
+                continue
+        for run in _runs(team):
+            age = _age(run / "shutdown.json", run, t)
+            if age < older_than:
+                continue
+            entry = {
+                "kind": "run",
+                "team": name,
+                "path": str(run),
+                "ageSeconds": round(age),
+                "bytes": tree_bytes(run),
+            }
+            if not dry_run:
+                _remove(tombstone(project, run, "run", name), remove)
+            removed.append(entry)
+    return {
+        "ok": True,
+        "dryRun": dry_run,
+        "olderThanSeconds": older_than,
+        "removed": removed,
+        "kept": kept,
+        "bytes": sum(int(e["bytes"]) for e in removed),
+    }
+
+
+def _prune_team(
+    project: StatePaths,
+    team: TeamPaths,
+    age: float,
+    *,
+    force: bool,
+    dry_run: bool,
+    rm: Remover,
+) -> tuple[dict[str, Any], str | None]:
+    entry: dict[str, Any] = {
+        "kind": "team",
+        "team": team.name,
+        "path": str(team.dir),
+        "ageSeconds": round(age),
+        "bytes": tree_bytes(team.dir),
+    }
+    try:
+        cfg = team_config.load(team)
+    except OmpError as err:
+        entry["why"] = f"{err.code}: {err.message}"
+        return entry, entry["why"]
+    alive = live_panes(cfg)
+    if alive:
+        entry["why"] = "live panes: " + ", ".join(a["worker"] for a in alive)
+        return entry, entry["why"]
+    lost = unread_mail(team)
+    if lost:
+        entry["unread"] = lost
+        if not force:
+            entry["why"] = f"unread mail ({_lost_text(lost)}); --force loses it"
+            return entry, entry["why"]
+        entry["lost"] = lost
+    if not dry_run:
+        _remove(tombstone(project, team.dir, "team", team.name), rm)
+    return entry, None
+
+
+def human_size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def delete_text(r: dict[str, Any]) -> str:
+    lines = [f"team {r['team']} deleted ({human_size(r['bytes'])} freed)"]
+    for e in r["lost"]:
+        lines.append(
+            f"  lost {e['unread']} unread message(s) for {e['recipient']} "
+            f"from {', '.join(e['from'])}"
+        )
+    if r["finished"]:
+        lines.append(f"  finished {len(r['finished'])} interrupted removal(s)")
+    return "\n".join(lines)
+
+
+def prune_text(r: dict[str, Any]) -> str:
+    verb = "would remove" if r["dryRun"] else "removed"
+    lines: list[str] = []
+    for e in r["removed"]:
+        if e["kind"] == "team":
+            label = f"team {e['team']} (shut down {_days(e['ageSeconds'])} ago)"
+        elif e["kind"] == "run":
+            label = f"run {Path(e['path']).name} of team {e['team']}"
+        else:
+            label = f"the interrupted removal of {e['of']} {e['team']}"
+        lost = e.get("lost")
+        extra = f"; lost {sum(x['unread'] for x in lost)} unread message(s)" if lost else ""
+        lines.append(f"{verb:<12} {label}, {human_size(e['bytes'])}{extra}")
+    for e in r["kept"]:
+        lines.append(f"{'kept':<12} team {e['team']}: {e['why']}")
+    total = human_size(r["bytes"])
+    if not r["removed"]:
+        lines.append("nothing to prune" + (f" ({len(r['kept'])} kept)" if r["kept"] else ""))
+    else:
+        lines.append(
+            f"{len(r['removed'])} item(s), {total} {'to free' if r['dryRun'] else 'freed'}"
+        )
+    return "\n".join(lines)
+
+
+def _days(seconds: float) -> str:
+    if seconds >= 86400:
+        return f"{seconds / 86400:.1f} d"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.0f} min"
