@@ -149,24 +149,29 @@ def _decide_locked(
             memory.remember(paths, session, stop_id, out, now_ms=now_ms)  # before the state
         if d.mode is not None and d.state is not None:
             modes.write_state(paths, d.mode, d.state)
-        if session:
-            fields: dict[str, Any] = {"blocks": in_a_row + 1 if d.action == "block" else 0}
-            if inp.cli == "gemini" and reply is not None:
-                fields["response"] = reply
-            memory.save_session_info(paths, session, **fields)
-        if d.mode is not None:
-            memory.log(
-                paths,
-                {
-                    "at": now_ms,
-                    **stop,
-                    **out,
-                    "step": d.step,
-                    "max": d.cap,
-                    "reply": None if text is None else len(text),
-                    **({} if waited_ms is None else {"transcriptWaitMs": waited_ms}),
-                },
-            )
+        # The decision stands from here: the state says it. What follows is bookkeeping, and
+        # its failure must not turn a counted block into a printed allow.
+        try:
+            if session:
+                fields: dict[str, Any] = {"blocks": in_a_row + 1 if d.action == "block" else 0}
+                if inp.cli == "gemini" and reply is not None:
+                    fields["response"] = reply
+                memory.save_session_info(paths, session, **fields)
+            if d.mode is not None:
+                memory.log(
+                    paths,
+                    {
+                        "at": now_ms,
+                        **stop,
+                        **out,
+                        "step": d.step,
+                        "max": d.cap,
+                        "reply": None if text is None else len(text),
+                        **({} if waited_ms is None else {"transcriptWaitMs": waited_ms}),
+                    },
+                )
+        except Exception as exc:
+            sys.stderr.write(f"omp hook stop: bookkeeping failed: {type(exc).__name__}: {exc}\n")
     return replies.render(inp.cli, d.action, d.reason, out["note"])
 
 
