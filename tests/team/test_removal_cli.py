@@ -159,6 +159,7 @@ def _run_child(target: Any, *args: Any) -> int | None:
     return proc.exitcode
 
 
+@pytest.mark.slow
 def test_a_delete_killed_between_rename_and_removal_is_finished_by_the_next(
     root: Path, env: dict[str, str]
 ) -> None:
