@@ -267,6 +267,6 @@ def wait_text(r: dict[str, Any]) -> str:
         lines.append(f"team {team} is not running: {inline(str(r.get('why')))}")
     elif event == "timeout":
         lines.append(f"nothing new after {r['waitedSeconds']:g}s")
-    if r.get("next") and event not in ("all_done", "shutdown", "gone"):
-        lines.append(f"  wait again: {r['next']}")
+    if event not in ("all_done", "shutdown", "gone"):
+        lines.append(f"  wait again: {r.get('next') or hint(f'team wait {team}')}")
     return "\n".join(lines)
