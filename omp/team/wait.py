@@ -266,7 +266,8 @@ def wait_text(r: dict[str, Any]) -> str:
     elif event == "gone":
         lines.append(f"team {team} is not running: {inline(str(r.get('why')))}")
     elif event == "timeout":
-        lines.append(f"nothing new after {r['waitedSeconds']:g}s")
-    if event not in ("all_done", "shutdown", "gone"):
-        lines.append(f"  wait again: {r.get('next') or hint(f'team wait {team}')}")
+        again = r.get("next") or hint(f"team wait {team}")
+        lines.append(f"nothing new after {r['waitedSeconds']:g}s; wait again: {again}")
+    if r.get("next") and event in ("mail", "tasks"):
+        lines.append(f"  wait again: {r['next']}")
     return "\n".join(lines)
