@@ -40,6 +40,14 @@ INSTALL_HINTS = {
     "codex": "npm install -g @openai/codex, then run `codex` once to sign in",
     "gemini": "npm install -g @google/gemini-cli, then run `gemini` once to sign in",
 }
+# A model provider of the agent's own (Ollama, vLLM, any OpenAI-compatible server): no sign-in.
+PROVIDER_VARS = {"copilot": "COPILOT_PROVIDER_BASE_URL"}
+
+
+def provider_of(agent: str) -> str | None:
+    """The model provider set for `agent` in this environment (launch forwards it), or None."""
+    var = PROVIDER_VARS.get(agent)
+    return os.environ.get(var) or None if var else None
 
 
 @dataclass(frozen=True)
@@ -122,11 +130,18 @@ def check_agents(root: Path, default: str) -> list[Check]:
             import shutil
 
             where = shutil.which(prof.program) or prof.program
+            provider = provider_of(name)
+            if provider:
+                where += f"; model provider {provider} (no sign-in needed)"
             out.append(Check(f"agent {name}", "ok", f"{role} {name}: {where}"))
             continue
         hint = INSTALL_HINTS.get(name) or (
             f"install {missing}, or fix agents.{name}.command in .omp/agents.toml"
         )
+        if provider_of(name):
+            hint = hint.replace(f", then run `{name}` once to sign in", "") + (
+                f" (no sign-in needed: {PROVIDER_VARS[name]} is set)"
+            )
         if name == default:
             out.append(
                 Check(
@@ -321,6 +336,12 @@ def check_teams(project: StatePaths) -> list[Check]:
     return out
 
 
+def check_hooks(root: Path, agent: str) -> list[Check]:
+    from omp.stophook.checks import doctor_checks
+
+    return [Check(**c) for c in doctor_checks(root, agent)]
+
+
 # ---- all of it ------------------------------------------------------------------------------
 
 
@@ -354,6 +375,7 @@ def diagnose(root: Path, *, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
     checks += _guard("state", lambda: [check_state(project)])
     checks += _guard("monitor", lambda: [check_monitor(project)])
     checks += _guard("teams", lambda: check_teams(project))
+    checks += _guard("hooks", lambda: check_hooks(root, agent))
     counts = {s: sum(1 for c in checks if c.status == s) for s in ("ok", "warn", "fail")}
     good = counts["fail"] == 0
     out: dict[str, Any] = {

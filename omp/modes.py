@@ -14,9 +14,11 @@ the loop equally; keeping the file keeps what the loop was doing (prompt, iterat
 ended), which is what someone asks next, and it is the same shape the TS hook leaves behind when a
 loop completes or hits its cap. The next `start` overwrites it.
 
-Not done here: the TS tool's `start`/`cancel` also delete `.omp/state/locks/agentstop-*` files of
-its agent-stop hook; omp has no such hook. Read-modify-write is not locked: these files are changed
-by a person at a prompt, not by concurrent writers.
+The counters (`iteration`, `cycleCount`) belong to the stop hook (`omp hook stop`, omp/stophook),
+which writes them under its own lock; `start`, `cancel` and `ultraqa cycle pass` make the hook
+forget the decisions it remembered, as the TS tool's `start`/`cancel` delete its
+`.omp/state/locks/agentstop-*` files. Those commands' read-modify-write is not locked: they are
+run by a person or an agent at a prompt.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ VERDICTS = ("pass", "fail", "pending")
 
 DEFAULT_MAX_ITERATIONS = 10
 DEFAULT_MAX_CYCLES = 5
+DEFAULT_MAX_ULTRAWORK = 20
 
 # Fields that describe one run. A new `start` drops them from the old file instead of carrying
 # them over: e.g. the TS hook's ultrawork `iteration` would otherwise end the new loop at once.
@@ -58,6 +61,9 @@ _RUN_FIELDS = frozenset(
         "prompt",
         "objective",
         "goal",
+        "endedAt",
+        "endReason",
+        "lastDecision",
     }
 )
 
@@ -108,6 +114,31 @@ def active_loops(paths: StatePaths) -> list[str]:
     return found
 
 
+def loop_summaries(paths: StatePaths) -> list[State]:
+    """Each active loop's `{mode, step, max, lastDecision}` (read-only; unreadable = inactive)."""
+    from omp.stophook.decision import BY_MODE, cap_of, counter_of
+
+    out: list[State] = []
+    for mode in MODES:
+        try:
+            state = read_state(paths, mode)
+        except OmpError:
+            continue
+        if state is None or not is_active(state):
+            continue
+        spec = BY_MODE[mode]
+        last = state.get("lastDecision")
+        out.append(
+            {
+                "mode": mode,
+                "step": counter_of(state, spec),
+                "max": cap_of(state, spec),
+                "lastDecision": last if isinstance(last, dict) else None,
+            }
+        )
+    return out
+
+
 def is_loop_active(paths: StatePaths) -> bool:
     """True iff ralph, ultrawork or ultraqa has `"active": true`: the idle-prompt gate."""
     return bool(active_loops(paths))
@@ -153,12 +184,24 @@ def _write(paths: StatePaths, mode: str, state: State) -> None:
         history.loop(paths, mode, "started" if is_active(state) else "ended")
 
 
+def write_state(paths: StatePaths, mode: str, state: State) -> None:
+    """Replace the mode's state file atomically (the stop hook's counter and end of a loop)."""
+    _write(paths, check_mode(mode), state)
+
+
+def _forget_hook_decisions(paths: StatePaths) -> None:
+    from omp.stophook import memory
+
+    memory.clear(paths)
+
+
 def _start(paths: StatePaths, mode: str, fields: State) -> State:
     # Unknown fields of the previous file survive; its per-run fields do not.
     old = read_state(paths, mode) or {}
     state: State = {k: v for k, v in old.items() if k not in _RUN_FIELDS}
     state.update(fields)
     _write(paths, mode, state)
+    _forget_hook_decisions(paths)
     return {"ok": True, "mode": mode, **state}
 
 
@@ -191,10 +234,12 @@ def start_ultrawork(
     objective: str,
     *,
     task_count: int | None = None,
+    max_iterations: int | None = None,
     now: clock.Clock = clock.now,
 ) -> State:
     text = _text(objective, "ultrawork objective")
     _positive(task_count, "--task-count")
+    _positive(max_iterations, "--max-iterations")
     return _start(
         paths,
         "ultrawork",
@@ -204,6 +249,8 @@ def start_ultrawork(
             "startedAt": clock.iso(now()),
             "projectPath": str(paths.root),
             "taskCount": task_count or 0,  # 0 = not given, as in the TS tool
+            "iteration": 0,
+            "maxIterations": max_iterations or DEFAULT_MAX_ULTRAWORK,
         },
     )
 
@@ -244,6 +291,7 @@ def cancel(paths: StatePaths, mode: str, *, now: clock.Clock = clock.now) -> Sta
     state["active"] = False
     state["cancelledAt"] = clock.iso(now())
     _write(paths, mode, state)
+    _forget_hook_decisions(paths)
     return {"ok": True, "mode": mode, **state, "cancelled": True}
 
 
@@ -265,4 +313,6 @@ def record_cycle(paths: StatePaths, verdict: str, *, now: clock.Clock = clock.no
         state["active"] = False
         state["completedAt"] = clock.iso(now())
     _write(paths, "ultraqa", state)
+    if verdict == "pass":
+        _forget_hook_decisions(paths)
     return {"ok": True, "mode": "ultraqa", **state}

@@ -54,8 +54,8 @@ WORK_SECONDS = "0.5"
 VOLATILE = (
     re.compile(r"^state/team-monitor/"),
     re.compile(r"(^|/)heartbeat\.json$"),
-    re.compile(r"^state/team/[^/]+/events\.jsonl$"),  # two workers' events interleave
     re.compile(r"\.nudge\.json$"),  # which nudge went last depends on timing
+    re.compile(r"^state/team/[^/]+/events\.jsonl$"),  # two workers' events interleave
 )
 TRANSIENT = re.compile(r"\.(tmp|new|old)$")  # half-done atomic writes: never part of the tree
 

@@ -90,6 +90,25 @@ def test_missing_default_agent_fails_others_warn(
     assert next(iter(checks)) == "agent copilot"  # the one that matters comes first
 
 
+def test_a_model_provider_means_no_sign_in(
+    proj: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(_bin(tmp_path)))
+    monkeypatch.delenv("COPILOT_PROVIDER_BASE_URL", raising=False)
+    signed = {c.name: c for c in doctor.check_agents(proj, "copilot")}["agent copilot"]
+    assert "once to sign in" in (signed.fix or "")
+    monkeypatch.setenv("COPILOT_PROVIDER_BASE_URL", "http://127.0.0.1:11434/v1")
+    local = {c.name: c for c in doctor.check_agents(proj, "copilot")}["agent copilot"]
+    assert local.status == "fail"  # still not installed
+    assert local.fix is not None and "sign in" not in local.fix
+    assert "no sign-in needed: COPILOT_PROVIDER_BASE_URL is set" in local.fix
+    (tmp_path / "b2").mkdir()
+    monkeypatch.setenv("PATH", str(_bin(tmp_path / "b2", "copilot")))
+    ok = {c.name: c for c in doctor.check_agents(proj, "copilot")}["agent copilot"]
+    assert ok.status == "ok"
+    assert ok.message.endswith("; model provider http://127.0.0.1:11434/v1 (no sign-in needed)")
+
+
 def test_other_agent_as_default(
     proj: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -260,7 +279,9 @@ def test_cli_exit_code_follows_the_default_agent(proj: Path, tmp_path: Path) -> 
     assert out.rc == 1, out
     assert out.json["ok"] is False and out.json["error"] == "doctor_failed"
     assert _by_name(out.json)["agent copilot"]["status"] == "fail"
-    assert out.json["message"] == "1 failed, 3 warning(s): not ready for --agent copilot"
+    # 3 missing agent programs, and no omp stop hook for copilot
+    assert out.json["message"] == "1 failed, 4 warning(s): not ready for --agent copilot"
+    assert _by_name(out.json)["stop hook copilot"]["status"] == "warn"
     demo = run_omp("doctor", "--agent", "demo", cwd=proj, env=env)
     assert demo.rc == 0, demo
     assert demo.stdout.splitlines()[-1] == "0 failed, 4 warning(s): ready for --agent demo"

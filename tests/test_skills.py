@@ -223,3 +223,15 @@ def test_every_command_in_the_skill_exists() -> None:
         for w in words[3:]:
             if w.startswith("--"):
                 assert w in opts, f"omp {' '.join(words[1:3])} has no option {w}"
+
+
+def test_skill_wait_pattern_fits_an_agents_tool_time_limit() -> None:
+    """Copilot CLI gives a shell command 30 s: the skill's wait must return well before, say that
+    unread mail returns at once, that outcomes are exit 0, and when to use --nudge-leader."""
+    text = SKILL.read_text()
+    waits = re.findall(r"omp team wait \S+ --timeout (\d+)", text)
+    assert waits and all(int(t) < 30 for t in waits), waits
+    assert "at once, while any is unread" in text
+    assert "exits 0 for all of these" in text and "exit 13" in text
+    assert "--nudge-leader" in text and "never over a running command" in text
+    assert "readCommand" in text

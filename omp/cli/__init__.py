@@ -3,7 +3,8 @@
 `omp team api ...` is called by agents hundreds of times a session, each call a fresh process, so
 it is dispatched here without importing typer (measured: typer costs 60-100 ms per process on this
 machine, more than the whole budget of an API call). So are the two commands a leader polls,
-`omp team status` and `omp team events`, in their plain forms. Everything else goes through typer.
+`omp team status` and `omp team events`, in their plain forms, and `omp hook stop`, which runs at
+every stop of every agent (omp/stophook/run.py). Everything else goes through typer.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ def main(argv: list[str] | None = None) -> None:
 
         api_main(args[2:])
         return
+    if args[:2] == ["hook", "stop"]:
+        from omp.stophook.run import main as hook_main
+
+        raise SystemExit(hook_main(args[2:]))
     if args[:2] == ["team", "status"] and _plain_status(args[2:]):
         # A leader agent polls status: same output as the typer command, without typer's cost.
         from omp.cli.status_cmd import status_once

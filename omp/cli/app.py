@@ -42,10 +42,11 @@ def _register() -> None:
     from omp import demo_agent
 
     demo_agent.register(app)
-    from omp.cli import doctor, skills
+    from omp.cli import doctor, hooks, skills
 
     doctor.register(app)
     skills.register(app)
+    hooks.register(app)
 
 
 _register()

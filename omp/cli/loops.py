@@ -41,24 +41,47 @@ def describe(state: Result) -> str:
         )
     if mode == "ultrawork":
         count = state.get("taskCount")
-        tasks = f"{count} tasks — " if isinstance(count, int) and count > 0 else ""
-        return f"{tasks}{_quote(state.get('objective', ''))}"
+        tasks = f"{count} tasks, " if isinstance(count, int) and count > 0 else ""
+        return (
+            f"{tasks}iteration {state.get('iteration', 0)}/{state.get('maxIterations', 20)}"
+            f" — {_quote(state.get('objective', ''))}"
+        )
     return (
         f"cycle {state.get('cycleCount', '?')}/{state.get('maxCycles', '?')}, last verdict "
         f"{state.get('lastVerdict', '?')} — {_quote(state.get('goal', ''))}"
     )
 
 
+def _last(r: Result) -> str:
+    """The stop hook's last decision, as a second line; empty when it has made none."""
+    last = r.get("lastDecision")
+    if not isinstance(last, dict):
+        return ""
+    from omp.stophook.decision import WHY_TEXT
+
+    what = WHY_TEXT
+    return (
+        f"\n  last stop: {what.get(str(last.get('why')), str(last.get('action')))}"
+        f" at step {last.get('step', '?')}/{last.get('max', '?')}, {last.get('at', '?')}"
+        f" ({last.get('cli', '?')})"
+    )
+
+
 def _status_line(r: Result) -> str:
     mode = r["mode"]
     if r.get("active") is True:
-        return f"{mode} active: {describe(r)}"
+        return f"{mode} active: {describe(r)}{_last(r)}"
     if r.get("unreadable"):
         return f"{mode} inactive ({mode}.json is not a JSON object)"
-    ended = r.get("cancelledAt") or r.get("completedAt")
+    ended = r.get("cancelledAt") or r.get("completedAt") or r.get("endedAt")
     if ended:
-        how = "cancelled" if r.get("cancelledAt") else "completed"
-        return f"{mode} inactive ({how} {ended}): {describe(r)}"
+        if r.get("cancelledAt"):
+            how = "cancelled"
+        elif r.get("completedAt"):
+            how = "completed"
+        else:
+            how = "ended at its cap" if r.get("endReason") == "cap" else "completed"
+        return f"{mode} inactive ({how} {ended}): {describe(r)}{_last(r)}"
     return f"{mode} inactive"
 
 
@@ -83,11 +106,24 @@ def _warn(exc: BaseException) -> None:
     write_err(f"omp: warning: loop monitor not started: {type(exc).__name__}: {exc}\n")
 
 
+def _hook_warning(paths: StatePaths) -> None:
+    """Say on stderr when the agent that will run this loop has no omp stop hook; never fails."""
+    try:
+        from omp.stophook.checks import start_warning
+
+        text = start_warning(paths.root)
+    except Exception:
+        return
+    if text:
+        sys.stderr.write(f"omp: warning: {text}\n")
+
+
 def _start(fn: Callable[[StatePaths], Result], as_json: bool) -> None:
     def body() -> Result:
         paths = _paths()
         result = fn(paths)
         _ensure_monitor(paths)
+        _hook_warning(paths)
         return result
 
     run(body, as_json=as_json, human=lambda r: f"{r['mode']} started: {describe(r)}")
@@ -136,10 +172,18 @@ def ultrawork_start(
     task_count: Annotated[
         int | None, typer.Option("--task-count", help="How many tasks it spans.")
     ] = None,
+    max_iterations: Annotated[
+        int | None, typer.Option("--max-iterations", help="Iteration cap (default 20).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Start an Ultrawork loop."""
-    _start(lambda p: modes.start_ultrawork(p, objective, task_count=task_count), as_json)
+    _start(
+        lambda p: modes.start_ultrawork(
+            p, objective, task_count=task_count, max_iterations=max_iterations
+        ),
+        as_json,
+    )
 
 
 @ultraqa.command("start")

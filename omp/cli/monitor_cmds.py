@@ -25,6 +25,11 @@ def register(team_app: typer.Typer) -> None:
             metavar="CURSOR",
             help="Compare with this cursor (printed by the last wait), not with now.",
         ),
+        exit_codes: bool = typer.Option(
+            False,
+            "--exit-codes",
+            help="Exit 10 all done, 11 timeout, 12 shut down (default: 0 unless the team is gone).",
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
     ) -> None:
         """Block until the leader has unread mail, a task moves, or every task is done.
@@ -32,9 +37,11 @@ def register(team_app: typer.Typer) -> None:
         Every wait prints a cursor; `--since CURSOR` reports what moved after that wait, so a
         task that moved between two waits is reported by the second.
 
-        Exit codes: 0 mail or a task moved, 10 all tasks done, 11 timeout, 12 team shut down,
-        13 the team's tmux server or every worker pane is gone (said at once, with why)
-        (1, 2 and 3 are errors, as everywhere in omp). Writes nothing.
+        Exit 0 for every outcome (the JSON's `event` says which), but 13 when the team's tmux
+        server or every worker pane is gone (said at once, with why): an agent's shell shows a
+        non-zero exit as a failed call. With --exit-codes: 0 mail or a task moved, 10 all tasks
+        done, 11 timeout, 12 team shut down, 13 gone (1, 2 and 3 are errors, as everywhere in
+        omp). Writes nothing.
         """
         from omp.team.wait import wait_text
 
@@ -45,7 +52,7 @@ def register(team_app: typer.Typer) -> None:
 
             project = StatePaths(find_root(Path.cwd()))
             cfg = team_config.load(project.team(team))
-            return do_wait(cfg, since=since, timeout=timeout or None)
+            return do_wait(cfg, since=since, timeout=timeout or None, exit_codes=exit_codes)
 
         run(body, as_json=as_json, human=wait_text, exit_code=lambda r: int(r["exitCode"]))
 

@@ -342,8 +342,12 @@ class Launch:
             token=token,
             omp=omp,
         )
+        from omp.agents import agent_argv
+
+        # The agent may run the omp it is told to run, wherever that is installed.
+        command = agent_argv(profile, shlex.split(omp))
         pane = tmux.split_pane(
-            after, cwd=str(self.req.cwd), command=profile.command, env=env, horizontal=first
+            after, cwd=str(self.req.cwd), command=command, env=env, horizontal=first
         )
         self.created_panes.append(pane)
         try:
@@ -354,7 +358,7 @@ class Launch:
             if tmux.pane_states([pane]).get(pane) is None:
                 raise OmpError(
                     "launch_worker_exited",
-                    f"{w}'s agent ({shlex.join(profile.command)}) exited as soon as it started",
+                    f"{w}'s agent ({shlex.join(command)}) exited as soon as it started",
                     worker=w,
                 ) from None
             raise

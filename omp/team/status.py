@@ -188,7 +188,14 @@ def status(project: StatePaths, name: str | None) -> dict[str, Any]:
         teams = [team_status(team_config.load(project.team(name)))]
     else:
         teams = [_status_or_error(project, n) for n in team_config.list_teams(project)]
-    return {"ok": True, "teams": teams, "monitor": monitor_summary(project)}
+    from omp.modes import loop_summaries
+
+    return {
+        "ok": True,
+        "teams": teams,
+        "monitor": monitor_summary(project),
+        "loops": loop_summaries(project),
+    }
 
 
 def _status_or_error(project: StatePaths, name: str) -> dict[str, Any]:
@@ -300,15 +307,29 @@ def collect_markdown(result: dict[str, Any]) -> str:
     return "\n".join(parts) + "\n"
 
 
+def loops_text(loops: list[dict[str, Any]]) -> list[str]:
+    """`loop ralph: step 2/10, last stop blocked at 2026-...` per active loop."""
+    from omp.stophook.decision import WHY_TEXT
+
+    lines = []
+    for lp in loops:
+        last = lp.get("lastDecision") or {}
+        why = WHY_TEXT.get(str(last.get("why")), str(last.get("action")))
+        when = f", last stop: {_cell(why)} at {_cell(last.get('at'))}" if last else ", no stop yet"
+        lines.append(f"loop {lp['mode']}: step {lp['step']}/{lp['max']}{when}")
+    return lines
+
+
 def _cell(value: Any, default: str = "-") -> str:
     """A table cell: one row, every control character escaped (`omp.textsafe.inline`)."""
     return inline(str(value)) if value not in (None, "") else default
 
 
 def status_text(result: dict[str, Any]) -> str:
+    loops = loops_text(result.get("loops") or [])
     if not result["teams"]:
         start = hint('team launch 3 "<task>"')
-        return f"no teams in this project (start one: {start})\n"
+        return "\n".join([f"no teams in this project (start one: {start})", *loops]) + "\n"
     lines: list[str] = []
     for t in result["teams"]:
         if "error" in t:
@@ -350,6 +371,7 @@ def status_text(result: dict[str, Any]) -> str:
     mon = result.get("monitor")
     if mon:
         lines.append(_monitor_line(mon))
+    lines += loops
     return "\n".join(lines) + "\n"
 
 

@@ -2,8 +2,10 @@
 
 It returns when the leader has unread mail (at once if it already has), when a task's status
 differs from what the leader last saw, when every task is terminal, when the team is shut down, or
-at the timeout. Each of these has its own exit code (below), so an agent's shell can branch on it
-without parsing.
+at the timeout. Only a team that is gone exits non-zero by default: an agent's shell tool shows a
+non-zero exit as a failed call (Copilot marks it ✗), and mail, a task move or "all done" is no
+failure. The JSON's `event` tells them apart; `--exit-codes` gives each its own exit code (below)
+for a script that branches without parsing.
 
 What the leader last saw is a cursor the leader carries, not state omp keeps: every wait returns
 `cursor`, the status of every task as that wait saw them (`1=c,2=i`: one letter per known status),
@@ -40,6 +42,7 @@ EXIT_ALL_DONE = 10  # every task is completed, failed or interrupted
 EXIT_TIMEOUT = 11  # nothing happened within --timeout
 EXIT_SHUTDOWN = 12  # the team was shut down
 EXIT_GONE = 13  # the team's tmux server or every worker pane is gone: nothing more will happen
+# The exit codes `--exit-codes` gives each event (and `eventCode` in the JSON, always).
 EXIT_CODES = {
     "mail": EXIT_EVENT,
     "tasks": EXIT_EVENT,
@@ -118,11 +121,13 @@ def wait(
     wall: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
     unreachable: Callable[[TeamConfig], str | None] | None = None,
+    exit_codes: bool = False,
 ) -> dict[str, Any]:
     """Wait as described in the module docstring; `timeout` None or 0 waits without limit.
 
     `unreachable` (default `omp.team.panes.why_unreachable`) says why the team's panes can no
-    longer be reached; asked every `GONE_EVERY` seconds, it ends the wait with event `gone`."""
+    longer be reached; asked every `GONE_EVERY` seconds, it ends the wait with event `gone`.
+    `exit_codes`: `exitCode` is the event's own code (`EXIT_CODES`), else 0 but for `gone`."""
     gone = unreachable or _why_unreachable
     if timeout is not None and (timeout < 0 or timeout != timeout):
         raise OmpError("invalid_input", f"--timeout must be >= 0 seconds, got {timeout}")
@@ -144,7 +149,7 @@ def wait(
             last = key
             result = _look(cfg, box, before)
             if result is not None:
-                return _finish(cfg, result, clock() - start)
+                return _finish(cfg, result, clock() - start, exit_codes)
         if looked_gone is None or clock() - looked_gone >= GONE_EVERY:
             looked_gone = clock()
             why = gone(cfg)
@@ -154,12 +159,14 @@ def wait(
                     **_empty(),
                     "cursor": encode_cursor(before),
                 }
-                return _finish(cfg, {**out, "event": "gone", "why": why}, clock() - start)
+                return _finish(
+                    cfg, {**out, "event": "gone", "why": why}, clock() - start, exit_codes
+                )
         waited = clock() - start
         if timeout and waited >= timeout:
             # Nothing moved since `before` at the last look: it is still what was reported.
             result = {"event": "timeout", **_empty(), "cursor": encode_cursor(before)}
-            return _finish(cfg, result, waited)
+            return _finish(cfg, result, waited, exit_codes)
         sleep(poll if not timeout else min(poll, max(0.0, timeout - waited)))
 
 
@@ -222,18 +229,21 @@ def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, An
     return None
 
 
-def _finish(cfg: TeamConfig, result: dict[str, Any], waited: float) -> dict[str, Any]:
+def _finish(
+    cfg: TeamConfig, result: dict[str, Any], waited: float, exit_codes: bool = False
+) -> dict[str, Any]:
     event = result["event"]
-    cursor = result["cursor"]
     if "brokenTasks" not in result and (broken := tasks.read_all(cfg.paths).broken):
         result = {**result, "brokenTasks": broken}
+    cursor = result["cursor"]
     result = _with_read_command(cfg, result)
     return {
         "ok": True,
         "team": cfg.name,
         **result,
         "allDone": event == "all_done",
-        "exitCode": EXIT_CODES[event],
+        "exitCode": EXIT_CODES[event] if exit_codes or event == "gone" else 0,
+        "eventCode": EXIT_CODES[event],
         "waitedSeconds": round(waited, 3),
         "next": f"{team_command(cfg.raw)} team wait {cfg.name} --since {cursor}",
     }

@@ -90,8 +90,9 @@ def test_hints_name_the_omp_that_runs_here(root: Path, capsys: pytest.CaptureFix
     assert invocation() == omp
     assert f'{omp} team launch 3 "<task>"' in status_text({"teams": [], "monitor": None})
     r = {"team": "t", "event": "timeout", "waitedSeconds": 1.0, "moved": [],
-         "messages": {"count": 0, "senders": []}}  # fmt: skip
-    assert f"{omp} team wait t" in wait_text(r)
+         "messages": {"count": 0, "senders": []},
+         "next": f"{omp} team wait t --since c1"}  # fmt: skip
+    assert f"wait again: {omp} team wait t --since c1" in wait_text(r)
     bad = call_api(capsys, None, argv=["claim-task", "--json"])
     assert f"usage: {omp} team api" in bad.json["message"]
     from omp import modes

@@ -1,0 +1,180 @@
+"""What the stop hook keeps between calls, under `.omp/state/hooks/`.
+
+- `decisions-<session>.json`: the last stops this session's hook answered (stop id, when, what
+  it printed), so a second fire for the same stop replays the first answer instead of counting
+  again. Only for a real session id. `clear` (a loop's start or cancel) removes these files: a
+  remembered allow must not swallow a new loop's first stop, nor a remembered block revive a
+  cancelled one.
+- `gemini-<session>.json`: the last `prompt_response` seen, to take only its newest part. Kept
+  across start and cancel: an old completion word still in a growing response must not end the
+  next loop.
+- `lock`: one flock around read-decide-write, so concurrent fires (two registrations run at
+  once) are serialised and the second one finds the first's answer.
+- `hook.log`: one JSON line per decision and per error; rotated to `hook.log.1` past 1 MiB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from omp.store import fs, jsonl
+from omp.store.paths import StatePaths
+
+DIR = "hooks"
+LOG = "hook.log"
+LOG_MAX_BYTES = 1 << 20
+KEEP_STOPS = 16
+LOCK_WAIT_S = 5.0
+
+
+def hooks_dir(paths: StatePaths) -> Path:
+    return paths.state / DIR
+
+
+def _safe(session: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", session)[:64].strip(".") or "_"
+    if name != session:  # different ids must not share a file after cleaning
+        name += "-" + hashlib.sha256(session.encode("utf-8", "replace")).hexdigest()[:12]
+    return name
+
+
+def _file(paths: StatePaths, kind: str, session: str) -> Path:
+    return hooks_dir(paths) / f"{kind}-{_safe(session)}.json"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        obj = fs.read_json(path)
+    except Exception:  # unsafe or unreadable: as if nothing was remembered
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _write(paths: StatePaths, path: Path, obj: dict[str, Any]) -> None:
+    paths.ensure(path.parent)
+    fs.write_json_atomic(path, obj, pretty=False)
+
+
+# ---- decisions ----------------------------------------------------------------------------
+
+
+def recall(
+    paths: StatePaths, session: str, stop_id: str, *, now_ms: int, window_ms: int
+) -> dict[str, Any] | None:
+    """The answer already given to this stop within `window_ms`, or None."""
+    stops = _read(_file(paths, "decisions", session)).get("stops")
+    for s in stops if isinstance(stops, list) else []:
+        if not isinstance(s, dict) or s.get("id") != stop_id:
+            continue
+        at = s.get("at")
+        if isinstance(at, int) and 0 <= now_ms - at < window_ms and isinstance(s.get("out"), dict):
+            return dict(s["out"])
+    return None
+
+
+def remember(
+    paths: StatePaths, session: str, stop_id: str, out: dict[str, Any], *, now_ms: int
+) -> None:
+    path = _file(paths, "decisions", session)
+    stops = _read(path).get("stops")
+    kept = [s for s in (stops if isinstance(stops, list) else []) if isinstance(s, dict)]
+    kept = [s for s in kept if s.get("id") != stop_id][-(KEEP_STOPS - 1) :]
+    kept.append({"id": stop_id, "at": now_ms, "out": out})
+    _write(paths, path, {"stops": kept})
+
+
+def clear(paths: StatePaths) -> int:
+    """Forget every remembered decision (a loop started or was cancelled). Best effort."""
+    d = hooks_dir(paths)
+    removed = 0
+    try:
+        if not paths.check(d):
+            return 0
+        names = os.listdir(d)
+    except Exception:
+        return 0
+    for name in names:
+        if name.startswith("decisions-") and name.endswith(".json"):
+            with contextlib.suppress(OSError):
+                os.unlink(d / name)
+                removed += 1
+    return removed
+
+
+# ---- Gemini's growing response --------------------------------------------------------------
+
+
+def last_response(paths: StatePaths, session: str) -> str | None:
+    value = _read(_file(paths, "gemini", session)).get("response")
+    return value if isinstance(value, str) else None
+
+
+def save_response(paths: StatePaths, session: str, response: str) -> None:
+    _write(paths, _file(paths, "gemini", session), {"response": response})
+
+
+# ---- lock and log -------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def locked(paths: StatePaths, *, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
+    """The project's hook lock; TimeoutError after `wait_s` (the caller then fails open)."""
+    import fcntl
+
+    d = paths.ensure(hooks_dir(paths))
+    fd = fs.open_file(d / "lock", os.O_RDWR, create=True)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise TimeoutError("the stop hook's lock is held by another hook") from None
+                time.sleep(0.005)
+        yield
+    finally:
+        os.close(fd)
+
+
+def log(paths: StatePaths, record: dict[str, Any]) -> None:
+    """Append one line to `hook.log`; rotate past LOG_MAX_BYTES. Raises on an unsafe tree."""
+    d = paths.ensure(hooks_dir(paths))
+    path = d / LOG
+    with contextlib.suppress(OSError):
+        if os.lstat(path).st_size > LOG_MAX_BYTES:
+            os.replace(path, d / (LOG + ".1"))
+    jsonl.append(path, record)
+
+
+def read_log(paths: StatePaths, limit: int = 50) -> list[dict[str, Any]]:
+    """The last `limit` log records (read-only)."""
+    import json
+
+    path = hooks_dir(paths) / LOG
+    try:
+        if not paths.check(hooks_dir(paths)):
+            return []
+        data = fs.read_bytes(path) or b""
+    except Exception:
+        return []
+    out: list[dict[str, Any]] = []
+    for line in data.splitlines()[-limit:]:
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out

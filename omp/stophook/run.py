@@ -1,0 +1,186 @@
+"""`omp hook stop`: read the hook's JSON on stdin, print the CLI's answer, never fail closed.
+
+A fast path (see omp/cli/__init__.py): no typer, nothing heavy, one small JSON file per loop
+mode read on every stop of every agent. Order of work:
+
+1. a worker pane of a team (`OMP_TEAM_WORKER` / `OMP_WORKER` set) is never held by the leader's
+   loop: allow, touch nothing;
+2. no active loop: allow, write nothing;
+3. Copilot: find the current reply in its transcript (bounded wait, outside the lock);
+4. under the project's hook lock: a second fire for a stop already answered (same session and
+   stop identity) replays that answer and counts nothing; otherwise decide, remember the answer,
+   then write the loop's new state;
+5. print the answer in the CLI's shape.
+
+Any error at all (bad stdin, an unsafe state tree, a full disk, a bug) allows the stop and is
+logged to `.omp/state/hooks/hook.log` when it can be, else to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from omp.stophook import payloads, replies
+
+MAX_INPUT = 4 << 20
+USAGE = "usage: omp hook stop  (reads the agent CLI's stop-hook JSON on stdin)"
+EXACT_WINDOW_MS = 600_000  # a timestamp identity is unique per stop: replay for 10 minutes
+DEFAULT_DEDUPE_MS = 1000  # a digest identity: only duplicates fired close together
+
+
+def is_worker(env: Mapping[str, str]) -> bool:
+    flag = env.get("OMP_TEAM_WORKER", "").strip()
+    return (flag not in ("", "0")) or bool(env.get("OMP_WORKER", "").strip())
+
+
+def _windows(env: Mapping[str, str]) -> tuple[int, int]:
+    """(exact, digest) replay windows in ms; OMP_HOOK_DEDUPE_MS=0 turns replay off."""
+    raw = env.get("OMP_HOOK_DEDUPE_MS", "").strip()
+    digest = int(raw) if raw.isdigit() else DEFAULT_DEDUPE_MS
+    return (0, 0) if digest == 0 else (max(digest, EXACT_WINDOW_MS), digest)
+
+
+def _root_dir(cwd: str | None) -> str | None:
+    return cwd if cwd and os.path.isabs(cwd) and os.path.isdir(cwd) else None
+
+
+def handle(raw: bytes, env: Mapping[str, str]) -> tuple[str, str]:
+    """(the CLI, the text to print). Raises on any error; `main` turns that into an allow."""
+    payload = json.loads(raw) if raw.strip() else {}
+    if not isinstance(payload, dict):
+        raise ValueError("stdin is not a JSON object")
+    inp = payloads.read(payload, env)
+    if is_worker(env):
+        return inp.cli, replies.allow(inp.cli)
+
+    from omp import modes
+    from omp.store.paths import StatePaths, find_root
+
+    paths = StatePaths(find_root(_root_dir(inp.cwd)))
+    if not any(modes.is_active(modes.read_state(paths, m)) for m in modes.MODES):
+        return inp.cli, replies.allow(inp.cli)
+
+    reply = inp.reply
+    waited = None
+    if inp.cli == "copilot":
+        from omp.stophook import transcript
+
+        t0 = time.monotonic()
+        reply = transcript.copilot_reply(
+            inp.transcript_path, inp.stop_ms, cwd=inp.cwd, wait=transcript.wait_ms(env)
+        )
+        waited = round((time.monotonic() - t0) * 1000)
+    elif inp.cli == "claude" and reply is None:
+        from omp.stophook import transcript
+
+        reply = transcript.claude_reply(inp.transcript_path, cwd=inp.cwd)
+    return inp.cli, _decide_locked(paths, inp, reply, env, waited)
+
+
+def _decide_locked(
+    paths: Any,
+    inp: payloads.StopInput,
+    reply: str | None,
+    env: Mapping[str, str],
+    waited_ms: int | None = None,
+) -> str:
+    from omp import modes
+    from omp.stophook import decision, memory
+
+    exact_ms, digest_ms = _windows(env)
+    window = exact_ms if inp.exact else digest_ms
+    session, stop_id = inp.session_id, inp.stop_id
+    stop = {"cli": inp.cli, "session": session, "stop": stop_id}
+    with memory.locked(paths):
+        # The time is read under the lock: a fire that waited for it must not look older than
+        # the answer it waited for (it would then miss that answer and count again).
+        now = time.time()
+        now_ms = int(now * 1000)
+        if session and stop_id and window > 0:
+            cached = memory.recall(paths, session, stop_id, now_ms=now_ms, window_ms=window)
+            if cached is not None:
+                memory.log(paths, {"at": now_ms, **stop, **cached, "replayed": True})
+                return replies.render(
+                    inp.cli, str(cached.get("action")), cached.get("reason"), cached.get("note")
+                )
+        states = {m: modes.read_state(paths, m) for m in modes.MODES}
+        text = reply
+        if inp.cli == "gemini" and session and reply is not None:
+            text = decision.newest_part(memory.last_response(paths, session), reply)
+        d = decision.decide(states, text, now=now, stop=stop)
+        out = {
+            "action": d.action,
+            "reason": d.reason,
+            "mode": d.mode,
+            "why": d.why,
+            "note": decision.end_note(d),
+        }
+        if session and stop_id and window > 0:
+            memory.remember(paths, session, stop_id, out, now_ms=now_ms)  # before the state
+        if d.mode is not None and d.state is not None:
+            modes.write_state(paths, d.mode, d.state)
+        if inp.cli == "gemini" and session and reply is not None:
+            memory.save_response(paths, session, reply)
+        if d.mode is not None:
+            memory.log(
+                paths,
+                {
+                    "at": now_ms,
+                    **stop,
+                    **out,
+                    "step": d.step,
+                    "max": d.cap,
+                    "reply": None if text is None else len(text),
+                    **({} if waited_ms is None else {"transcriptWaitMs": waited_ms}),
+                },
+            )
+    return replies.render(inp.cli, d.action, d.reason, out["note"])
+
+
+def _log_error(exc: BaseException, raw: bytes, env: Mapping[str, str]) -> None:
+    record = {
+        "at": int(time.time() * 1000),
+        "action": "allow",
+        "error": f"{type(exc).__name__}: {exc}",
+    }
+    try:
+        from omp.stophook import memory
+        from omp.store.paths import StatePaths, find_root
+
+        cwd = None
+        try:
+            obj = json.loads(raw)
+            cwd = obj.get("cwd") if isinstance(obj, dict) else None
+        except ValueError:
+            pass
+        memory.log(StatePaths(find_root(_root_dir(cwd if isinstance(cwd, str) else None))), record)
+    except BaseException as again:
+        sys.stderr.write(f"omp hook stop: {record['error']} (not logged: {again})\n")
+
+
+def main(argv: list[str], *, env: Mapping[str, str] | None = None) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        sys.stdout.write(USAGE + "\n")
+        return 0
+    environ = os.environ if env is None else env
+    raw = b""
+    cli = "claude"
+    try:
+        raw = sys.stdin.buffer.read(MAX_INPUT)
+        cli, text = handle(raw, environ)
+    except BaseException as exc:  # fail open on anything, Ctrl-C and bugs included
+        try:
+            cli = payloads.detect(json.loads(raw), environ)
+        except Exception:
+            pass
+        _log_error(exc, raw, environ)
+        text = replies.allow(cli)
+    if text:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    return 0

@@ -1,0 +1,38 @@
+"""benchmarks/bench_hook.py runs (3 runs a case) and prints the machine and its table.
+
+Structure only, never timing: speed targets live in the benchmark, not in tests.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, child_env
+
+
+@pytest.mark.slow
+def test_bench_hook_quick_prints_the_machine_and_a_row_per_case(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_hook.py"), "--quick"],
+        cwd=tmp_path,
+        env=child_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("- machine: ") for line in lines)
+    assert any(line.startswith("- python: ") for line in lines)
+    header = "| case | median | target | meets |"
+    rows = [r for r in lines[lines.index(header) + 2 :] if r.startswith("| ")]
+    assert len(rows) == 6
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[1].endswith(" ms") and float(cells[1][:-3]) > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
