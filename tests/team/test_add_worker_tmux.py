@@ -6,32 +6,23 @@ from __future__ import annotations
 
 import json
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from omp.store.paths import StatePaths
 from omp.team import config as team_config
 from omp.tmux import Tmux
-from tests.helpers import child_env, isolate, make_project, make_team, run_omp, snapshot_tree
-
-T = TypeVar("T")
-
-
-def poll(probe: Callable[[], T], timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"not met within {timeout}s; last value {value!r}")
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.5)
+from tests.helpers import (
+    child_env,
+    isolate,
+    make_project,
+    make_team,
+    poll,
+    run_omp,
+    snapshot_tree,
+)
 
 
 @pytest.fixture
@@ -57,13 +48,14 @@ def status(project: Path, env: dict[str, str]) -> dict[str, Any]:
 
 
 @pytest.mark.tmux
+@pytest.mark.slow
 def test_a_worker_joins_a_running_team_and_leaves_it(
     omp_tmux: Tmux, tmux_env: Path, project: Path
 ) -> None:
     env = env_for(omp_tmux, tmux_env)
     r = omp(project, env, "team", "launch", "2:demo", "count to 3", "--name", "g", "--json")
     assert r.rc == 0, r
-    poll(lambda: status(project, env)["allDone"])
+    poll(lambda: status(project, env)["allDone"], 30)
     r = omp(project, env, "team", "add-worker", "g", "1", "count to 4", "--json")
     assert r.rc == 0, r
     new = r.json["workers"][0]
@@ -76,7 +68,7 @@ def test_a_worker_joins_a_running_team_and_leaves_it(
     st = omp_tmux.pane_states([new["paneId"]])[new["paneId"]]
     assert st is not None and st.window_id == cfg.raw["tmuxIdentity"]["windowId"]
     done = poll(lambda: [t for t in status(project, env)["tasks"] if t["id"] == "3"
-                         and t["status"] == "completed"])  # fmt: skip
+                         and t["status"] == "completed"], 30)  # fmt: skip
     assert done[0]["owner"] == "worker-3"
     view = {w["name"]: w for w in status(project, env)["workers"]}
     assert view["worker-3"]["pane"] == "alive"
@@ -99,6 +91,7 @@ def test_a_worker_joins_a_running_team_and_leaves_it(
 
 
 @pytest.mark.tmux
+@pytest.mark.slow
 def test_an_add_that_fails_midway_leaves_the_team_as_it_was(
     omp_tmux: Tmux, tmux_env: Path, project: Path
 ) -> None:
@@ -182,6 +175,7 @@ def _add_dying_before_the_trigger(root: str) -> None:
 
 
 @pytest.mark.tmux
+@pytest.mark.slow
 def test_an_add_killed_before_the_trigger_is_cleaned_up_by_remove_worker(
     omp_tmux: Tmux, tmux_env: Path, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
