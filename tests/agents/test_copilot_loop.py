@@ -28,7 +28,8 @@ import pytest
 
 from omp import modes
 from omp.store.paths import StatePaths
-from tests.agents.copilot import CopilotTeam, omp_argv, poll
+from tests.agents.clis import AgentTeam as CopilotTeam
+from tests.agents.clis import omp_argv, poll
 from tests.agents.scripted_model import Chat, Reply, ToolCall, message_text
 from tests.agents.worker_policy import shell_tool
 
@@ -55,8 +56,8 @@ class LoopPolicy:
         return shlex.join([*omp_argv(), *args])
 
     def _shell(self, chat: Chat, command: str) -> Reply:
-        name, required = shell_tool(chat)
-        args: dict[str, Any] = {"command": command}
+        name, param, required = shell_tool(chat)
+        args: dict[str, Any] = {param: command}
         if "description" in required:
             args["description"] = "omp"
         return Reply(tool_call=ToolCall(name, args))
