@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine import machine_lines  # noqa: E402
-from tests.agents.copilot import CopilotTeam, find_copilot, poll  # noqa: E402
+from tests.agents.clis import AgentTeam as CopilotTeam  # noqa: E402
+from tests.agents.clis import find_copilot, poll  # noqa: E402
 from tests.agents.scripted_model import ScriptedModel  # noqa: E402
 from tests.agents.worker_policy import CLAIMED, WorkerPolicy  # noqa: E402
 
