@@ -180,6 +180,7 @@ def test_a_delete_killed_between_rename_and_removal_is_finished_by_the_next(
     assert sorted(os.listdir(teams_dir(root))) == ["b"]
 
 
+@pytest.mark.slow  # a removal killed or failing midway
 def test_a_killed_delete_is_finished_by_prune_or_another_delete(
     root: Path, env: dict[str, str]
 ) -> None:
@@ -215,6 +216,7 @@ def _delete_failing_midway(root: str, team: str) -> None:
     main(["team", "delete", team, "--json"])
 
 
+@pytest.mark.slow  # a removal killed or failing midway
 def test_a_removal_that_fails_midway_is_reported_and_finished_later(
     root: Path, env: dict[str, str], capfd: pytest.CaptureFixture[str]
 ) -> None:
