@@ -16,7 +16,8 @@ import pytest
 
 from omp.agents import BUILTIN_PROFILES, AgentProfile, classify_screen
 from omp.errors import OmpError
-from omp.tmux import MAX_LITERAL_BYTES, Delivery, PaneIdentity, Tmux, check_literal
+from omp.team.typein import Delivery, Timing, pane_lock, type_line
+from omp.tmux import MAX_LITERAL_BYTES, PaneIdentity, Tmux, check_literal
 from tests.helpers import poll
 
 # A stand-in agent. "line" mode behaves like the demo agent (prompt always on the last line);
@@ -321,12 +322,12 @@ def test_identity_refuses_a_pane_id_from_a_restarted_server(
     assert again == pane  # the new server hands out the same id
     assert not omp_tmux.matches(before)
     with pytest.raises(OmpError) as err:
-        omp_tmux.deliver(pane, "hello", profile, lock_dir=tmp_path / "locks", expected=before)
+        type_line(omp_tmux, pane, "hello", profile, lock_dir=tmp_path / "locks", expected=before)
     assert err.value.code == "pane_mismatch"
     assert got(omp_tmux, pane, "hello") == 0
     now = omp_tmux.identity_of(pane)
     assert now is not None
-    assert omp_tmux.deliver(pane, "hello", profile, lock_dir=tmp_path / "locks", expected=now)
+    assert type_line(omp_tmux, pane, "hello", profile, lock_dir=tmp_path / "locks", expected=now).ok
 
 
 @pytest.mark.tmux
@@ -336,7 +337,7 @@ def test_deliver_to_a_line_agent_submits_once(
 ) -> None:
     profile = line_profile(fake_script)
     pane = start(omp_tmux, tmp_path, profile)
-    result = omp_tmux.deliver_result(pane, text, profile, lock_dir=tmp_path / "locks")
+    result = type_line(omp_tmux, pane, text, profile, lock_dir=tmp_path / "locks")
     assert result == Delivery(True, "delivered", 1, result.elapsed)
     poll(lambda: got(omp_tmux, pane, text) == 1)
     assert omp_tmux.capture(pane)[-1] == "❯"
@@ -349,9 +350,9 @@ def test_deliver_to_a_full_screen_agent_reads_the_box_not_the_footer(
     profile = box_profile(fake_script)
     pane = start(omp_tmux, tmp_path, profile)
     locks = tmp_path / "locks"
-    assert omp_tmux.deliver(pane, "first line", profile, lock_dir=locks)
+    assert type_line(omp_tmux, pane, "first line", profile, lock_dir=locks).ok
     # The footer now repeats "first line": it must not read as unsent text.
-    assert omp_tmux.deliver(pane, "first line", profile, lock_dir=locks)
+    assert type_line(omp_tmux, pane, "first line", profile, lock_dir=locks).ok
     poll(lambda: got(omp_tmux, pane, "first line") == 2)
 
 
@@ -366,7 +367,7 @@ def test_the_fake_drops_a_burst_enter_and_deliver_does_not(
     burst = [*base, "send-keys", "-t", pane, "-l", "--", "burst", ";"]
     subprocess.run([*burst, "send-keys", "-t", pane, "Enter"], check=True)
     poll(lambda: omp_tmux.capture(pane)[-1] == "❯ burst")
-    assert omp_tmux.deliver(pane, " then", profile, lock_dir=tmp_path / "locks")
+    assert type_line(omp_tmux, pane, " then", profile, lock_dir=tmp_path / "locks").ok
     poll(lambda: got(omp_tmux, pane, "burst then") == 1)
     assert got(omp_tmux, pane, "burst") == 0  # the burst alone was never submitted
 
@@ -379,7 +380,7 @@ def test_deliver_does_not_retype_text_left_in_the_box(
     pane = start(omp_tmux, tmp_path, profile)
     omp_tmux.send_literal(pane, "left over")  # an earlier attempt typed it but never submitted
     poll(lambda: omp_tmux.capture(pane)[-1] == "❯ left over")
-    assert omp_tmux.deliver(pane, "left over", profile, lock_dir=tmp_path / "locks")
+    assert type_line(omp_tmux, pane, "left over", profile, lock_dir=tmp_path / "locks").ok
     poll(lambda: got(omp_tmux, pane, "left over") == 1)
     assert got(omp_tmux, pane, "left overleft over") == 0
 
@@ -391,7 +392,7 @@ def test_deliver_leaves_a_pane_in_copy_mode_alone(
     profile = line_profile(fake_script)
     pane = start(omp_tmux, tmp_path, profile)
     omp_tmux.cmd("copy-mode", "-t", pane)
-    result = omp_tmux.deliver_result(pane, "nudge", profile, lock_dir=tmp_path / "locks")
+    result = type_line(omp_tmux, pane, "nudge", profile, lock_dir=tmp_path / "locks")
     assert (result.ok, result.reason) == (False, "copy_mode")
     state = omp_tmux.pane_states([pane])[pane]
     assert state is not None and state.in_mode  # the user's copy mode was not cancelled
@@ -419,13 +420,13 @@ def test_deliver_refuses_gone_dead_shell_and_dialog_panes(
     poll(lambda: omp_tmux.capture(dialog))
 
     def reason(pane: str, prof: AgentProfile = profile) -> str:
-        return omp_tmux.deliver_result(pane, "nudge", prof, lock_dir=locks).reason
+        return type_line(omp_tmux, pane, "nudge", prof, lock_dir=locks).reason
 
     assert reason("%999") == "gone"
     assert reason(dead) == "dead"
     assert reason(first) == "agent_not_running"  # a bare shell: text would run as a command
     copilot = dataclasses.replace(BUILTIN_PROFILES["copilot"], program=sys.executable)
-    result = omp_tmux.deliver_result(dialog, "nudge", copilot, lock_dir=locks)
+    result = type_line(omp_tmux, dialog, "nudge", copilot, lock_dir=locks)
     assert (result.reason, result.screen) == ("not_ready", "dialog")
     assert "nudge" not in omp_tmux.capture(dialog)
 
@@ -441,7 +442,9 @@ def test_concurrent_delivers_never_interleave(
     results: dict[str, bool] = {}
 
     def send(text: str) -> None:
-        results[text] = Tmux(omp_tmux.socket_name).deliver(pane, text, profile, lock_dir=locks)
+        results[text] = type_line(
+            Tmux(omp_tmux.socket_name), pane, text, profile, lock_dir=locks
+        ).ok
 
     threads = [threading.Thread(target=send, args=(t,)) for t in texts]
     for th in threads:
@@ -463,10 +466,15 @@ def test_a_held_lock_times_out_instead_of_typing(
 ) -> None:
     profile = line_profile(fake_script)
     pane = start(omp_tmux, tmp_path, profile)
-    with omp_tmux._pane_lock(tmp_path / "locks", pane, 1.0) as held:
+    with pane_lock(omp_tmux, tmp_path / "locks", pane, 1.0) as held:
         assert held
-        result = omp_tmux.deliver_result(
-            pane, "late", profile, lock_dir=tmp_path / "locks", lock_timeout=0.1
+        result = type_line(
+            omp_tmux,
+            pane,
+            "late",
+            profile,
+            lock_dir=tmp_path / "locks",
+            timing=Timing(lock_timeout=0.1),
         )
     assert (result.ok, result.reason) == (False, "lock_timeout")
     assert got(omp_tmux, pane, "late") == 0
