@@ -144,14 +144,15 @@ def test_lifecycle_calls_are_bounded_in_time(tmp_path: Path) -> None:
     hung.write_text("#!/bin/sh\nexec sleep 30\n")
     hung.chmod(0o755)
     tmux = Tmux("x", binary=str(hung), timeout=0.3)
-    for call, sub in [
+    calls: list[tuple[Callable[[], object], str]] = [
         (lambda: tmux.new_session("t", cwd=tmp_path), "new-session"),
         (lambda: tmux.split_pane("%1", cwd=tmp_path), "split-window"),
         (lambda: tmux.select_layout("@1", "tiled"), "select-layout"),
         (lambda: tmux.set_pane_option("%1", "remain-on-exit", "on"), "set-option"),
         (lambda: tmux.kill_pane("%1"), "kill-pane"),
         (lambda: tmux.kill_session("t"), "kill-session"),
-    ]:
+    ]
+    for call, sub in calls:
         t0 = time.monotonic()
         with pytest.raises(OmpError) as err:
             call()

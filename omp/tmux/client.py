@@ -18,7 +18,6 @@ tmux quirks dodged here (tmux 3.3a, reproduced):
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import secrets
@@ -436,6 +435,8 @@ class Tmux:
         Keyed on the resolved socket file, however the server was named (-L name, -S path or
         $TMUX), so a launch trigger and a nudge into the same pane take the same lock.
         """
+        import hashlib  # here: ~1-6 ms that the reading paths do not need
+
         if self.socket_path or self.socket_name:
             server = self._socket_file()
         else:
