@@ -26,7 +26,14 @@ def shown(tmux: Tmux, pane: str) -> str:
 
 
 @pytest.mark.tmux
-def test_create_split_layout_options_identity_kill(omp_tmux: Tmux, tmp_path: Path) -> None:
+def test_create_split_layout_options_identity_kill(
+    omp_tmux: Tmux, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def untimed(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"libtmux ran tmux with no timeout: {args}")
+
+    # libtmux's own runner has no timeout: every command must go through omp's instead.
+    monkeypatch.setattr(libtmux.common.tmux_cmd, "__init__", untimed)
     sid, wid, leader = omp_tmux.new_session("omp-team-life", cwd=tmp_path, command=["cat"])
     assert isinstance(omp_tmux._lifecycle().server, OmpServer)  # libtmux's Server, omp's runner
     # argv, not a shell string: a word with spaces and quotes reaches the program intact, and
