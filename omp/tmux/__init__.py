@@ -13,12 +13,15 @@
   `set_pane_title`, `kill_pane`, `kill_session`), which import it on first use.
 
 Why two: importing libtmux costs far more than the work of a per-call path. Measured on this
-machine (2 shared cores; `benchmarks/bench_tmux_import.py`, median of 15 fresh interpreters):
-the interpreter alone ~20 ms; `import omp.tmux` (the thin client) +~10 ms over it; `import
-libtmux` +~70-180 ms (the higher figure on a loaded machine). A launch already takes about a
-second per worker, so libtmux's cost is noise there; on `omp team api` (called hundreds of times
-by agents, ~3x the interpreter floor in total) it would more than double each call. A test pins
-that the per-call paths never import libtmux (tests/team/test_events.py, tests/test_tmux.py).
+machine (2 cores shared with other work, load average ~7; `benchmarks/bench_tmux_import.py
+--runs 21`, fresh interpreters, min / median): the interpreter alone 12 / 32 ms; the import of the
+thin client (`omp.tmux`) 45 / 97 ms, with typing (`omp.team.typein`) 62 / 127 ms; `import
+libtmux` 110 / 210 ms, the lifecycle module 98 / 232 ms (it loads libtmux's pane, window,
+session and options modules). A launch takes about a second (more per worker), so libtmux is
+noise there; on `omp team api`, called hundreds of times by agents at ~3x the interpreter floor,
+it would more than double every call. tests/test_tmux_lifecycle.py pins that the per-call paths
+(the client's reads, typing, status, wait, the monitor) never import libtmux, and that libtmux's
+own untimed runner never runs; tests/team/test_events.py pins what an API call imports.
 
 `identity` holds the one tmux identity type (`TmuxIdentity`: a team's server incarnation,
 session and window, as config.json's `tmuxIdentity` records it; `PaneIdentity`: one pane of it).
