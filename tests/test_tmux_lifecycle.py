@@ -3,6 +3,7 @@ its error mapping, and the per-call paths that must never import libtmux."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,7 +17,8 @@ import pytest
 from omp.errors import OmpError
 from omp.tmux import NO_SERVER, Tmux, TmuxIdentity
 from omp.tmux.lifecycle import OmpServer
-from tests.helpers import poll
+from tests.helpers import child_env, make_project, poll
+from tests.team.test_monitor_tmux import DEMO, make_live_team
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -197,3 +199,35 @@ def test_per_call_paths_never_import_libtmux(tmux_env: Path) -> None:
         check=True,
     ).stdout
     assert out.split() == ["False", "True"]
+
+
+_SEND = """
+import sys
+from omp.cli.api import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(sorted(m for m in ("libtmux", "omp.tmux.lifecycle", "omp.team.typein") if m in sys.modules))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.tmux
+def test_a_send_that_types_its_nudge_never_imports_libtmux(
+    omp_tmux: Tmux, tmux_env: Path, tmp_path: Path
+) -> None:
+    root = make_project(tmp_path / "proj")
+    panes = make_live_team(root, omp_tmux, "t", 1, DEMO, env={"HOME": str(tmux_env)})
+    poll(lambda: any("❯" in ln for ln in omp_tmux.capture(panes["worker-1"])), what="the prompt")
+    payload = {"team_name": "t", "from": "leader", "to": "worker-1", "body": "hello"}
+    out = subprocess.run(
+        [sys.executable, "-c", _SEND, "send-message", "--input", json.dumps(payload), "--json"],
+        cwd=REPO,
+        env=child_env(tmux_env, OMP_ROOT=str(root)),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert json.loads(out[0])["ok"] is True, out
+    assert out[1] == "['omp.team.typein']"  # the nudge was typed, with the thin client only
