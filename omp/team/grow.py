@@ -106,10 +106,10 @@ class AddWorkers(Launch):
 
     def _window(self) -> tuple[Tmux, str, str] | None:
         """(tmux, window, the pane to split) for a team with panes; None for a headless one."""
-        from omp.team.panes import identity_of
+        from omp.team.panes import tmux_identity
 
         cfg = self.cfg
-        ident = identity_of(cfg) if cfg.tmux else None
+        ident = tmux_identity(cfg)
         if not ident or not ident.window_id:
             return None
         sock = ident.socket_path

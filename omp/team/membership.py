@@ -71,10 +71,10 @@ def _pane_state(cfg: TeamConfig, name: str) -> str:
 
 def _close_pane(cfg: TeamConfig, name: str) -> str | None:
     """Kill the worker's pane if it is still the one recorded; returns the pane killed."""
-    from omp.team.panes import identity_of, tmux_for
+    from omp.team.panes import tmux_for, tmux_identity
 
     pane = cfg.pane_of(name)
-    ident = identity_of(cfg) if cfg.tmux else None
+    ident = tmux_identity(cfg)
     if pane is None or not ident or pane == cfg.raw.get("leaderPaneId"):
         return None
     tmux = tmux_for(cfg)

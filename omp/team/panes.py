@@ -12,8 +12,11 @@ if TYPE_CHECKING:
     from omp.tmux import PaneIdentity, Tmux, TmuxIdentity
 
 
-def identity_of(cfg: TeamConfig) -> TmuxIdentity | None:
-    """The team's recorded place in tmux (config.json's `tmuxIdentity`); None if headless."""
+def tmux_identity(cfg: TeamConfig) -> TmuxIdentity | None:
+    """The team's recorded place in tmux (config.json's `tmuxIdentity`); None if headless (no
+    identity, or an empty one)."""
+    if not cfg.tmux:
+        return None
     from omp.tmux import TmuxIdentity
 
     return TmuxIdentity.from_config(cfg.tmux)
@@ -22,14 +25,14 @@ def identity_of(cfg: TeamConfig) -> TmuxIdentity | None:
 def tmux_for(cfg: TeamConfig) -> Tmux:
     from omp.tmux import Tmux
 
-    ident = identity_of(cfg)
+    ident = tmux_identity(cfg)
     sock = ident.socket_path if ident else None
     return Tmux(socket_path=sock) if sock else Tmux()
 
 
 def expected_identity(cfg: TeamConfig, pane: str) -> PaneIdentity | None:
     """The identity recorded at launch for `pane`, or None if the config has none."""
-    ident = identity_of(cfg)
+    ident = tmux_identity(cfg)
     return ident.pane(pane) if ident else None
 
 
@@ -98,12 +101,10 @@ def why_unreachable(cfg: TeamConfig) -> str | None:
     never starts a server.
     """
     panes = [p for p in (cfg.pane_of(w) for w in cfg.worker_names) if p]
-    if not cfg.tmux or not panes:
+    ident = tmux_identity(cfg) if panes else None
+    if ident is None:
         return None
     try:
-        ident = identity_of(cfg)
-        if ident is None:
-            return None
         tmux = tmux_for(cfg)
         server = tmux.server_identity()
         if server is None:

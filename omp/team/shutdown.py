@@ -13,7 +13,7 @@ from omp.store import fs
 from omp.store.paths import TeamPaths
 from omp.team import history, tasks
 from omp.team.config import TeamConfig
-from omp.team.panes import identity_of, tmux_for
+from omp.team.panes import tmux_for, tmux_identity
 
 if TYPE_CHECKING:
     from omp.tmux import Tmux
@@ -24,7 +24,7 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
     killed: list[str] = []
     skipped: list[dict[str, str]] = []
     killed_session = False
-    ident = identity_of(cfg) if cfg.tmux else None
+    ident = tmux_identity(cfg)
     leader = cfg.raw.get("leaderPaneId")
     panes = [(w, cfg.pane_of(w)) for w in cfg.worker_names]
     if ident and any(p for _, p in panes):

@@ -47,9 +47,9 @@ def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
     if not wanted or not cfg.tmux:
         return out
     try:
-        from omp.team.panes import identity_of, tmux_for
+        from omp.team.panes import tmux_for, tmux_identity
 
-        ident = identity_of(cfg)
+        ident = tmux_identity(cfg)
         if ident is None:
             return out
         tmux = tmux_for(cfg)

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 MAX_LITERAL_BYTES = 4000  # tmux refuses a whole command over ~16 KB; omp types short lines only
 
-_SEP = "\x1f"  # unit separator: cannot occur in ids, numbers or command names
+SEP = "\x1f"  # unit separator: cannot occur in ids, numbers or command names
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _KEY = re.compile(r"(?:[CMS]-)*(?:[A-Za-z][A-Za-z0-9]*|[!-~])")
 _PANE_ID = re.compile(r"%\d+")
@@ -72,7 +72,7 @@ class PaneInfo:
     current_command: str
 
 
-_STATE_FMT = _SEP.join(
+_STATE_FMT = SEP.join(
     [
         "#{pane_id}",
         "#{pane_pid}",
@@ -86,7 +86,7 @@ _STATE_FMT = _SEP.join(
         "#{pane_current_path}",  # last: a path may contain anything
     ]
 )
-_INFO_FMT = _SEP.join(
+_INFO_FMT = SEP.join(
     [
         "#{pane_id}",
         "#{session_id}",
@@ -223,11 +223,11 @@ class Tmux:
 
     def server_identity(self) -> ServerInfo | None:
         out = self._query(
-            "display-message", "-p", f"#{{pid}}{_SEP}#{{start_time}}{_SEP}#{{socket_path}}"
+            "display-message", "-p", f"#{{pid}}{SEP}#{{start_time}}{SEP}#{{socket_path}}"
         )
         if not out:
             return None
-        pid, started, path = out.rstrip("\n").split(_SEP, 2)
+        pid, started, path = out.rstrip("\n").split(SEP, 2)
         return {"socket_path": path, "server_pid": int(pid), "server_started_at": int(started)}
 
     def kill_server(self) -> bool:
@@ -325,7 +325,7 @@ class Tmux:
         found: dict[str, PaneState] = {}
         out = self._query("list-panes", "-a", "-F", _STATE_FMT)
         for line in (out or "").splitlines():
-            f = line.split(_SEP, 9)
+            f = line.split(SEP, 9)
             if len(f) != 10:
                 continue
             activity = _int(f[7])
@@ -403,7 +403,7 @@ class Tmux:
     def pane_info(self, pane_id: str) -> PaneInfo | None:
         """The pane's identity and state from one `display-message`; None if it is gone."""
         out = self._query("display-message", "-p", "-t", pane_id, _INFO_FMT)
-        f = (out or "").rstrip("\n").split(_SEP, 8)
+        f = (out or "").rstrip("\n").split(SEP, 8)
         if len(f) != 9 or f[0] != pane_id:
             return None  # tmux 3.3a prints an empty line (exit 0) for a missing pane
         ident = PaneIdentity(

@@ -42,13 +42,13 @@ from libtmux.pane import Pane
 from libtmux.window import Window
 
 from omp.errors import OmpError
-from omp.tmux.client import _SEP, NO_SERVER, NO_TARGET, command_args, env_args
+from omp.tmux.client import NO_SERVER, NO_TARGET, SEP, command_args, env_args
 
 if TYPE_CHECKING:
     from omp.tmux.client import Tmux
 
 _SESSION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,99}")
-_IDS_FMT = _SEP.join(["#{session_id}", "#{window_id}", "#{pane_id}"])
+_IDS_FMT = SEP.join(["#{session_id}", "#{window_id}", "#{pane_id}"])
 
 
 class _Ran(tmux_cmd):
@@ -139,7 +139,7 @@ class Lifecycle:
             ),
             "new-session",
         )  # fmt: skip
-        sid, wid, pid = (out[0] if out else "").split(_SEP)
+        sid, wid, pid = (out[0] if out else "").split(SEP)
         return sid, wid, pid
 
     def split(
