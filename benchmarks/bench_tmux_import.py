@@ -64,10 +64,10 @@ def main() -> None:
     print("| import | process ms, min / median | the import alone ms, min / median |")
     print("|---|---|---|")
     for name in ROWS:
-        w, i = wall[name], own[name]
+        ws, xs = wall[name], own[name]
         print(
-            f"| {name} | {min(w):.1f} / {statistics.median(w):.1f} "
-            f"| {min(i):.1f} / {statistics.median(i):.1f} |"
+            f"| {name} | {min(ws):.1f} / {statistics.median(ws):.1f} "
+            f"| {min(xs):.1f} / {statistics.median(xs):.1f} |"
         )
 
 
