@@ -8,16 +8,18 @@
 - `lifecycle.Lifecycle`, libtmux's object API (`Server`, `Window`, `Pane`): what the leader does
   once per team: create the detached session or split the leader's window for each worker (env,
   cwd, command), select the layout, set pane options and titles, kill panes and sessions on
-  shutdown, remove-worker and rollback. Callers reach it through the same `Tmux` methods
+  shutdown, remove-worker and rollback (and the session of `omp doctor`'s throwaway check
+  server, a step that takes about a second anyway). Callers reach it through the same `Tmux` methods
   (`new_session`, `split_pane`, `select_layout`, `set_pane_option`, `set_window_option`,
   `set_pane_title`, `kill_pane`, `kill_session`), which import it on first use.
 
 Why two: importing libtmux costs far more than the work of a per-call path. Measured on this
-machine (2 cores shared with other work, load average ~7; `benchmarks/bench_tmux_import.py
---runs 21`, fresh interpreters, min / median): the interpreter alone 12 / 32 ms; the import of the
-thin client (`omp.tmux`) 45 / 97 ms, with typing (`omp.team.typein`) 62 / 127 ms; `import
-libtmux` 110 / 210 ms, the lifecycle module 98 / 232 ms (it loads libtmux's pane, window,
-session and options modules). A launch takes about a second (more per worker), so libtmux is
+machine (2 cores shared with other work; `benchmarks/bench_tmux_import.py --runs 21`, fresh
+interpreters, the import alone, min / median, load average ~4): the thin client (`omp.tmux`)
+37 / 45 ms, with typing (`omp.team.typein`) 50 / 59 ms; `import libtmux` 74 / 85 ms, the
+lifecycle module 81 / 103 ms (it loads libtmux's pane, window, session and options modules);
+the interpreter itself starts in 11 / 14 ms. At load ~7 the same rows read 45 / 97, 62 / 127,
+110 / 210 and 98 / 232 ms. A launch takes about a second (more per worker), so libtmux is
 noise there; on `omp team api`, called hundreds of times by agents at ~3x the interpreter floor,
 it would more than double every call. tests/test_tmux_lifecycle.py pins that the per-call paths
 (the client's reads, typing, status, wait, the monitor) never import libtmux, and that libtmux's

@@ -4,7 +4,7 @@ Launch, add-worker, shutdown, rollback and the doctor's pane check create a deta
 split the leader's window (one pane per worker, with its environment, directory and command),
 lay the window out, set pane options and titles, and kill panes and sessions. They do it here,
 on libtmux's `Server`, `Session`, `Window` and `Pane` objects. This module imports libtmux
-(~100-230 ms measured here, see `omp.tmux`), so only `Tmux`'s lifecycle methods import it, when
+(~75-230 ms measured here, see `omp.tmux`), so only `Tmux`'s lifecycle methods import it, when
 first called: per-call paths never do.
 
 omp's guarantees, kept on top of libtmux:
