@@ -25,6 +25,10 @@ Profile names: 1-32 of `a-z 0-9 _ -`, starting with a letter. Fields:
     program          string            the executable that must be on PATH (default: command[0])
     env_prefixes     list of strings   environment variables with these prefixes are forwarded
     env              table of strings  fixed extra variables for the agent's pane
+    add_dir_flag     string            flag that lets the agent use files in a directory; launch
+                                       appends it with the directory of the omp the agent runs
+                                       (Copilot asks before a command names a path outside its
+                                       allowed directories, and omp is named by absolute path)
     prompt_pattern   regex             the agent's input line (the last match is the input box)
     ready_patterns   list of regexes   the agent waits for input
     busy_patterns    list of regexes   the agent is working (beats ready: prompts stay drawn)
@@ -90,6 +94,7 @@ class AgentProfile:
     program: str
     env_prefixes: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    add_dir_flag: str = ""
     prompt_pattern: str = GENERIC_PROMPT
     ready_patterns: tuple[str, ...] = (GENERIC_PROMPT,)
     busy_patterns: tuple[str, ...] = (r"(?i)esc to (?:interrupt|cancel)",)
@@ -112,11 +117,20 @@ def _builtins() -> dict[str, AgentProfile]:
         env_prefixes=("COPILOT_", "GH_", "GITHUB_"),
         # A worker must not update itself in the middle of a team run.
         env={"COPILOT_AUTO_UPDATE": "false"},
+        # `--allow-all-tools` does not cover paths: a shell command naming omp by absolute path
+        # outside the project (a pipx or --user install) stops at an "Allow path access" dialog.
+        add_dir_flag="--add-dir",
         # `❯` alone also marks the highlighted item of every menu; those are indented or boxed.
         prompt_pattern=r"^❯(?:\s|$)",
         ready_patterns=(r"(?:^|· )Interactive · ", r"^[─━]{8,}\n❯.*\n[─━]{8,}$"),
         # `(Esc to cancel)` with the parenthesis: dialogs end in `· esc to cancel` without one.
-        busy_patterns=(r"(?i)\(esc to cancel\b[^)]*\)", r"(?i)esc to interrupt"),
+        # 1.0.102 under the input box while a turn runs (a shell command or the model):
+        # ` ◉ Working · 295 B esc esc interrupt` (the glyph spins); the box stays drawn.
+        busy_patterns=(
+            r"(?i)\(esc to cancel\b[^)]*\)",
+            r"(?i)esc to interrupt",
+            r"^\s*\S Working · .*\besc esc interrupt\b",
+        ),
         blocked_patterns=(
             r"Please use /login to sign in",
             r"You must be logged in to send messages",
@@ -389,6 +403,13 @@ def profile_of_ancestors(
     return None
 
 
+def agent_argv(profile: AgentProfile, omp_argv: Sequence[str]) -> list[str]:
+    """The agent's command, granted the directory of the omp it runs (`add_dir_flag`)."""
+    if not profile.add_dir_flag or not omp_argv or not os.path.isabs(omp_argv[0]):
+        return list(profile.command)
+    return [*profile.command, profile.add_dir_flag, os.path.dirname(omp_argv[0])]
+
+
 def missing_program(profile: AgentProfile) -> str | None:
     """The profile's program if it cannot be found (PATH lookup, or an executable path)."""
     return None if shutil.which(profile.program) else profile.program
@@ -478,6 +499,10 @@ def _field(path: Path, where: str, key: str, val: Any) -> Any:
         if not _str_list(val) or not val or not val[0]:
             raise fail("a non-empty list of strings")
         return list(val)
+    if key == "add_dir_flag":
+        if not isinstance(val, str):
+            raise fail("a string ('' for none)")
+        return val
     if key in ("program", "submit_key"):
         if not isinstance(val, str) or not val:
             raise fail("a non-empty string")

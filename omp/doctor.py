@@ -40,6 +40,14 @@ INSTALL_HINTS = {
     "codex": "npm install -g @openai/codex, then run `codex` once to sign in",
     "gemini": "npm install -g @google/gemini-cli, then run `gemini` once to sign in",
 }
+# A model provider of the agent's own (Ollama, vLLM, any OpenAI-compatible server): no sign-in.
+PROVIDER_VARS = {"copilot": "COPILOT_PROVIDER_BASE_URL"}
+
+
+def provider_of(agent: str) -> str | None:
+    """The model provider set for `agent` in this environment (launch forwards it), or None."""
+    var = PROVIDER_VARS.get(agent)
+    return os.environ.get(var) or None if var else None
 
 
 @dataclass(frozen=True)
@@ -122,11 +130,18 @@ def check_agents(root: Path, default: str) -> list[Check]:
             import shutil
 
             where = shutil.which(prof.program) or prof.program
+            provider = provider_of(name)
+            if provider:
+                where += f"; model provider {provider} (no sign-in needed)"
             out.append(Check(f"agent {name}", "ok", f"{role} {name}: {where}"))
             continue
         hint = INSTALL_HINTS.get(name) or (
             f"install {missing}, or fix agents.{name}.command in .omp/agents.toml"
         )
+        if provider_of(name):
+            hint = hint.replace(f", then run `{name}` once to sign in", "") + (
+                f" (no sign-in needed: {PROVIDER_VARS[name]} is set)"
+            )
         if name == default:
             out.append(
                 Check(

@@ -13,6 +13,7 @@ from omp.agents import (
     BUILTIN_PROFILES,
     AgentProfile,
     Dialog,
+    agent_argv,
     blocked_reason,
     classify_screen,
     find_dialog,
@@ -71,6 +72,8 @@ EXPECTED: dict[str, tuple[str, str | None]] = {
     "copilot-23-allow-all-tools-cm-0.2s": ("ready", None),
     "copilot-26-burst-text+enter-2s": ("ready", None),
     "copilot-30-env-COPILOT_ALLOW_ALL-5s-no-trust-dialog": ("ready", None),
+    "copilot-40-busy-running-shell-command": ("busy", None),
+    "copilot-41-busy-model-thinking": ("busy", None),
     "gemini-01-start-2s-trust-dialog": ("dialog", "trust"),
     "gemini-02-start-5s": ("dialog", "trust"),
     "gemini-05-trust-enter-restarting": ("starting", None),
@@ -265,6 +268,18 @@ def test_forwarded_env() -> None:
     assert forwarded_env(BUILTIN_PROFILES["demo"], environ) == {}
 
 
+def test_agent_argv_grants_copilot_the_directory_of_omp(tmp_path: Path) -> None:
+    copilot = BUILTIN_PROFILES["copilot"]
+    omp = ["/home/u/.local/bin/omp"]
+    assert agent_argv(copilot, omp) == [*copilot.command, "--add-dir", "/home/u/.local/bin"]
+    py = ["/opt/py/bin/python3", "-m", "omp"]
+    assert agent_argv(copilot, py)[-2:] == ["--add-dir", "/opt/py/bin"]
+    assert agent_argv(copilot, ["omp"]) == copilot.command  # found on PATH: nothing to grant
+    assert agent_argv(BUILTIN_PROFILES["demo"], omp) == BUILTIN_PROFILES["demo"].command
+    write(tmp_path, "agents.toml", "[agents.copilot]\nadd_dir_flag = ''\n")
+    assert agent_argv(load_profiles(tmp_path)["copilot"], omp) == copilot.command
+
+
 # -- the profile file ---------------------------------------------------------------------------
 
 
@@ -340,6 +355,7 @@ def test_json_file(tmp_path: Path) -> None:
         ("agents.toml", "[agents.copilot]\nsubmit_key = 'Enter;'\n", "not a tmux key name"),
         ("agents.toml", "[agents.copilot]\nenv = {A = 1}\n", "env must be a table of string"),
         ("agents.toml", "[agents.copilot]\nline_oriented = 1\n", "must be true or false"),
+        ("agents.toml", "[agents.copilot]\nadd_dir_flag = 1\n", "add_dir_flag must be"),
         ("agents.toml", "[[agents.copilot.dialogs]]\npattern = 'x'\n", "name must be"),
         (
             "agents.toml",

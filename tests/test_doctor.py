@@ -90,6 +90,25 @@ def test_missing_default_agent_fails_others_warn(
     assert next(iter(checks)) == "agent copilot"  # the one that matters comes first
 
 
+def test_a_model_provider_means_no_sign_in(
+    proj: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(_bin(tmp_path)))
+    monkeypatch.delenv("COPILOT_PROVIDER_BASE_URL", raising=False)
+    signed = {c.name: c for c in doctor.check_agents(proj, "copilot")}["agent copilot"]
+    assert "once to sign in" in (signed.fix or "")
+    monkeypatch.setenv("COPILOT_PROVIDER_BASE_URL", "http://127.0.0.1:11434/v1")
+    local = {c.name: c for c in doctor.check_agents(proj, "copilot")}["agent copilot"]
+    assert local.status == "fail"  # still not installed
+    assert local.fix is not None and "sign in" not in local.fix
+    assert "no sign-in needed: COPILOT_PROVIDER_BASE_URL is set" in local.fix
+    (tmp_path / "b2").mkdir()
+    monkeypatch.setenv("PATH", str(_bin(tmp_path / "b2", "copilot")))
+    ok = {c.name: c for c in doctor.check_agents(proj, "copilot")}["agent copilot"]
+    assert ok.status == "ok"
+    assert ok.message.endswith("; model provider http://127.0.0.1:11434/v1 (no sign-in needed)")
+
+
 def test_other_agent_as_default(
     proj: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

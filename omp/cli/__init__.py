@@ -2,8 +2,9 @@
 
 `omp team api ...` is called by agents hundreds of times a session, each call a fresh process, so
 it is dispatched here without importing typer (measured: typer costs 60-100 ms per process on this
-machine, more than the whole budget of an API call). `omp hook stop` runs at every stop of every
-agent (omp/stophook/run.py) and takes the same kind of path. Every other command goes through typer.
+machine, more than the whole budget of an API call). So are the two commands a leader polls,
+`omp team status` and `omp team events`, in their plain forms, and `omp hook stop`, which runs at
+every stop of every agent (omp/stophook/run.py). Everything else goes through typer.
 """
 
 from __future__ import annotations
@@ -32,6 +33,23 @@ def main(argv: list[str] | None = None) -> None:
 
         team = next((a for a in args[2:] if a != "--json"), None)
         status_once(team, as_json="--json" in args)
+    if args[:2] == ["team", "events"] and (plain := _plain_events(args[2:])) is not None:
+        # A leader polls its team's history with a cursor: no typer on that path either.
+        from pathlib import Path
+
+        from omp.cli.events_cmd import events_loop
+        from omp.store.paths import StatePaths, find_root
+
+        team, since = plain
+        flags = set(args[2:])
+        try:
+            project = StatePaths(find_root(Path.cwd()))
+        except Exception:
+            project = None
+        if project is not None:
+            events_loop(
+                project, team, since=since, follow="--follow" in flags, as_json="--json" in flags
+            )
     from omp.cli.app import app
 
     _run_typer(app, args)
@@ -67,6 +85,28 @@ def _run_typer(app: Typer, args: list[str]) -> None:
         output.write_err("omp: aborted\n")
         raise SystemExit(1) from None
     raise SystemExit(rv if isinstance(rv, int) else 0)
+
+
+def _plain_events(rest: list[str]) -> tuple[str, str | None] | None:
+    """(TEAM, CURSOR) for `TEAM [--since CURSOR] [--json] [--follow]`, each at most once; None
+    for anything else (help, `-f`, `--since=`, a typo), which goes through typer."""
+    team: str | None = None
+    since: str | None = None
+    seen: set[str] = set()
+    it = iter(rest)
+    for a in it:
+        if a in ("--json", "--follow") and a not in seen:
+            seen.add(a)
+        elif a == "--since" and a not in seen:
+            seen.add(a)
+            since = next(it, None)
+            if since is None:
+                return None
+        elif not a.startswith("-") and team is None:
+            team = a
+        else:
+            return None
+    return (team, since) if team is not None else None
 
 
 def _plain_status(rest: list[str]) -> bool:

@@ -133,6 +133,14 @@ class Launch:
         req.task = req.task.strip()
         project = StatePaths(find_root(req.cwd))
         profile = self.resolve_profile(project)
+        profiles = self.profiles
+        if req.leader_agent is not None and req.leader_agent not in profiles:
+            raise OmpError(
+                "unknown_agent",
+                f"no agent profile {req.leader_agent!r} for --leader-agent; "
+                f"profiles: {', '.join(sorted(profiles))}",
+                profiles=sorted(profiles),
+            )
         name = names.team_name(req.name or default_team_name(profile.name))
         team = project.team(name)
         setup.refuse_existing(team)
@@ -163,13 +171,6 @@ class Launch:
                 f"install it or choose another profile with --agent "
                 f"({', '.join(sorted(profiles))}; 'demo' needs no model)",
                 program=missing,
-                profiles=sorted(profiles),
-            )
-        if req.leader_agent is not None and req.leader_agent not in profiles:
-            raise OmpError(
-                "unknown_agent",
-                f"no agent profile {req.leader_agent!r} for --leader-agent; "
-                f"profiles: {', '.join(sorted(profiles))}",
                 profiles=sorted(profiles),
             )
         self.profiles = profiles
@@ -341,8 +342,12 @@ class Launch:
             token=token,
             omp=omp,
         )
+        from omp.agents import agent_argv
+
+        # The agent may run the omp it is told to run, wherever that is installed.
+        command = agent_argv(profile, shlex.split(omp))
         pane = tmux.split_pane(
-            after, cwd=str(self.req.cwd), command=profile.command, env=env, horizontal=first
+            after, cwd=str(self.req.cwd), command=command, env=env, horizontal=first
         )
         self.created_panes.append(pane)
         try:
@@ -353,7 +358,7 @@ class Launch:
             if tmux.pane_states([pane]).get(pane) is None:
                 raise OmpError(
                     "launch_worker_exited",
-                    f"{w}'s agent ({shlex.join(profile.command)}) exited as soon as it started",
+                    f"{w}'s agent ({shlex.join(command)}) exited as soon as it started",
                     worker=w,
                 ) from None
             raise

@@ -264,11 +264,11 @@ class Monitor:
             except OmpError as exc:  # a broken agents.toml: no screen can be judged, none typed
                 self._profiles = {}
                 self._profile_error = exc.message
-        if member == LEADER:  # the leader's pane runs the leader's own agent
-            name = cfg.raw.get("leaderAgent") or cfg.raw.get("agent") or "copilot"
-        else:
-            own = (cfg.worker(member) or {}).get("agent") if member else None  # add-worker --agent
-            name = own or cfg.raw.get("agent") or "copilot"
+        # The leader's pane runs the leader's own agent: judge it by that profile; a worker
+        # added with its own --agent (add-worker) by its own.
+        key = "leaderAgent" if member == LEADER else "agent"
+        own = (cfg.worker(member) or {}).get("agent") if member else None
+        name = own or cfg.raw.get(key) or cfg.raw.get("agent") or "copilot"
         return self._profiles.get(str(name)) or self._profiles.get("copilot")
 
     # -- the scan ---------------------------------------------------------------------------

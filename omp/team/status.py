@@ -299,11 +299,11 @@ def collect_markdown(result: dict[str, Any]) -> str:
             parts.append(f"Result: {visible(str(w['result']))}")
         if w.get("resultMarkdown"):
             parts.append(f"\n{visible(w['resultMarkdown'].rstrip())}")
-    for b in result.get("brokenTasks") or []:
-        parts.append(f"\n## task {inline(str(b['id']))}: unreadable\n{inline(b['message'])}")
     for w in result.get("removed", []):
         parts.append(f"\n## {inline(w['name'])}: removed from the team")
         parts.append(f"\n{visible(w['resultMarkdown'].rstrip())}")
+    for b in result.get("brokenTasks") or []:
+        parts.append(f"\n## task {inline(str(b['id']))}: unreadable\n{inline(b['message'])}")
     return "\n".join(parts) + "\n"
 
 

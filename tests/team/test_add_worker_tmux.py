@@ -55,7 +55,7 @@ def test_a_worker_joins_a_running_team_and_leaves_it(
     env = env_for(omp_tmux, tmux_env)
     r = omp(project, env, "team", "launch", "2:demo", "count to 3", "--name", "g", "--json")
     assert r.rc == 0, r
-    poll(lambda: status(project, env)["allDone"], 30)
+    poll(lambda: status(project, env)["allDone"], timeout=60)
     r = omp(project, env, "team", "add-worker", "g", "1", "count to 4", "--json")
     assert r.rc == 0, r
     new = r.json["workers"][0]
@@ -67,8 +67,12 @@ def test_a_worker_joins_a_running_team_and_leaves_it(
     # in the team's window, and it does its task like the others
     st = omp_tmux.pane_states([new["paneId"]])[new["paneId"]]
     assert st is not None and st.window_id == cfg.raw["tmuxIdentity"]["windowId"]
-    done = poll(lambda: [t for t in status(project, env)["tasks"] if t["id"] == "3"
-                         and t["status"] == "completed"], 30)  # fmt: skip
+
+    def third_done() -> list[dict[str, Any]]:
+        tasks = status(project, env)["tasks"]
+        return [t for t in tasks if t["id"] == "3" and t["status"] == "completed"]
+
+    done = poll(third_done, timeout=60)
     assert done[0]["owner"] == "worker-3"
     view = {w["name"]: w for w in status(project, env)["workers"]}
     assert view["worker-3"]["pane"] == "alive"

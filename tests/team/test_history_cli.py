@@ -232,3 +232,47 @@ def test_reading_a_block_at_a_time_misses_nothing_and_stops_before_a_torn_line(
             last = cur
         assert got == whole and last == end, block
     assert len(whole) == 4 + 50 and int(whole[-1]["cursor"]) == end
+
+
+_PROBE = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: sys.stderr.write("
+    "'HEAVY=' + ','.join(m for m in ('typer', 'libtmux', 'ulid') if m in sys.modules) + '\\n'))\n"
+    "from omp.cli import main\n"
+    "main(sys.argv[1:])\n"
+)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["team", "events", "t", "--json"],
+        ["team", "events", "t"],
+        ["team", "events", "--since", "0", "t", "--json"],
+    ],
+)
+def test_polling_events_never_loads_typer(root: Path, env: dict[str, str], args: list[str]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY=\n" in proc.stderr, proc.stderr
+    # the same output as the typer command
+    via_typer = "import sys; from omp.cli.app import app; app(args=sys.argv[1:])"
+    typer_run = subprocess.run(
+        [sys.executable, "-c", via_typer, *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.stdout == typer_run.stdout and proc.stdout
+    # help and anything unusual still go through typer
+    r = omp(root, env, "team", "events", "--help")
+    assert r.rc == 0 and "--follow" in r.stdout
