@@ -12,27 +12,87 @@ EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 
+# Every error code omp reports, and the exit code it carries: the one registry. README.md's error
+# table lists exactly these (tests/test_readme.py checks both ways), and every `OmpError(...)` in
+# omp names one of them, including codes chosen at run time (`launch_failed`).
+CODES: dict[str, int] = {
+    "usage": EXIT_USAGE,
+    "invalid_input": EXIT_USAGE,
+    "invalid_json": EXIT_USAGE,
+    "unknown_command": EXIT_USAGE,
+    "invalid_team_name": EXIT_USAGE,
+    "invalid_recipient_name": EXIT_USAGE,
+    "invalid_worker_name": EXIT_USAGE,
+    "invalid_task_id": EXIT_USAGE,
+    "body_too_large": EXIT_USAGE,
+    "self_send": EXIT_USAGE,
+    "invalid_event": EXIT_USAGE,
+    "reserved_event": EXIT_USAGE,
+    "invalid_detail": EXIT_USAGE,
+    "input_not_found": EXIT_USAGE,
+    "input_unreadable": EXIT_USAGE,
+    "invalid_cursor": EXIT_USAGE,
+    "unknown_team": EXIT_REFUSED,
+    "unknown_recipient": EXIT_REFUSED,
+    "unknown_sender": EXIT_REFUSED,
+    "broadcast_failed": EXIT_REFUSED,
+    "unknown_worker": EXIT_REFUSED,
+    "sender_mismatch": EXIT_REFUSED,
+    "stale_generation": EXIT_REFUSED,
+    "worker_alive": EXIT_REFUSED,
+    "worker_removed": EXIT_REFUSED,
+    "duplicate": EXIT_REFUSED,
+    "rate_limited": EXIT_REFUSED,
+    "mailbox_full": EXIT_REFUSED,
+    "message_not_found": EXIT_REFUSED,
+    "task_not_found": EXIT_REFUSED,
+    "task_not_pending": EXIT_REFUSED,
+    "claim_race": EXIT_REFUSED,
+    "claim_token_mismatch": EXIT_REFUSED,
+    "not_task_owner": EXIT_REFUSED,
+    "status_mismatch": EXIT_REFUSED,
+    "invalid_transition": EXIT_REFUSED,
+    "unknown_task": EXIT_REFUSED,
+    "not_task_party": EXIT_REFUSED,
+    "task_closed": EXIT_REFUSED,
+    "stale_revision": EXIT_REFUSED,
+    "corrupt_record": EXIT_REFUSED,
+    "team_exists": EXIT_REFUSED,
+    "team_shut_down": EXIT_REFUSED,
+    "team_gone": EXIT_REFUSED,
+    "add_worker_failed": EXIT_REFUSED,
+    "team_alive": EXIT_REFUSED,
+    "unread_mail": EXIT_REFUSED,
+    "session_exists": EXIT_REFUSED,
+    "unknown_agent": EXIT_REFUSED,
+    "agent_not_found": EXIT_REFUSED,
+    "tmux_not_found": EXIT_REFUSED,
+    "tmux_error": EXIT_REFUSED,
+    "launch_blocked": EXIT_REFUSED,
+    "launch_timeout": EXIT_REFUSED,
+    "launch_worker_exited": EXIT_REFUSED,
+    "launch_failed": EXIT_REFUSED,
+    "pane_mismatch": EXIT_REFUSED,
+    "invalid_text": EXIT_REFUSED,
+    "text_too_long": EXIT_REFUSED,
+    "invalid_key": EXIT_REFUSED,
+    "no_active_loop": EXIT_REFUSED,
+    "invalid_config": EXIT_REFUSED,
+    "invalid_task": EXIT_REFUSED,
+    "invalid_agents_file": EXIT_REFUSED,
+    "invalid_root": EXIT_REFUSED,
+    "unsafe_path": EXIT_REFUSED,
+    "storage_error": EXIT_REFUSED,
+    "skill_changed": EXIT_REFUSED,
+    "hook_changed": EXIT_REFUSED,
+    "invalid_hook_config": EXIT_REFUSED,
+    "skills_missing": EXIT_REFUSED,
+    "doctor_failed": EXIT_REFUSED,
+    "internal": EXIT_INTERNAL,
+}
+
 # Codes meaning "the input itself is wrong" (exit 2); every other code is a refusal (exit 1).
-USAGE_CODES = frozenset(
-    {
-        "usage",
-        "invalid_input",
-        "invalid_json",
-        "unknown_command",
-        "invalid_team_name",
-        "invalid_recipient_name",
-        "invalid_worker_name",
-        "invalid_task_id",
-        "body_too_large",
-        "self_send",
-        "invalid_event",
-        "reserved_event",
-        "invalid_detail",
-        "input_not_found",
-        "input_unreadable",
-        "invalid_cursor",
-    }
-)
+USAGE_CODES = frozenset(c for c, rc in CODES.items() if rc == EXIT_USAGE)
 
 
 class OmpError(Exception):
@@ -46,7 +106,7 @@ class OmpError(Exception):
 
     @property
     def exit_code(self) -> int:
-        return EXIT_USAGE if self.code in USAGE_CODES else EXIT_REFUSED
+        return CODES.get(self.code, EXIT_REFUSED)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ok": False, "error": self.code, "message": self.message}

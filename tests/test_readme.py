@@ -64,10 +64,32 @@ def _codes() -> set[str]:
                 isinstance(node, ast.Call)
                 and getattr(node.func, "id", getattr(node.func, "attr", None)) == "OmpError"
                 and node.args
-                and isinstance(node.args[0], ast.Constant)
-                and isinstance(node.args[0].value, str)
             ):
-                out.add(node.args[0].value)
+                # every code the first argument can be, also one chosen at run time
+                # (`exc.code if ... else "launch_failed"`)
+                out |= _values(node.args[0])
+    return out
+
+
+def _values(expr: ast.expr) -> set[str]:
+    """The strings an expression can evaluate to, as far as its text says."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return {expr.value}
+    if isinstance(expr, ast.IfExp):
+        return _values(expr.body) | _values(expr.orelse)
+    if isinstance(expr, ast.BoolOp):
+        return set().union(*(_values(v) for v in expr.values))
+    return set()
+
+
+def _table() -> dict[str, str]:
+    """The README's error table: code -> exit code as written."""
+    out: dict[str, str] = {}
+    for ln in _text().splitlines():
+        cells = [c.strip() for c in ln.split("|")[1:-1]]
+        if len(cells) == 3 and cells[0].startswith("`") and cells[1].isdigit():
+            for code in re.findall(r"`([a-z_]+)`", cells[0]):
+                out[code] = cells[1]
     return out
 
 
@@ -78,6 +100,21 @@ def test_every_error_code_is_in_the_table() -> None:
     documented = {c for ln in rows for c in re.findall(r"`([a-z_]+)`", ln.split("|")[1])}
     missing = sorted(codes - documented)
     assert not missing, f"README's error table lacks {missing}"
+
+
+def test_every_error_code_raised_is_registered() -> None:
+    from omp.errors import CODES
+
+    codes = _codes()
+    assert "launch_failed" in codes  # built at run time: the scan reads the whole expression
+    assert not sorted(codes - set(CODES)), "raised but not in omp.errors.CODES"
+
+
+def test_the_error_table_is_the_registry() -> None:
+    from omp.errors import CODES
+
+    table = _table()
+    assert table == {code: str(rc) for code, rc in CODES.items()}
 
 
 def test_error_table_exit_codes_match_the_code() -> None:
