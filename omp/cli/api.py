@@ -26,11 +26,12 @@ def _usage() -> str:
 
 
 def _help() -> str:
-    from omp.team.api import SUMMARIES
+    from omp.team.api import declared
 
+    ops = declared()
     lines = [_usage(), "", "Subcommands (input fields -> output):"]
-    width = max(len(k) for k in SUMMARIES)
-    lines += [f"  {k.ljust(width)}  {v}" for k, v in SUMMARIES.items()]
+    width = max(len(op.name) for op in ops)
+    lines += [f"  {op.name.ljust(width)}  {op.summary()}" for op in ops]
     lines += [
         "",
         "Every input may also carry cwd (a directory inside the project).",

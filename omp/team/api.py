@@ -9,73 +9,45 @@ names someone else is refused (`sender_mismatch`), and so is one from a pane of 
 (`stale_generation`). A worker's successful writing call refreshes its heartbeat; the read-only
 operations (`mailbox-list`, `list-tasks`, `roster`) write nothing at all. A message with an event
 goes through `omp.team.events`, imported only then, which keeps a plain send fast.
+
+Each operation is declared once, at the end (`omp.team.api_spec.Operation`): its input fields
+in the order they are checked, its reply type (`omp.team.api_replies`) and a note. The checks,
+`omp team api --help` and the README's table come from those declarations.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from omp.errors import OmpError
 from omp.store import names
 from omp.store.names import LEADER
-from omp.store.paths import StatePaths, TeamPaths, find_root
 from omp.team import config as team_config
 from omp.team import limits, mailbox, nudge, presence, tasks
+from omp.team.api_spec import TEAM, Args, Field, Operation, Reply, Result
 from omp.team.config import TeamConfig
 
-MAX_BODY = 32 * 1024
+if TYPE_CHECKING:
+    from omp.team.api_replies import (
+        BroadcastReply,
+        ClaimReply,
+        MailReply,
+        MarkReply,
+        Member,
+        NudgeFields,
+        RosterReply,
+        SendReply,
+        TaskReply,
+        TasksReply,
+    )
+
 # send-message fields that make a message an event (see omp.team.events, imported only for them)
 EVENT_FIELDS = ("event", "intent", "need_reply", "task_id", "ref_message_id", "detail")
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 1000
-
-Result = dict[str, Any]
 
 
-class Reply:
-    """An operation's result, plus work to do only after the result was printed."""
-
-    __slots__ = ("after", "result")
-
-    def __init__(self, result: Result, after: list[Callable[[], None]] | None = None) -> None:
-        self.result = result
-        self.after = after if after is not None else []
-
-
-# ---- input helpers ------------------------------------------------------------------------
-
-
-def text_field(inp: Result, key: str, *, required: bool = True) -> str | None:
-    val = inp.get(key)
-    if val is None:
-        if required:
-            raise OmpError("invalid_input", f"missing field {key!r}", field=key)
-        return None
-    if val == "" and required:
-        raise OmpError("invalid_input", f"empty {key}: {key!r} must not be empty", field=key)
-    if not isinstance(val, str):
-        raise OmpError(
-            "invalid_input", f"field {key!r} must be a string, got {type(val).__name__}", field=key
-        )
-    return val
-
-
-def task_id_field(inp: Result) -> str:
-    """`task_id` as a string; an integral JSON number (`3`, `3.0`) is the same id (`"3"`)."""
-    val = inp.get("task_id")
-    if isinstance(val, int) and not isinstance(val, bool) and val >= 0:
-        inp = {**inp, "task_id": str(val)}
-    elif isinstance(val, float) and val.is_integer() and val >= 0:
-        inp = {**inp, "task_id": str(int(val))}
-    return names.task_id(text_field(inp, "task_id"))
-
-
-def _team(inp: Result) -> TeamPaths:
-    name = names.team_name(text_field(inp, "team_name"))
-    cwd = text_field(inp, "cwd", required=False)
-    return StatePaths(find_root(cwd)).team(name)
+# ---- membership ---------------------------------------------------------------------------
 
 
 def _recipient(cfg: TeamConfig, name: str, field_name: str = "to") -> str:
@@ -98,35 +70,6 @@ def _sender(cfg: TeamConfig, name: str) -> str:
             candidates=cfg.recipients,
         )
     return name
-
-
-def _body(inp: Result) -> str:
-    body = text_field(inp, "body")
-    assert body is not None
-    size = len(body.encode("utf-8", "surrogatepass"))
-    if size > MAX_BODY:
-        raise OmpError(
-            "body_too_large",
-            f"body is {size} bytes of UTF-8, over the {MAX_BODY}-byte limit; write the content "
-            "to a file in the project and send its path instead",
-            size=size,
-            limit=MAX_BODY,
-        )
-    return body
-
-
-def _limit(inp: Result) -> int:
-    val = inp.get("limit", DEFAULT_LIMIT)
-    if isinstance(val, bool) or not isinstance(val, int) or not 0 <= val <= MAX_LIMIT:
-        raise OmpError("invalid_input", f"limit must be an integer from 0 to {MAX_LIMIT}")
-    return val
-
-
-def _flag(inp: Result, key: str) -> bool:
-    val = inp.get(key, False)
-    if not isinstance(val, bool):
-        raise OmpError("invalid_input", f"field {key!r} must be true or false", field=key)
-    return val
 
 
 # ---- identity -----------------------------------------------------------------------------
@@ -238,18 +181,16 @@ def _revive(cfg: TeamConfig) -> Callable[[], None]:
 # ---- messaging ----------------------------------------------------------------------------
 
 
-def send_message(inp: Result) -> Reply:
-    team = _team(inp)
-    sender = text_field(inp, "from")
-    to = text_field(inp, "to")
-    assert sender is not None and to is not None
-    names.recipient_name(to)
-    body = _body(inp)
+def _send_message(a: Args) -> Reply[SendReply]:
+    team = a["team_name"]
+    sender: str = a["from"]
+    to: str = a["to"]
+    body: str = a["body"]
     fields = None
-    if any(inp.get(k) is not None for k in EVENT_FIELDS):
+    if any(a[k] is not None for k in EVENT_FIELDS):
         from omp.team import events  # the conversation machinery, only for messages that need it
 
-        fields = events.parse(inp, team.project.root, text_field(inp, "cwd", required=False))
+        fields = events.parse(a, team.project.root, a["cwd"])
     cfg = team_config.load(team)
     who = _fence(cfg, sender)
     _sender(cfg, sender)
@@ -261,26 +202,24 @@ def send_message(inp: Result) -> Reply:
         msg = mailbox.new_message(sender, to, body)
         check = limits.checker(lim, sender, to, msg, is_answer=False)
         mailbox.Mailbox(team, to).append_messages([msg], check)
-        result: Result = {"ok": True, "messageId": msg["id"], **_nudge_fields(cfg, to)}
+        result = cast("SendReply", {"ok": True, "messageId": msg["id"], **_nudge_fields(cfg, to)})
     else:
         from omp.team import events
 
         outcome = events.send(cfg, sender, to, body, fields, lim)
-        result = outcome.result
         # The recipient's nudge is the one reported; others (auto-replies) are best-effort.
         for r, _ in outcome.nudges:
             if r != to:
                 nudge.nudge(cfg, r)
-        result.update(_nudge_fields(cfg, to))
+        result = cast("SendReply", {**outcome.result, **_nudge_fields(cfg, to)})
     _beat(cfg, who)
     return Reply(result, [_revive(cfg)])
 
 
-def broadcast(inp: Result) -> Reply:
-    team = _team(inp)
-    sender = text_field(inp, "from")
-    assert sender is not None
-    body = _body(inp)
+def _broadcast(a: Args) -> Reply[BroadcastReply]:
+    team = a["team_name"]
+    sender: str = a["from"]
+    body: str = a["body"]
     cfg = team_config.load(team)
     who = _fence(cfg, sender)
     _sender(cfg, sender)
@@ -310,7 +249,7 @@ def broadcast(inp: Result) -> Reply:
             recipients=[],
         )
     nudges = {to: nudge.nudge(cfg, to) for to in sent}
-    out: Result = {
+    out: BroadcastReply = {
         "ok": True,
         "recipients": sent,
         "messageIds": ids,
@@ -324,42 +263,36 @@ def broadcast(inp: Result) -> Reply:
     return Reply(out, [_revive(cfg)])
 
 
-def _nudge_fields(cfg: TeamConfig, to: str) -> Result:
+def _nudge_fields(cfg: TeamConfig, to: str) -> NudgeFields:
     """`nudged` (typed, as before) and what happened: `nudge` typed | deferred | not_needed |
     no_pane | unreachable, and `nudgeReason` when it was not typed."""
     o = nudge.nudge(cfg, to)
-    out: Result = {"nudged": o.typed, "nudge": o.state}
+    out: NudgeFields = {"nudged": o.typed, "nudge": o.state}
     if o.reason:
         out["nudgeReason"] = o.reason
     return out
 
 
 def _mailbox_of(
-    inp: Result, *, removed_ok: bool = False
+    a: Args, *, removed_ok: bool = False
 ) -> tuple[TeamConfig, mailbox.Mailbox, str | None]:
-    team = _team(inp)
-    worker = text_field(inp, "worker")
-    assert worker is not None
-    names.recipient_name(worker)
-    cfg = team_config.load(team)
+    worker: str = a["worker"]
+    cfg = team_config.load(a["team_name"])
     who = _fence(cfg, worker)
     if not (removed_ok and _was_removed(cfg, worker, None)):
         _recipient(cfg, worker, "worker")
-    return cfg, mailbox.Mailbox(team, worker), who
+    return cfg, mailbox.Mailbox(a["team_name"], worker), who
 
 
-def mailbox_list(inp: Result) -> Reply:
-    only = _flag(inp, "undelivered_only")
-    limit = _limit(inp)
-    _, box, _ = _mailbox_of(inp, removed_ok=True)  # a removed worker's mail stays readable
-    msgs, omitted, bad = box.listing(undelivered_only=only, limit=limit)
+def _mailbox_list(a: Args) -> Reply[MailReply]:
+    _, box, _ = _mailbox_of(a, removed_ok=True)  # a removed worker's mail stays readable
+    msgs, omitted, bad = box.listing(undelivered_only=a["undelivered_only"], limit=a["limit"])
     return Reply({"ok": True, "messages": msgs, "omitted": omitted, "badLines": bad})
 
 
-def mailbox_mark_delivered(inp: Result) -> Reply:
-    mid = text_field(inp, "message_id")
-    assert mid is not None
-    cfg, box, who = _mailbox_of(inp)
+def _mailbox_mark_delivered(a: Args) -> Reply[MarkReply]:
+    mid: str = a["message_id"]
+    cfg, box, who = _mailbox_of(a)
     done = box.mark([mid])
     _beat(cfg, who)
     return Reply(
@@ -367,9 +300,9 @@ def mailbox_mark_delivered(inp: Result) -> Reply:
     )
 
 
-def mailbox_read(inp: Result) -> Reply:
-    limit = _limit(inp)
-    cfg, box, who = _mailbox_of(inp)
+def _mailbox_read(a: Args) -> Reply[MailReply]:
+    limit: int = a["limit"]
+    cfg, box, who = _mailbox_of(a)
     msgs, bad = box.undelivered(keep=True)
     shown = msgs[:limit] if limit else []
     ids = [m["id"] for m in shown]
@@ -394,8 +327,7 @@ def _mark_quietly(box: mailbox.Mailbox, ids: list[str]) -> None:
 # ---- tasks --------------------------------------------------------------------------------
 
 
-def _worker(cfg: TeamConfig, inp: Result, *, required: bool = True) -> str | None:
-    worker = text_field(inp, "worker", required=required)
+def _worker(cfg: TeamConfig, worker: str | None) -> str | None:
     if worker is None:
         return None
     names.worker_name(worker)
@@ -409,45 +341,44 @@ def _worker(cfg: TeamConfig, inp: Result, *, required: bool = True) -> str | Non
     return worker
 
 
-def claim_task(inp: Result) -> Reply:
-    team = _team(inp)
-    tid = task_id_field(inp)
+def _claim_task(a: Args) -> Reply[ClaimReply]:
+    team = a["team_name"]
     cfg = team_config.load(team)
-    who = _fence(cfg, text_field(inp, "worker"))
-    worker = _worker(cfg, inp)
+    who = _fence(cfg, a["worker"])
+    worker = _worker(cfg, a["worker"])
     assert worker is not None
-    task, token = tasks.claim(team, tid, worker)
+    task, token = tasks.claim(team, a["task_id"], worker)
     _beat(cfg, who)
     return Reply(
         {"ok": True, "task": task, "claimToken": token, "claim_token": token}, [_revive(cfg)]
     )
 
 
-def transition_task_status(inp: Result) -> Reply:
-    team = _team(inp)
-    tid = task_id_field(inp)
-    from_s = text_field(inp, "from")
-    to_s = text_field(inp, "to")
-    token = text_field(inp, "claim_token", required=False)
-    result = text_field(inp, "result", required=False)
-    assert from_s is not None and to_s is not None
+def _transition_task_status(a: Args) -> Reply[TaskReply]:
+    team = a["team_name"]
     cfg = team_config.load(team)
-    who = _fence(cfg, text_field(inp, "worker", required=False))
-    _worker(cfg, inp, required=False)
+    who = _fence(cfg, a["worker"])
+    _worker(cfg, a["worker"])
     # `who` is the named worker, or the pane's own worker when the call names none: either way
     # only that worker's task can move (the leader, with no worker identity, may name none).
     task = tasks.transition(
-        team, tid, worker=who, from_status=from_s, to_status=to_s, token=token, result=result
+        team,
+        a["task_id"],
+        worker=who,
+        from_status=a["from"],
+        to_status=a["to"],
+        token=a["claim_token"],
+        result=a["result"],
     )
     _beat(cfg, who)
     return Reply({"ok": True, "task": task}, [_revive(cfg)])
 
 
-def list_tasks(inp: Result) -> Reply:
-    team = _team(inp)
+def _list_tasks(a: Args) -> Reply[TasksReply]:
+    team = a["team_name"]
     viewer = _fence(team_config.load(team), None)
     found = tasks.read_all(team)
-    result: Result = {"ok": True, "tasks": tasks.shown_to(found, viewer)}
+    result: TasksReply = {"ok": True, "tasks": tasks.shown_to(found, viewer)}
     if found.broken:
         result["broken"] = found.broken  # a task never silently disappears
     return Reply(result)
@@ -458,15 +389,13 @@ def list_tasks(inp: Result) -> Reply:
 DESCRIPTION_WIDTH = 120
 
 
-def roster(inp: Result) -> Reply:
+def _roster(a: Args) -> Reply[RosterReply]:
     """Every member but the caller: role, status, presence, one line about it. Read-only."""
     from omp import clock
     from omp.textsafe import one_line
 
-    team = _team(inp)
-    worker = text_field(inp, "worker", required=False)
-    if worker is not None:
-        names.recipient_name(worker)
+    team = a["team_name"]
+    worker: str | None = a["worker"]
     cfg = team_config.load(team)
     me = _fence(cfg, worker)
     if worker is not None:
@@ -474,7 +403,7 @@ def roster(inp: Result) -> Reply:
     task_list = tasks.list_all(team)
     by_id = {t.get("id"): t for t in task_list}
     states = presence.member_states(cfg, clock.now(), task_list=task_list)
-    members = []
+    members: list[Member] = []
     for name in cfg.recipients:
         if name == me:
             continue
@@ -493,7 +422,7 @@ def roster(inp: Result) -> Reply:
                 desc = ("worker" if role == "worker" else f"{role} worker") + (
                     f"; task {task.get('id')}: {what}" if isinstance(what, str) and what else ""
                 )
-        entry: Result = {
+        entry: Member = {
             "name": name,
             "role": role,
             "status": st.status,
@@ -508,31 +437,112 @@ def roster(inp: Result) -> Reply:
     return Reply({"ok": True, "team": cfg.name, "you": me, "members": members})
 
 
-OPERATIONS: dict[str, Callable[[Result], Reply]] = {
-    "send-message": send_message,
-    "broadcast": broadcast,
-    "mailbox-list": mailbox_list,
-    "mailbox-read": mailbox_read,
-    "mailbox-mark-delivered": mailbox_mark_delivered,
-    "claim-task": claim_task,
-    "transition-task-status": transition_task_status,
-    "list-tasks": list_tasks,
-    "roster": roster,
+# ---- the declarations: fields in the order they are checked (as before the declarations) ----
+
+CWD = Field("cwd", required=False)  # every input may carry it; read with `team_name`
+WORKER = Field("worker", "recipient")
+
+send_message = Operation(
+    "send-message",
+    _send_message,
+    (
+        TEAM,
+        CWD,
+        Field("from"),
+        Field("to", "recipient"),
+        Field("body", "body"),
+        *(Field(k, "raw", required=False) for k in EVENT_FIELDS),
+    ),
+    "SendReply",
+    "event to detail: a task conversation's message (README: Task conversations)",
+)
+broadcast = Operation(
+    "broadcast",
+    _broadcast,
+    (TEAM, Field("from"), Field("body", "body")),
+    "BroadcastReply",
+    "to every worker but the sender, plus leader unless the leader sent it",
+)
+mailbox_list = Operation(
+    "mailbox-list",
+    _mailbox_list,
+    (
+        Field("undelivered_only", "flag", required=False),
+        Field("limit", "limit", required=False),
+        TEAM,
+        WORKER,
+    ),
+    "MailReply",
+    "the newest limit (default 50) messages, deliveredAt merged in",
+    read_only=True,
+)
+mailbox_read = Operation(
+    "mailbox-read",
+    _mailbox_read,
+    (Field("limit", "limit", required=False), TEAM, WORKER),
+    "MailReply",
+    "unread mail, oldest first, marked delivered in the same call",
+)
+mailbox_mark_delivered = Operation(
+    "mailbox-mark-delivered",
+    _mailbox_mark_delivered,
+    (Field("message_id"), TEAM, WORKER),
+    "MarkReply",
+)
+claim_task = Operation(
+    "claim-task",
+    _claim_task,
+    (TEAM, Field("task_id", "task_id"), Field("worker")),
+    "ClaimReply",
+)
+transition_task_status = Operation(
+    "transition-task-status",
+    _transition_task_status,
+    (
+        TEAM,
+        Field("task_id", "task_id"),
+        Field("from"),
+        Field("to"),
+        Field("claim_token", required=False),
+        Field("result", required=False),
+        Field("worker", required=False),
+    ),
+    "TaskReply",
+    "pending -> in_progress -> completed / failed; a worker passes the claim_token its claim "
+    "returned",
+)
+list_tasks = Operation("list-tasks", _list_tasks, (TEAM,), "TasksReply", read_only=True)
+roster = Operation(
+    "roster",
+    _roster,
+    (TEAM, Field("worker", "recipient", required=False)),
+    "RosterReply",
+    "everyone but you",
+    read_only=True,
+)
+
+OPERATIONS: dict[str, Callable[[Result], Reply[Any]]] = {
+    op.name: op
+    for op in (
+        send_message,
+        broadcast,
+        mailbox_list,
+        mailbox_read,
+        mailbox_mark_delivered,
+        claim_task,
+        transition_task_status,
+        list_tasks,
+        roster,
+    )
 }
 
-SUMMARIES: dict[str, str] = {
-    "send-message": "{team_name, from, to, body, event?, intent?, need_reply?, task_id?,"
-    " ref_message_id?, detail?} -> {ok, messageId, nudged, taskId?, status?, autoReplies?}",
-    "broadcast": "{team_name, from, body} -> {ok, recipients, messageIds, nudged, errors?}",
-    "mailbox-list": "{team_name, worker, undelivered_only?, limit?} -> {ok, messages, omitted}"
-    " (read-only)",
-    "mailbox-read": "{team_name, worker, limit?} -> {ok, messages, omitted}: undelivered mail,"
-    " marked delivered",
-    "mailbox-mark-delivered": "{team_name, worker, message_id} -> {ok}",
-    "claim-task": "{team_name, task_id, worker} -> {ok, task, claimToken}",
-    "transition-task-status": "{team_name, task_id, worker?, from, to, claim_token, result?}"
-    " -> {ok, task}",
-    "list-tasks": "{team_name} -> {ok, tasks, broken?} (read-only)",
-    "roster": "{team_name, worker?} -> {ok, members: [{name, role, status, presence,"
-    " description}]}: everyone but you (read-only)",
-}
+
+def declared() -> list[Operation]:
+    """The operations' declarations, in `OPERATIONS` order (for `--help` and the README)."""
+    return [op for op in OPERATIONS.values() if isinstance(op, Operation)]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SUMMARIES":  # built on demand: `--help` and tests, never a plain call
+        return {op.name: op.summary() for op in declared()}
+    raise AttributeError(name)

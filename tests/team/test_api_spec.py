@@ -1,0 +1,60 @@
+"""`omp team api` is declared once (omp.team.api_spec): the README's table, `--help` and the
+checks all come from the declarations."""
+
+from __future__ import annotations
+
+import pytest
+
+from omp.errors import OmpError
+from omp.team.api import OPERATIONS, SUMMARIES, declared
+from omp.team.api_spec import KINDS, readme_table
+from tests.helpers import REPO
+
+
+def test_every_operation_is_declared() -> None:
+    assert [op.name for op in declared()] == list(OPERATIONS)
+    assert set(SUMMARIES) == set(OPERATIONS)
+    for op in declared():
+        assert op.fields and op.fields[0].name in (
+            "team_name",
+            "undelivered_only",
+            "limit",
+            "message_id",
+        )
+        assert all(f.kind in KINDS for f in op.fields)
+
+
+def test_the_readme_table_is_the_declarations() -> None:
+    table = readme_table(declared())
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert table in readme, f"README's `omp team api` table is stale; it should read:\n{table}"
+
+
+def test_the_read_only_operations_are_declared_so() -> None:
+    from tests.faults.test_api_properties import READ_ONLY
+
+    assert {op.name for op in declared() if op.read_only} == READ_ONLY
+
+
+def test_help_lists_each_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    from omp.cli.api import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    for name, summary in SUMMARIES.items():
+        assert f"{name}  " in out and f"  {summary}\n" in out
+
+
+def test_fields_are_checked_in_the_declared_order() -> None:
+    send = OPERATIONS["send-message"]
+    with pytest.raises(OmpError) as err:
+        send({})
+    assert (err.value.code, err.value.detail.get("field")) == ("invalid_input", "team_name")
+    with pytest.raises(OmpError) as err:
+        send({"team_name": "t", "from": "leader", "to": "../x"})
+    assert err.value.code == "invalid_recipient_name"  # `to` before the missing body
+    with pytest.raises(OmpError) as err:
+        OPERATIONS["mailbox-list"]({"limit": -1})
+    assert err.value.code == "invalid_input" and "limit" in err.value.message
