@@ -1,6 +1,7 @@
 """One error type and one exit-code table for the whole CLI.
 
-Exit codes: 0 ok, 1 the operation was refused or failed, 2 bad input or usage, 3 internal error.
+Exit codes: 0 ok, 1 the operation was refused or failed, 2 bad input or usage, 3 internal error,
+130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130  # Ctrl-C
 
 # Every error code omp reports, and the exit code it carries: the one registry. README.md's error
 # table lists exactly these (tests/test_readme.py checks both ways), and every `OmpError(...)` in

@@ -3,13 +3,20 @@
 `omp team api ...` is called by agents hundreds of times a session, each call a fresh process, so
 it is dispatched here without importing typer (measured: typer costs 60-100 ms per process on this
 machine, more than the whole budget of an API call). So are the two commands a leader polls,
-`omp team status` and `omp team events`, in their plain forms, and `omp hook stop`, which runs at
-every stop of every agent (omp/stophook/run.py). Everything else goes through typer.
+`omp team status` and `omp team events`, in their plain forms, `omp hook stop`, which runs at
+every stop of every agent (omp/stophook/run.py), and `omp --version`. `FAST_PATHS` is that list;
+everything else goes through typer.
+
+One error path for all of them (`omp.cli.output.guarded`): an `OmpError` prints its code (one
+JSON object with `--json`) and exits 1 or 2, a bug exits 3, Ctrl-C exits 130 with one line and
+no traceback. The stop hook alone answers every failure, Ctrl-C included, by letting the agent
+stop (exit 0): it must never hold an agent.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,52 +25,84 @@ if TYPE_CHECKING:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    if args == ["--version"]:  # doctor's pane check and scripts ask this often: no typer
+    try:
+        for prefix, fast in FAST_PATHS.items():
+            if tuple(args[: len(prefix)]) == prefix:
+                fast(args[len(prefix) :])  # returns only for a form typer must parse
+                break
+        from omp.cli.app import app
+
+        _run_typer(app, args)
+    except KeyboardInterrupt:
+        from omp.cli.output import interrupted
+
+        interrupted()
+
+
+def _version(rest: list[str]) -> None:
+    if not rest:  # doctor's pane check and scripts ask this often: no typer
         from omp import __version__
 
         sys.stdout.write(f"omp {__version__}\n")
         raise SystemExit(0)
-    if args[:2] == ["team", "api"]:
-        from omp.cli.api import main as api_main
 
-        api_main(args[2:])
-        return
-    if args[:2] == ["hook", "stop"]:
-        from omp.stophook.run import main as hook_main
 
-        raise SystemExit(hook_main(args[2:]))
-    if args[:2] == ["team", "status"] and _plain_status(args[2:]):
-        # A leader agent polls status: same output as the typer command, without typer's cost.
+def _api(rest: list[str]) -> None:
+    from omp.cli.api import main as api_main
+
+    api_main(rest)
+
+
+def _hook_stop(rest: list[str]) -> None:
+    from omp.stophook.run import main as hook_main
+
+    raise SystemExit(hook_main(rest))
+
+
+def _status(rest: list[str]) -> None:
+    """A leader agent polls status: same output as the typer command, without typer's cost."""
+    if _plain_status(rest):
         from omp.cli.status_cmd import status_once
 
-        team = next((a for a in args[2:] if a != "--json"), None)
-        status_once(team, as_json="--json" in args)
-    if args[:2] == ["team", "events"] and (plain := _plain_events(args[2:])) is not None:
-        # A leader polls its team's history with a cursor: no typer on that path either.
-        from pathlib import Path
+        team = next((a for a in rest if a != "--json"), None)
+        status_once(team, as_json="--json" in rest)
 
-        from omp.cli.events_cmd import events_loop
-        from omp.store.paths import StatePaths, find_root
 
-        team, since = plain
-        flags = set(args[2:])
-        try:
-            project = StatePaths(find_root(Path.cwd()))
-        except Exception:
-            project = None
-        if project is not None:
-            events_loop(
-                project, team, since=since, follow="--follow" in flags, as_json="--json" in flags
-            )
-    from omp.cli.app import app
+def _events(rest: list[str]) -> None:
+    """A leader polls its team's history with a cursor: no typer on that path either."""
+    plain = _plain_events(rest)
+    if plain is None:
+        return
+    from pathlib import Path
 
-    _run_typer(app, args)
+    from omp.cli.events_cmd import events_loop
+    from omp.store.paths import StatePaths, find_root
+
+    team, since = plain
+    flags = set(rest)
+    try:
+        project = StatePaths(find_root(Path.cwd()))
+    except Exception:
+        return  # typer's command reports it
+    events_loop(project, team, since=since, follow="--follow" in flags, as_json="--json" in flags)
+
+
+# The commands dispatched without typer: argv prefix -> handler of the rest of argv. A handler
+# exits, or returns when the form is one only typer parses (help, an option it does not know).
+FAST_PATHS: dict[tuple[str, ...], Callable[[list[str]], None]] = {
+    ("--version",): _version,
+    ("team", "api"): _api,
+    ("hook", "stop"): _hook_stop,
+    ("team", "status"): _status,
+    ("team", "events"): _events,
+}
 
 
 def _run_typer(app: Typer, args: list[str]) -> None:
     """Run the typer app; its usage errors follow omp's rules like every other error: with
     `--json` one JSON object on stdout (`usage`, exit 2), else the usage text on stderr through
-    the one sanitiser (an argument echoed back cannot control the terminal)."""
+    the one sanitiser (an argument echoed back cannot control the terminal). Ctrl-C is 130, as
+    everywhere."""
     import io
 
     import typer
@@ -71,24 +110,30 @@ def _run_typer(app: Typer, args: list[str]) -> None:
     from omp.cli import output
     from omp.errors import EXIT_USAGE
 
-    try:
-        rv = app(args=args, prog_name="omp", standalone_mode=False)
-    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
-        code = getattr(exc, "exit_code", EXIT_USAGE) or EXIT_USAGE
-        if "--json" in args:
-            output.emit_json({"ok": False, "error": "usage", "message": exc.format_message()})
-        else:
-            buf = io.StringIO()
-            show = getattr(exc, "show", None)
-            if callable(show):
-                show(file=buf)
+    as_json = "--json" in args
+
+    def call() -> object:
+        try:
+            return app(args=args, prog_name="omp", standalone_mode=False)
+        except typer.TyperException as exc:  # click's usage errors (typer vendors click)
+            code = getattr(exc, "exit_code", EXIT_USAGE) or EXIT_USAGE
+            if as_json:
+                output.emit_json({"ok": False, "error": "usage", "message": exc.format_message()})
             else:
-                buf.write(f"Error: {exc.format_message()}\n")
-            output.write_err(buf.getvalue())
-        raise SystemExit(code) from None
-    except typer.Abort:
-        output.write_err("omp: aborted\n")
-        raise SystemExit(1) from None
+                buf = io.StringIO()
+                show = getattr(exc, "show", None)
+                if callable(show):
+                    show(file=buf)
+                else:
+                    buf.write(f"Error: {exc.format_message()}\n")
+                output.write_err(buf.getvalue())
+            raise SystemExit(code) from None
+        except typer.Abort:  # end of input at a prompt (typer answers Ctrl-C itself: 130)
+            output.write_err("omp: aborted\n")
+            raise SystemExit(1) from None
+
+    # Failures a command body did not report itself take the same path as the fast paths'.
+    rv = output.guarded(call, as_json)
     raise SystemExit(rv if isinstance(rv, int) else 0)
 
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omp.cli import output
 from omp.errors import EXIT_OK, EXIT_USAGE, OmpError
+
+if TYPE_CHECKING:
+    from omp.team.api_spec import Reply
 
 # Shown once per read of mail, in text and JSON: peer text must never pass for the user's word.
 PEER_NOTICE = (
@@ -149,36 +152,34 @@ def _check_unicode(value: Any) -> None:
             _check_unicode(v)
 
 
+def _call(argv: list[str]) -> tuple[str, Reply[Any]]:
+    """Parse the arguments and run the operation: (subcommand, reply)."""
+    sub, raw, as_json, want_help = _parse(argv)
+    if want_help:
+        output.write_text(_help() + "\n")
+        raise SystemExit(EXIT_OK)
+    if sub is None:
+        if as_json:
+            raise OmpError("usage", f"no subcommand given. {_usage()}")
+        sys.stderr.write(_help() + "\n")
+        raise SystemExit(EXIT_USAGE)
+    from omp.team.api import OPERATIONS
+
+    op = OPERATIONS.get(sub)
+    if op is None:
+        raise OmpError(
+            "unknown_command",
+            f"unknown team api command {sub!r}; commands: {', '.join(OPERATIONS)}",
+            candidates=list(OPERATIONS),
+        )
+    if raw is None:
+        raise OmpError("usage", f"{sub} needs --input. {_usage()}")
+    return sub, op(_load_input(raw))
+
+
 def main(argv: list[str]) -> None:
     as_json = "--json" in argv
-    try:
-        sub, raw, as_json, want_help = _parse(argv)
-        if want_help:
-            output.write_text(_help() + "\n")
-            raise SystemExit(EXIT_OK)
-        if sub is None:
-            if as_json:
-                raise OmpError("usage", f"no subcommand given. {_usage()}")
-            sys.stderr.write(_help() + "\n")
-            raise SystemExit(EXIT_USAGE)
-        from omp.team.api import OPERATIONS
-
-        op = OPERATIONS.get(sub)
-        if op is None:
-            raise OmpError(
-                "unknown_command",
-                f"unknown team api command {sub!r}; commands: {', '.join(OPERATIONS)}",
-                candidates=list(OPERATIONS),
-            )
-        if raw is None:
-            raise OmpError("usage", f"{sub} needs --input. {_usage()}")
-        reply = op(_load_input(raw))
-    except OmpError as err:
-        output.fail(err, as_json)
-    except (SystemExit, KeyboardInterrupt):
-        raise
-    except Exception as exc:
-        output.internal(exc, as_json)
+    sub, reply = output.guarded(lambda: _call(argv), as_json)
     if reply.result.get("messages"):
         reply.result["notice"] = PEER_NOTICE
     if as_json:

@@ -58,7 +58,7 @@ def events_loop(
                 _print(evs, as_json)
             time.sleep(poll)
     except KeyboardInterrupt:
-        raise SystemExit(130) from None
+        output.interrupted()
 
 
 def _stat(path: object) -> tuple[int, int, int] | None:

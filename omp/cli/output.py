@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
-from omp.errors import EXIT_INTERNAL, EXIT_OK, OmpError
+from omp.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, OmpError
 from omp.textsafe import json_safe, visible
 
 Result = dict[str, Any]
+T = TypeVar("T")
 
 
 def dumps(obj: Any) -> str:
@@ -82,6 +83,27 @@ def _debug() -> bool:
     return os.environ.get("OMP_DEBUG", "") not in ("", "0")
 
 
+def interrupted() -> NoReturn:
+    """Ctrl-C, wherever it lands: one line, no traceback, exit 130."""
+    sys.stderr.write("omp: interrupted\n")
+    raise SystemExit(EXIT_INTERRUPTED)
+
+
+def guarded(fn: Callable[[], T], as_json: bool) -> T:
+    """The one error path of every command, typer's and the fast paths': `fn()`, or its
+    failure as omp reports failures (`fail`, `interrupted`, `internal`)."""
+    try:
+        return fn()
+    except OmpError as err:
+        fail(err, as_json)
+    except KeyboardInterrupt:
+        interrupted()
+    except SystemExit:
+        raise
+    except Exception as exc:
+        internal(exc, as_json)
+
+
 def run(
     fn: Callable[[], Result],
     *,
@@ -90,17 +112,7 @@ def run(
     exit_code: Callable[[Result], int] | None = None,
 ) -> NoReturn:
     """Run one command body and print its one result; exit with the table's code."""
-    try:
-        result = fn()
-    except OmpError as err:
-        fail(err, as_json)
-    except KeyboardInterrupt:
-        sys.stderr.write("omp: interrupted\n")
-        raise SystemExit(130) from None
-    except SystemExit:
-        raise
-    except Exception as exc:
-        internal(exc, as_json)
+    result = guarded(fn, as_json)
     code = exit_code(result) if exit_code else EXIT_OK
     if as_json:
         emit_json(result)

@@ -49,6 +49,8 @@ def watch_loop(
     except KeyboardInterrupt:
         if not as_json:
             sys.stdout.write("\n")
+            sys.stdout.flush()
+        output.interrupted()  # 130, as every command stopped by Ctrl-C
     except BrokenPipeError:  # `| head`: the reader is gone, so is the point of watching
         pass
     raise SystemExit(0)
