@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from omp.cli.options import JsonOpt
 from omp.cli.output import invocation, run
 
 
@@ -24,7 +25,7 @@ def demo(
         None, "--socket", envvar="OMP_TMUX_SOCKET", help="tmux server socket name (-L)."
     ),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds to wait for the team."),
-    as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
+    as_json: bool = JsonOpt,
 ) -> None:
     """Launch a demo team in its own tmux session, follow it until done, show the results."""
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from omp.cli.options import JsonOpt
 from omp.cli.output import run
 
 
@@ -18,7 +19,7 @@ def doctor(
     agent: str = typer.Option(
         "copilot", "--agent", "-a", help="The agent the team will run (default copilot)."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
+    as_json: bool = JsonOpt,
 ) -> None:
     """Check tmux, agent programs, state permissions, the monitor lock and teams' panes.
 

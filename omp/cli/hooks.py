@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from omp.cli.options import JsonOpt
 from omp.cli.output import run
 
 app = typer.Typer(
@@ -32,7 +33,7 @@ def install(
     ] = "copilot",
     uninstall: bool = typer.Option(False, "--uninstall", help="Remove omp's entries only."),
     force: bool = typer.Option(False, "--force", help="Replace an omp entry that was changed."),
-    as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
+    as_json: bool = JsonOpt,
 ) -> None:
     """Write `omp hook stop` into each agent CLI's hook file, keeping everything else."""
 

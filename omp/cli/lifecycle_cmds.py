@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from omp.cli.options import JsonLinesOpt, JsonOpt
 from omp.cli.output import run
 
 if TYPE_CHECKING:
     from omp.store.paths import StatePaths
-
-JsonOpt = typer.Option(False, "--json", help="Print exactly one JSON object.")
 
 
 def _project() -> StatePaths:
@@ -138,9 +137,7 @@ def register(team_app: typer.Typer) -> None:
         follow: bool = typer.Option(
             False, "--follow", "-f", help="Keep printing new events until Ctrl-C."
         ),
-        as_json: bool = typer.Option(
-            False, "--json", help="One JSON object per event (JSON lines), each with its cursor."
-        ),
+        as_json: bool = JsonLinesOpt,
     ) -> None:
         """The team's history: task moves, the leader's messages, members, loops. Read-only."""
         from omp.cli.events_cmd import events_loop

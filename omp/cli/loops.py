@@ -14,12 +14,11 @@ from typing import Annotated, Any
 import typer
 
 from omp import modes
+from omp.cli.options import JsonOpt
 from omp.cli.output import Result, run
 from omp.store.paths import StatePaths, find_root
 
 _MONITOR_MODULE = "omp.team.monitor_ctl"
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 
 def _paths() -> StatePaths:
@@ -131,12 +130,12 @@ def _start(fn: Callable[[StatePaths], Result], as_json: bool) -> None:
 
 def _add_status_cancel(app: typer.Typer, mode: str) -> None:
     @app.command("status")
-    def status(as_json: JsonOpt = False) -> None:
+    def status(as_json: bool = JsonOpt) -> None:
         """Show whether the loop is active (read-only; exit 0 when none is)."""
         run(lambda: modes.status(_paths(), mode), as_json=as_json, human=_status_line)
 
     @app.command("cancel")
-    def cancel(as_json: JsonOpt = False) -> None:
+    def cancel(as_json: bool = JsonOpt) -> None:
         """Stop the loop (the file is kept with active:false)."""
 
         def human(r: Result) -> str:
@@ -160,7 +159,7 @@ def ralph_start(
     max_iterations: Annotated[
         int | None, typer.Option("--max-iterations", help="Iteration cap (default 10).")
     ] = None,
-    as_json: JsonOpt = False,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Start a Ralph loop."""
     _start(lambda p: modes.start_ralph(p, task, max_iterations=max_iterations), as_json)
@@ -175,7 +174,7 @@ def ultrawork_start(
     max_iterations: Annotated[
         int | None, typer.Option("--max-iterations", help="Iteration cap (default 20).")
     ] = None,
-    as_json: JsonOpt = False,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Start an Ultrawork loop."""
     _start(
@@ -192,7 +191,7 @@ def ultraqa_start(
     max_cycles: Annotated[
         int | None, typer.Option("--max-cycles", help="Cycle cap (default 5).")
     ] = None,
-    as_json: JsonOpt = False,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Start an UltraQA loop."""
     _start(lambda p: modes.start_ultraqa(p, goal, max_cycles=max_cycles), as_json)
@@ -201,7 +200,7 @@ def ultraqa_start(
 @ultraqa.command("cycle")
 def ultraqa_cycle(
     verdict: Annotated[str, typer.Argument(help="pass (ends the loop), fail or pending.")],
-    as_json: JsonOpt = False,
+    as_json: bool = JsonOpt,
 ) -> None:
     """Record a QA cycle's verdict."""
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from omp.cli.options import JsonOpt
 from omp.cli.output import run
 
 
@@ -30,7 +31,7 @@ def register(team_app: typer.Typer) -> None:
             "--exit-codes",
             help="Exit 10 all done, 11 timeout, 12 shut down (default: 0 unless the team is gone).",
         ),
-        as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
+        as_json: bool = JsonOpt,
     ) -> None:
         """Block until the leader has unread mail, a task moves, or every task is done.
 

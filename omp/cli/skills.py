@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from omp.cli.options import JsonOpt
 from omp.cli.output import run
 
 app = typer.Typer(
@@ -32,7 +33,7 @@ def install(
         ),
     ] = None,
     force: bool = typer.Option(False, "--force", help="Overwrite files that differ from omp's."),
-    as_json: bool = typer.Option(False, "--json", help="Print exactly one JSON object."),
+    as_json: bool = JsonOpt,
 ) -> None:
     """Copy omp's skills into the project; a changed file is kept unless --force."""
 

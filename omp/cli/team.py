@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from omp.cli.options import JsonOpt
 from omp.cli.output import run
 from omp.invocation import hint
 
@@ -20,8 +21,6 @@ app = typer.Typer(
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-JsonOpt = typer.Option(False, "--json", help="Print exactly one JSON object.")
 
 
 def progress(msg: str) -> None:
