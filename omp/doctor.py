@@ -399,13 +399,3 @@ def summary(r: dict[str, Any]) -> str:
         else f"not ready for --agent {r['agent']}"
     )
     return f"{c['fail']} failed, {c['warn']} warning(s): {tail}"
-
-
-def doctor_text(r: dict[str, Any]) -> str:
-    lines = []
-    for c in r["checks"]:
-        lines.append(f"{c['status']:<4}  {c['message']}")
-        if c["fix"] and c["status"] != "ok":
-            lines.append(f"      fix: {c['fix']}")
-    lines.append(summary(r))
-    return "\n".join(lines)

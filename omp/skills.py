@@ -171,12 +171,3 @@ def install(root: Path, target: Path | None = None, *, force: bool = False) -> d
         "files": [{"path": str(p.dest), "action": p.action} for p in plan],
         **counts,
     }
-
-
-def install_text(r: dict[str, Any]) -> str:
-    lines = [f"{f['action']:<9}  {f['path']}" for f in r["files"]]
-    lines.append(
-        f"skills {', '.join(r['skills'])} in {r['target']}: {r['created']} created, "
-        f"{r['updated']} updated, {r['unchanged']} unchanged"
-    )
-    return "\n".join(lines)

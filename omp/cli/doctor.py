@@ -32,6 +32,16 @@ def doctor(
 
         return diagnose(find_root(Path.cwd()), agent=agent)
 
-    from omp.doctor import doctor_text
-
     run(body, as_json=as_json, human=doctor_text, exit_code=lambda r: 0 if r["ok"] else 1)
+
+
+def doctor_text(r: dict[str, Any]) -> str:
+    from omp.doctor import summary
+
+    lines = []
+    for c in r["checks"]:
+        lines.append(f"{c['status']:<4}  {c['message']}")
+        if c["fix"] and c["status"] != "ok":
+            lines.append(f"      fix: {c['fix']}")
+    lines.append(summary(r))
+    return "\n".join(lines)

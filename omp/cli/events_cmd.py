@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from omp.cli import output
 from omp.errors import OmpError
@@ -74,9 +74,28 @@ def _stat(path: object) -> tuple[int, int, int] | None:
 def _print(evs: list[dict[str, object]], as_json: bool) -> None:
     if not evs:
         return
-    from omp.team.history import describe
-
     if as_json:
         output.write_text("".join(output.dumps(e) + "\n" for e in evs))
     else:
         output.write_text("".join(describe(e) + "\n" for e in evs))
+
+
+def describe(ev: dict[str, Any]) -> str:
+    """One line for a person."""
+    kind = ev.get("type")
+    at = str(ev.get("at", ""))[11:19]
+    if kind == "task":
+        owner = f" ({ev['owner']})" if ev.get("owner") else ""
+        res = f": {ev['result']}" if ev.get("result") else ""
+        text = f"task {ev.get('taskId')}: {ev.get('from') or 'new'} -> {ev.get('to')}{owner}{res}"
+    elif kind == "message":
+        event = f" [{ev['event']}]" if ev.get("event") else ""
+        text = f"message {ev.get('id')} {ev.get('from')} -> {ev.get('to')}{event}"
+    elif kind == "member":
+        why = f" ({ev['reason']})" if ev.get("reason") else ""
+        text = f"{ev.get('worker')} {ev.get('change')}{why}"
+    elif kind == "loop":
+        text = f"loop {ev.get('mode')} {ev.get('change')}"
+    else:
+        text = f"{kind}: " + ", ".join(f"{k}={v}" for k, v in ev.items() if k not in ("type",))
+    return f"{at}  {text}"

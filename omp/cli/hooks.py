@@ -43,8 +43,6 @@ def install(
 
         return do_install(find_root(Path.cwd()), agent, uninstall=uninstall, force=force)
 
-    from omp.stophook.install import install_text
-
     run(body, as_json=as_json, human=install_text)
 
 
@@ -66,3 +64,23 @@ def stop() -> None:
     from omp.stophook.run import main
 
     raise SystemExit(main([]))
+
+
+NEXT_STEPS = {
+    "copilot": "Copilot loads it in a trusted folder (answer its folder-trust dialog once)",
+    "claude": "Claude Code loads it at its next start (Copilot CLI reads this file too)",
+    "codex": "Codex runs it only once the project is trusted and the hook reviewed (/hooks)",
+    "gemini": "Gemini runs project hooks only in a trusted folder",
+}
+
+
+def install_text(r: dict[str, Any]) -> str:
+    lines = [f"{h['action']:<9}  {h['agent']:<8} {h['path']}" for h in r["hooks"]]
+    if not r["uninstall"]:
+        lines.append(f"hook command: {r['command']}")
+        for h in r["hooks"]:
+            if h["action"] in ("created", "added", "updated"):
+                lines.append(f"  {h['agent']}: {NEXT_STEPS[h['agent']]}")
+    shown = ", ".join(f"{n} {a}" for a, n in r["counts"].items())
+    lines.append(f"omp stop hooks in {r['root']}: {shown}")
+    return "\n".join(lines)

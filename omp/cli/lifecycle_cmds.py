@@ -45,7 +45,7 @@ def register(team_app: typer.Typer) -> None:
     ) -> None:
         """Add workers to a running team, in its window, with the next free names."""
         from omp.cli.team import progress
-        from omp.team.grow import add_text
+        from omp.cli.team_text import add_text
 
         def body() -> dict[str, Any]:
             from omp.errors import OmpError
@@ -78,7 +78,7 @@ def register(team_app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Take a worker off a running team; its work is interrupted, its mail kept."""
-        from omp.team.membership import remove_text
+        from omp.cli.team_text import remove_text
 
         def body() -> dict[str, Any]:
             from omp.team.membership import remove_worker as do_remove
@@ -96,7 +96,7 @@ def register(team_app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Remove a team's whole directory. Refused while a pane is alive or mail is unread."""
-        from omp.team.removal import delete_text
+        from omp.cli.team_text import delete_text
 
         def body() -> dict[str, Any]:
             from omp.team.removal import delete as do_delete
@@ -117,7 +117,7 @@ def register(team_app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Remove archived runs and shut-down teams older than DURATION; keeps unread mail."""
-        from omp.team.removal import prune_text
+        from omp.cli.team_text import prune_text
 
         def body() -> dict[str, Any]:
             from omp.team.removal import parse_duration

@@ -44,7 +44,7 @@ def register(team_app: typer.Typer) -> None:
         done, 11 timeout, 12 team shut down, 13 gone (1, 2 and 3 are errors, as everywhere in
         omp). Writes nothing.
         """
-        from omp.team.wait import wait_text
+        from omp.cli.team_text import wait_text
 
         def body() -> dict[str, Any]:
             from omp.store.paths import StatePaths, find_root

@@ -43,6 +43,13 @@ def install(
 
         return do_install(find_root(Path.cwd()), target, force=force)
 
-    from omp.skills import install_text
-
     run(body, as_json=as_json, human=install_text)
+
+
+def install_text(r: dict[str, Any]) -> str:
+    lines = [f"{f['action']:<9}  {f['path']}" for f in r["files"]]
+    lines.append(
+        f"skills {', '.join(r['skills'])} in {r['target']}: {r['created']} created, "
+        f"{r['updated']} updated, {r['unchanged']} unchanged"
+    )
+    return "\n".join(lines)

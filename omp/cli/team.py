@@ -110,9 +110,9 @@ def status(
 ) -> None:
     """Tasks, workers and the monitor. Read-only: writes nothing, starts nothing."""
     if watch:
+        from omp.cli.team_text import status_text
         from omp.cli.watch import watch_loop
         from omp.team.status import status as do_status
-        from omp.team.status import status_text
 
         # with --json: one JSON object per line, a line per frame (JSON Lines), nothing else
         watch_loop(lambda: do_status(_project(), team), status_text, as_json=as_json)
@@ -134,7 +134,7 @@ def collect(
 
         return do_collect(_config(team))
 
-    from omp.team.status import collect_markdown
+    from omp.cli.team_text import collect_markdown
 
     run(body, as_json=as_json, human=collect_markdown)
 

@@ -282,23 +282,3 @@ def _check_parents(root: Path, path: Path) -> None:
             raise OmpError(
                 "unsafe_path", f"refusing {cur}: it is not a plain directory", path=str(cur)
             )
-
-
-NEXT_STEPS = {
-    "copilot": "Copilot loads it in a trusted folder (answer its folder-trust dialog once)",
-    "claude": "Claude Code loads it at its next start (Copilot CLI reads this file too)",
-    "codex": "Codex runs it only once the project is trusted and the hook reviewed (/hooks)",
-    "gemini": "Gemini runs project hooks only in a trusted folder",
-}
-
-
-def install_text(r: dict[str, Any]) -> str:
-    lines = [f"{h['action']:<9}  {h['agent']:<8} {h['path']}" for h in r["hooks"]]
-    if not r["uninstall"]:
-        lines.append(f"hook command: {r['command']}")
-        for h in r["hooks"]:
-            if h["action"] in ("created", "added", "updated"):
-                lines.append(f"  {h['agent']}: {NEXT_STEPS[h['agent']]}")
-    shown = ", ".join(f"{n} {a}" for a, n in r["counts"].items())
-    lines.append(f"omp stop hooks in {r['root']}: {shown}")
-    return "\n".join(lines)

@@ -272,14 +272,3 @@ def add_workers(
     if cfg.tmux:
         _ensure_monitor(cfg.paths.project.root)
     return result
-
-
-def add_text(r: dict[str, Any]) -> str:
-    ws = ", ".join(
-        f"{w['name']}({w['paneId']})" if w.get("paneId") else w["name"] for w in r["workers"]
-    )
-    tasks_ = [f"{w['name']}: task {w['taskId']}" for w in r["workers"] if w.get("taskId")]
-    out = f"team {r['team']}: added {ws}; members now {', '.join(r['members'])}"
-    if tasks_:
-        out += "\n  " + "; ".join(tasks_)
-    return out

@@ -170,24 +170,3 @@ def _stale(offset: int, size: int) -> OmpError:
         "--since",
         cursor=str(offset),
     )
-
-
-def describe(ev: dict[str, Any]) -> str:
-    """One line for a person."""
-    kind = ev.get("type")
-    at = str(ev.get("at", ""))[11:19]
-    if kind == "task":
-        owner = f" ({ev['owner']})" if ev.get("owner") else ""
-        res = f": {ev['result']}" if ev.get("result") else ""
-        text = f"task {ev.get('taskId')}: {ev.get('from') or 'new'} -> {ev.get('to')}{owner}{res}"
-    elif kind == "message":
-        event = f" [{ev['event']}]" if ev.get("event") else ""
-        text = f"message {ev.get('id')} {ev.get('from')} -> {ev.get('to')}{event}"
-    elif kind == "member":
-        why = f" ({ev['reason']})" if ev.get("reason") else ""
-        text = f"{ev.get('worker')} {ev.get('change')}{why}"
-    elif kind == "loop":
-        text = f"loop {ev.get('mode')} {ev.get('change')}"
-    else:
-        text = f"{kind}: " + ", ".join(f"{k}={v}" for k, v in ev.items() if k not in ("type",))
-    return f"{at}  {text}"

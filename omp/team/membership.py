@@ -175,16 +175,3 @@ def _cancel_emitted(cfg: TeamConfig, name: str, now: float) -> list[dict[str, An
 def removed_identity(cfg: TeamConfig, worker: str) -> bool:
     """Whether `worker` is a removed member's name that no current worker holds."""
     return worker != LEADER and worker not in cfg.worker_names and worker in removed_names(cfg.raw)
-
-
-def remove_text(r: dict[str, Any]) -> str:
-    lines = [f"{r['worker']} removed from team {r['team']}"]
-    if r["killedPane"]:
-        lines[0] += f" (closed its pane {r['killedPane']})"
-    for a in r["interrupted"]:
-        what = a.get("claimedTaskId") or a.get("taskId")
-        lines.append(f"  task {what}: interrupted; {a.get('notify')} told (not replayed)")
-    for a in r["cancelled"]:
-        lines.append(f"  its request {a['taskId']} to {a['worker']}: cancelled")
-    lines.append(f"  workers now: {', '.join(r['workers']) or 'none'}; its mail and results stay")
-    return "\n".join(lines)

@@ -13,13 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from omp import clock
 from omp.errors import OmpError
-from omp.invocation import hint
 from omp.store import fs
 from omp.store.paths import StatePaths, TeamPaths
 from omp.team import config as team_config
 from omp.team import mailbox, presence, tasks
 from omp.team.config import TeamConfig
-from omp.textsafe import inline, visible
 
 if TYPE_CHECKING:
     from omp.tmux import PaneState, TmuxIdentity
@@ -285,117 +283,6 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
         and all(t.get("status") in tasks.TERMINAL for t in task_list),
         "brokenTasks": task_list.broken,
     }
-
-
-def collect_markdown(result: dict[str, Any]) -> str:
-    head = f"# team {inline(result['team'])}: {result['doneCount']}/{result['total']} done"
-    if result["allDone"]:
-        head += " — all finished"
-    parts = [head]
-    for w in result["workers"]:
-        task = f" (task {inline(str(w['taskId']))})" if w.get("taskId") else ""
-        parts.append(f"\n## {inline(w['name'])}{task}: {w['outcome']}")
-        if w.get("result"):
-            parts.append(f"Result: {visible(str(w['result']))}")
-        if w.get("resultMarkdown"):
-            parts.append(f"\n{visible(w['resultMarkdown'].rstrip())}")
-    for w in result.get("removed", []):
-        parts.append(f"\n## {inline(w['name'])}: removed from the team")
-        parts.append(f"\n{visible(w['resultMarkdown'].rstrip())}")
-    for b in result.get("brokenTasks") or []:
-        parts.append(f"\n## task {inline(str(b['id']))}: unreadable\n{inline(b['message'])}")
-    return "\n".join(parts) + "\n"
-
-
-def loops_text(loops: list[dict[str, Any]]) -> list[str]:
-    """`loop ralph: step 2/10, last stop blocked at 2026-...` per active loop."""
-    from omp.stophook.decision import WHY_TEXT
-
-    lines = []
-    for lp in loops:
-        last = lp.get("lastDecision") or {}
-        why = WHY_TEXT.get(str(last.get("why")), str(last.get("action")))
-        when = f", last stop: {_cell(why)} at {_cell(last.get('at'))}" if last else ", no stop yet"
-        lines.append(f"loop {lp['mode']}: step {lp['step']}/{lp['max']}{when}")
-    return lines
-
-
-def _cell(value: Any, default: str = "-") -> str:
-    """A table cell: one row, every control character escaped (`omp.textsafe.inline`)."""
-    return inline(str(value)) if value not in (None, "") else default
-
-
-def status_text(result: dict[str, Any]) -> str:
-    loops = loops_text(result.get("loops") or [])
-    if not result["teams"]:
-        start = hint('team launch 3 "<task>"')
-        return "\n".join([f"no teams in this project (start one: {start})", *loops]) + "\n"
-    lines: list[str] = []
-    for t in result["teams"]:
-        if "error" in t:
-            lines.append(
-                f"team {_cell(t['team'])} — unreadable: {_cell(t['message'])} [{t['error']}]"
-            )
-            continue
-        if t["shutdown"]:
-            tag = f" (shut down {_cell(t['shutdown'].get('shutdownAt'), '')})".replace(" )", ")")
-        elif t.get("notRunning"):
-            tag = f" (not running: {_cell(t['notRunning'])})"
-        else:
-            tag = ""
-        lines.append(
-            f"team {_cell(t['team'])} — {_cell(t['agent'], '?')}{tag}; "
-            f"leader unread {t['leaderUnread']}"
-        )
-        lines.append("  tasks:")
-        for task in t["tasks"]:
-            if "error" in task:
-                lines.append(
-                    f"    {_cell(task.get('id'), '?'):>3}  unreadable: {_cell(task['message'])} "
-                    f"[{task['error']}]"
-                )
-                continue
-            res = f"  {_cell(task['result'])}" if task.get("result") else ""
-            lines.append(
-                f"    {_cell(task['id']):>3}  {_cell(task['status']):<11} "
-                f"{_cell(task['owner']):<10}{res}"
-            )
-        lines.append("  workers:")
-        for w in t["workers"]:
-            lines.append(
-                f"    {_cell(w['name']):<10} pane {_cell(w['paneId']):<5} {w['pane']:<7} "
-                f"{_cell(w.get('presence')):<8} {_cell(w.get('status')):<9} "
-                f"unread {w['unread']:<3} last {_cell(w['lastActivity'])}"
-            )
-        lines.append(f"  allDone={str(t['allDone']).lower()}")
-    mon = result.get("monitor")
-    if mon:
-        lines.append(_monitor_line(mon))
-    lines += loops
-    return "\n".join(lines) + "\n"
-
-
-def _monitor_line(mon: dict[str, Any]) -> str:
-    state = mon.get("state", "?")
-    if state == "running":
-        head = f"monitor: running, pid {_cell(mon.get('pid'), '?')}"
-    elif state == "dead":
-        head = (
-            f"monitor: dead since {_cell(mon.get('stateSince'), '?')} "
-            f"({_cell(mon.get('stateWhy'), '?')}); the next writing call or launch restarts it"
-        )
-    elif state == "stopped":
-        head = (
-            f"monitor: stopped at {_cell(mon.get('stateSince'), '?')} "
-            f"({_cell(mon.get('stateWhy'), '?')})"
-        )
-    else:
-        head = f"monitor: {_cell(state)}"
-    return (
-        f"{head}; last scan {_cell(mon.get('updatedAt'), '?')}, "
-        f"nudges {_cell(mon.get('nudgesSent'), '0')}, "
-        f"idle prompts {_cell(mon.get('idlePromptsSent'), '0')}"
-    )
 
 
 def result_path(team: TeamPaths, worker: str) -> Path:

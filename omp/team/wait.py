@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from omp.errors import OmpError
-from omp.invocation import hint, team_command
+from omp.invocation import team_command
 from omp.store.names import LEADER
 from omp.team import tasks
 from omp.team.config import TeamConfig
@@ -247,37 +247,3 @@ def _finish(
         "waitedSeconds": round(waited, 3),
         "next": f"{team_command(cfg.raw)} team wait {cfg.name} --since {cursor}",
     }
-
-
-def wait_text(r: dict[str, Any]) -> str:
-    from omp.textsafe import inline
-
-    lines: list[str] = []
-    team, event = r["team"], r["event"]
-    msgs = r["messages"]
-    if msgs["count"]:
-        who = ", ".join(f"{inline(s['from'])} ({s['count']})" for s in msgs["senders"])
-        lines.append(f"{msgs['count']} unread message(s) for the leader from {who}")
-        lines.append(f"  read them: {msgs['readCommand']}")
-    for m in r["moved"]:
-        owner = f" ({inline(str(m['owner']))})" if m.get("owner") else ""
-        res = f": {inline(str(m['result']))}" if m.get("result") else ""
-        lines.append(
-            f"task {inline(str(m['id']))}: {inline(str(m['from'] or 'new'))} -> "
-            f"{inline(str(m['to']))}{owner}{res}"
-        )
-    for b in r.get("brokenTasks") or []:
-        lines.append(f"task {inline(str(b['id']))}: unreadable: {inline(b['message'])}")
-    if event == "all_done":
-        total = sum(r.get("tasks", {}).values())
-        lines.append(f"all {total} task(s) done; results: {hint(f'team collect {team}')}")
-    elif event == "shutdown":
-        lines.append(f"team {team} was shut down")
-    elif event == "gone":
-        lines.append(f"team {team} is not running: {inline(str(r.get('why')))}")
-    elif event == "timeout":
-        again = r.get("next") or hint(f"team wait {team}")
-        lines.append(f"nothing new after {r['waitedSeconds']:g}s; wait again: {again}")
-    if r.get("next") and event in ("mail", "tasks"):
-        lines.append(f"  wait again: {r['next']}")
-    return "\n".join(lines)

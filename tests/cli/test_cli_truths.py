@@ -83,8 +83,7 @@ def test_a_task_id_may_be_an_integral_json_number(
 
 def test_hints_name_the_omp_that_runs_here(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from omp.cli.output import invocation
-    from omp.team.status import status_text
-    from omp.team.wait import wait_text
+    from omp.cli.team_text import status_text, wait_text
 
     omp = omp_command()
     assert invocation() == omp

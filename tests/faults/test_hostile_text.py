@@ -156,8 +156,9 @@ def test_watch_frames_and_launch_progress_are_safe(
     root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from omp.cli.team import progress
+    from omp.cli.team_text import status_text
     from omp.cli.watch import watch_loop
-    from omp.team.status import status, status_text
+    from omp.team.status import status
 
     monkeypatch.chdir(root)
     with pytest.raises(SystemExit):
@@ -186,7 +187,7 @@ def test_write_text_is_the_one_door(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_wait_text_shows_a_hostile_result_on_one_row() -> None:
-    from omp.team.wait import wait_text
+    from omp.cli.team_text import wait_text
 
     moved = [{"id": "1", "from": "in_progress", "to": "completed", "owner": HOSTILE}]
     moved[0]["result"] = HOSTILE

@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
+from omp.cli.team_text import collect_markdown, status_text, wait_text
 from omp.errors import OmpError
 from omp.store.paths import StatePaths
 from omp.team import config as team_config
 from omp.team import tasks
 from omp.team.shutdown import force_shutdown
-from omp.team.status import collect, collect_markdown, status, status_text
-from omp.team.wait import wait, wait_text
+from omp.team.status import collect, status
+from omp.team.wait import wait
 from omp.tmux import Tmux
 from tests.helpers import call_api, child_env, isolate, make_project, make_team, run_omp
 

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from omp import clock
+from omp.cli.team_text import status_text
 from omp.store import fs
 from omp.store.paths import StatePaths
 from omp.team import monitor_alive
 from omp.team import monitor_ctl as ctl
-from omp.team.status import status, status_text
+from omp.team.status import status
 from tests.helpers import call_api, isolate, make_project, snapshot_tree
 from tests.team.test_monitor_policy import live_config
 

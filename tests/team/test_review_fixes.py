@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from omp.cli.team_text import status_text
 from omp.store.paths import StatePaths
 from omp.team import config as team_config
 from omp.team import status as team_status
@@ -89,7 +90,7 @@ def test_one_broken_team_does_not_hide_the_others(root: Path) -> None:
     out = team_status.status(StatePaths(root), None)
     rows = {t["team"]: t for t in out["teams"]}
     assert rows["bad"]["error"] == "invalid_config" and "workers" in rows["good"]
-    assert "unreadable" in team_status.status_text(out)
+    assert "unreadable" in status_text(out)
 
 
 def test_a_task_starts_only_through_a_claim(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
