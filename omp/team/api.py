@@ -26,7 +26,7 @@ from omp.store import names
 from omp.store.names import LEADER
 from omp.team import config as team_config
 from omp.team import limits, mailbox, nudge, presence, tasks
-from omp.team.api_spec import TEAM, Args, Field, Operation, Reply, Result
+from omp.team.api_spec import TEAM, Args, Field, Operation, Reply, Result, text_field
 from omp.team.config import TeamConfig
 
 if TYPE_CHECKING:
@@ -344,8 +344,9 @@ def _worker(cfg: TeamConfig, worker: str | None) -> str | None:
 def _claim_task(a: Args) -> Reply[ClaimReply]:
     team = a["team_name"]
     cfg = team_config.load(team)
-    who = _fence(cfg, a["worker"])
-    worker = _worker(cfg, a["worker"])
+    worker = text_field(a, "worker")
+    who = _fence(cfg, worker)
+    _worker(cfg, worker)
     assert worker is not None
     task, token = tasks.claim(team, a["task_id"], worker)
     _beat(cfg, who)
@@ -357,8 +358,9 @@ def _claim_task(a: Args) -> Reply[ClaimReply]:
 def _transition_task_status(a: Args) -> Reply[TaskReply]:
     team = a["team_name"]
     cfg = team_config.load(team)
-    who = _fence(cfg, a["worker"])
-    _worker(cfg, a["worker"])
+    worker = text_field(a, "worker", required=False)
+    who = _fence(cfg, worker)
+    _worker(cfg, worker)
     # `who` is the named worker, or the pane's own worker when the call names none: either way
     # only that worker's task can move (the leader, with no worker identity, may name none).
     task = tasks.transition(
@@ -492,7 +494,7 @@ mailbox_mark_delivered = Operation(
 claim_task = Operation(
     "claim-task",
     _claim_task,
-    (TEAM, Field("task_id", "task_id"), Field("worker")),
+    (TEAM, Field("task_id", "task_id"), Field("worker", "late_text")),
     "ClaimReply",
 )
 transition_task_status = Operation(
@@ -505,7 +507,7 @@ transition_task_status = Operation(
         Field("to"),
         Field("claim_token", required=False),
         Field("result", required=False),
-        Field("worker", required=False),
+        Field("worker", "late_text", required=False),
     ),
     "TaskReply",
     "pending -> in_progress -> completed / failed; a worker passes the claim_token its claim "

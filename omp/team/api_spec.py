@@ -135,6 +135,9 @@ KINDS: dict[str, Callable[[Result, str, bool], Any]] = {
     "limit": limit_field,
     "flag": flag_field,
     "raw": raw_field,
+    # a string the operation checks itself (`text_field`) once the team is loaded, so that a
+    # missing team is reported before it, as it always was
+    "late_text": raw_field,
 }
 
 
