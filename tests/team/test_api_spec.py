@@ -3,12 +3,14 @@ checks all come from the declarations."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from omp.errors import OmpError
 from omp.team.api import OPERATIONS, SUMMARIES, declared
 from omp.team.api_spec import KINDS, readme_table
-from tests.helpers import REPO
+from tests.helpers import REPO, isolate, make_project, make_team
 
 
 def test_every_operation_is_declared() -> None:
@@ -58,3 +60,21 @@ def test_fields_are_checked_in_the_declared_order() -> None:
     with pytest.raises(OmpError) as err:
         OPERATIONS["mailbox-list"]({"limit": -1})
     assert err.value.code == "invalid_input" and "limit" in err.value.message
+
+
+def test_a_task_calls_worker_is_checked_after_the_team_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as before the declarations: a missing team is the error, not the worker's type
+    isolate(monkeypatch, tmp_path)
+    root = make_project(tmp_path / "proj")
+    make_team(root, "t", 1)
+    for sub in ("claim-task", "transition-task-status"):
+        inp = {"team_name": "ghost", "cwd": str(root), "task_id": "1", "worker": 5}
+        inp |= {"from": "pending", "to": "in_progress"}
+        with pytest.raises(OmpError) as err:
+            OPERATIONS[sub](inp)
+        assert err.value.code == "unknown_team", sub
+        with pytest.raises(OmpError) as err:
+            OPERATIONS[sub]({**inp, "team_name": "t"})
+        assert (err.value.code, err.value.detail.get("field")) == ("invalid_input", "worker")
