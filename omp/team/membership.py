@@ -36,7 +36,7 @@ from omp.team.config import TeamConfig
 
 @contextlib.contextmanager
 def members_locked(team: TeamPaths) -> Iterator[None]:
-    with fs.flocked(team.dir / ".members.lock"):
+    with fs.flocked(team.members_lock):
         yield
 
 

@@ -42,7 +42,7 @@ from omp.errors import OmpError
 from omp.invocation import team_command
 from omp.store import fs
 from omp.store.names import LEADER, is_valid_name
-from omp.store.paths import StatePaths, TeamPaths
+from omp.store.paths import StatePaths, TeamPaths, target_id_of
 from omp.team import delivery
 from omp.team import monitor_ctl as ctl
 from omp.team import monitor_policy as policy
@@ -194,8 +194,8 @@ class Monitor:
         self.wall = wall  # real time, compared with tmux's own activity stamps
         self.adapter_factory = adapter_factory
         self.iv = intervals or policy.Intervals.from_env()
-        self.targets = self.paths.monitor / ctl.TARGETS
-        self.lock_dir = self.paths.state / "tmux-locks"
+        self.targets = self.paths.monitor_targets
+        self.lock_dir = self.paths.tmux_locks
         self.scans = 0
         self.nudges_sent = 0
         self.idle_prompts_sent = 0
@@ -613,7 +613,7 @@ class Monitor:
 
     @contextlib.contextmanager
     def _target_lock(self, tid: str, *, wait: bool = False) -> Iterator[bool]:
-        fd = fs.open_file(self.targets / f"{tid}.lock", os.O_RDWR, create=True)
+        fd = fs.open_file(self.paths.monitor_target_lock(tid), os.O_RDWR, create=True)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -628,7 +628,7 @@ class Monitor:
         self, tid: str, t: _Team, worker: str, pane: str, report: ScanReport
     ) -> tuple[policy.Tracker, dict[str, Any] | None]:
         """The persisted tracker (read under the target lock every time: it is the truth)."""
-        path = self.targets / f"{tid}.json"
+        path = self.paths.monitor_target(tid)
         if not fs.check_entry(path, want_dir=False):
             self._known.pop(tid, None)
             return policy.Tracker(), None
@@ -660,7 +660,7 @@ class Monitor:
     ) -> None:
         revision = doc.get("revision", 0) if doc else 0
         fs.write_json_atomic(
-            self.targets / f"{tid}.json",
+            self.paths.monitor_target(tid),
             {
                 "schemaVersion": policy.SCHEMA,
                 "targetId": tid,
@@ -694,8 +694,8 @@ class Monitor:
         except (OSError, OmpError):
             return
         for name in names:
-            tid, dot, ext = name.partition(".")
-            if not dot or ext != "json" or tid in seen:
+            tid = target_id_of(name)
+            if tid is None or tid in seen:
                 continue
             path = self.targets / name
             try:
@@ -704,7 +704,7 @@ class Monitor:
                 if last is not None and now - last > self.iv.target_ttl:
                     os.unlink(path)
                     with contextlib.suppress(FileNotFoundError):
-                        os.unlink(self.targets / f"{tid}.lock")
+                        os.unlink(self.paths.monitor_target_lock(tid))
             except (OSError, OmpError, AttributeError):
                 report.diagnostics.append(f"cannot compact {name}")
 

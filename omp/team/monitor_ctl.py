@@ -40,11 +40,6 @@ from omp.team.monitor_alive import pid_alive as pid_alive  # the one copy, share
 from omp.team.monitor_policy import Intervals
 
 SCHEMA = 1
-OWNER = "owner.lock"
-STATUS = "status.json"
-EVENTS = "events.jsonl"
-EVENTS_LOCK = "events.lock"
-TARGETS = "targets"
 MAX_EVENTS = 200
 
 Spawn = Callable[[Path, str], int]
@@ -96,7 +91,7 @@ class Owner:
 
 
 def owner_path(paths: StatePaths) -> Path:
-    return paths.monitor / OWNER
+    return paths.monitor_owner
 
 
 def read_owner(paths: StatePaths) -> tuple[Owner | None, bytes | None]:
@@ -129,7 +124,7 @@ def _create_exclusive(path: Path, obj: dict[str, Any]) -> bool:
 def _remove_if(paths: StatePaths, expect: Callable[[bytes], bool]) -> bool:
     """Compare-and-swap removal of the owner lock: rename aside, verify, drop or put back."""
     lock = owner_path(paths)
-    aside = lock.with_name(f".{OWNER}.{secrets.token_hex(6)}.old")
+    aside = lock.with_name(f".{lock.name}.{secrets.token_hex(6)}.old")
     try:
         os.rename(lock, aside)
     except FileNotFoundError:
@@ -204,8 +199,8 @@ def log_event(paths: StatePaths, kind: str, /, *, now: float | None = None, **fi
     rec: dict[str, Any] = {"schemaVersion": SCHEMA, "type": kind, "timestamp": clock.iso(now)}
     rec.update({k: v for k, v in fields.items() if v is not None})
     line = json.dumps(rec, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-    path = paths.monitor / EVENTS
-    with fs.flocked(paths.monitor / EVENTS_LOCK):
+    path = paths.monitor_events
+    with fs.flocked(paths.monitor_events_lock):
         old = fs.read_bytes(path) or b""
         lines = [ln + b"\n" for ln in old.split(b"\n") if ln.strip()]
         lines.append(line)
@@ -213,7 +208,7 @@ def log_event(paths: StatePaths, kind: str, /, *, now: float | None = None, **fi
 
 
 def write_status(paths: StatePaths, status: dict[str, Any]) -> None:
-    fs.write_json_atomic(paths.monitor / STATUS, {"schemaVersion": SCHEMA, **status})
+    fs.write_json_atomic(paths.monitor_status, {"schemaVersion": SCHEMA, **status})
 
 
 # ---- what there is to watch (files only; no tmux) -------------------------------------------
