@@ -17,16 +17,14 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import os
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from omp.store import fs, jsonl
+from omp.store import fs, jsonl, locks
 from omp.store.paths import StatePaths, is_hook_file
 
 LOG_MAX_BYTES = 1 << 20
@@ -128,25 +126,11 @@ def save_session_info(paths: StatePaths, session: str, **fields: Any) -> None:
 @contextlib.contextmanager
 def locked(paths: StatePaths, *, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
     """The project's hook lock; TimeoutError after `wait_s` (the caller then fails open)."""
-    import fcntl
-
     paths.ensure(hooks_dir(paths))
-    fd = fs.open_file(paths.hook_lock, os.O_RDWR, create=True)
-    try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise TimeoutError("the stop hook's lock is held by another hook") from None
-                time.sleep(0.005)
+    with locks.flocked(paths.hook_lock, wait_s) as taken:
+        if not taken:
+            raise TimeoutError("the stop hook's lock is held by another hook")
         yield
-    finally:
-        os.close(fd)
 
 
 def log(paths: StatePaths, record: dict[str, Any]) -> None:

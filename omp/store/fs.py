@@ -25,7 +25,6 @@ import itertools
 import json
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -260,19 +259,3 @@ def write_json_atomic(path: Path, obj: Any, *, pretty: bool = True) -> None:
 def _unlink_quietly(path: Path) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)
-
-
-@contextlib.contextmanager
-def flocked(path: Path) -> Iterator[None]:
-    """Hold an exclusive flock on a (created if missing) private lock file.
-
-    The lock dies with the process, so a crashed holder never leaves it taken.
-    """
-    import fcntl
-
-    fd = open_file(path, os.O_RDWR, create=True)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the last descriptor releases the flock

@@ -21,7 +21,6 @@ record always wins.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -33,7 +32,7 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
-from omp.store import fs
+from omp.store import fs, locks
 from omp.store.names import TASK_ID_RE
 from omp.store.paths import TeamPaths, task_id_of_record
 
@@ -356,7 +355,7 @@ def locked(team: TeamPaths) -> Iterator[None]:
     except OSError as exc:
         raise fs.storage_error(team.dir, exc) from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        locks.acquire(fd)
         yield
     finally:
         os.close(fd)

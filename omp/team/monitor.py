@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import math
 import os
 import select
@@ -40,7 +39,7 @@ from omp import clock as omp_clock
 from omp import modes
 from omp.errors import OmpError
 from omp.invocation import team_command
-from omp.store import fs
+from omp.store import fs, locks
 from omp.store.names import LEADER, is_valid_name
 from omp.store.paths import StatePaths, TeamPaths, target_id_of
 from omp.team import delivery
@@ -613,16 +612,8 @@ class Monitor:
 
     @contextlib.contextmanager
     def _target_lock(self, tid: str, *, wait: bool = False) -> Iterator[bool]:
-        fd = fs.open_file(self.paths.monitor_target_lock(tid), os.O_RDWR, create=True)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
-                return
-            yield True
-        finally:
-            os.close(fd)
+        with locks.flocked(self.paths.monitor_target_lock(tid), wait) as taken:
+            yield taken
 
     def _load(
         self, tid: str, t: _Team, worker: str, pane: str, report: ScanReport

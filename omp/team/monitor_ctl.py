@@ -33,7 +33,7 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
-from omp.store import fs
+from omp.store import fs, locks
 from omp.store.names import is_valid_name
 from omp.store.paths import StatePaths
 from omp.team.monitor_alive import pid_alive as pid_alive  # the one copy, shared with status
@@ -102,23 +102,7 @@ def read_owner(paths: StatePaths) -> tuple[Owner | None, bytes | None]:
 
 def _create_exclusive(path: Path, obj: dict[str, Any]) -> bool:
     """Put a complete file at `path` only if nothing is there. False if something was."""
-    data = (json.dumps(obj, indent=2) + "\n").encode()
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.new")
-    fd = fs.open_file(tmp, os.O_WRONLY | os.O_EXCL, create=True)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)  # fails if `path` exists: exclusive, and never half-written
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    return locks.create_exclusive(path, (json.dumps(obj, indent=2) + "\n").encode(), whole=True)
 
 
 def _remove_if(paths: StatePaths, expect: Callable[[bytes], bool]) -> bool:
@@ -200,7 +184,7 @@ def log_event(paths: StatePaths, kind: str, /, *, now: float | None = None, **fi
     rec.update({k: v for k, v in fields.items() if v is not None})
     line = json.dumps(rec, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
     path = paths.monitor_events
-    with fs.flocked(paths.monitor_events_lock):
+    with locks.flocked(paths.monitor_events_lock):
         old = fs.read_bytes(path) or b""
         lines = [ln + b"\n" for ln in old.split(b"\n") if ln.strip()]
         lines.append(line)

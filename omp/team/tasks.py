@@ -17,7 +17,7 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
-from omp.store import fs, jsonl
+from omp.store import fs, jsonl, locks
 from omp.store.names import task_id as check_task_id
 from omp.store.paths import TeamPaths, task_id_of_lock, task_id_of_record
 from omp.team import history
@@ -35,7 +35,7 @@ MOVES = {
 @contextmanager
 def guarded(team: TeamPaths) -> Iterator[None]:
     team.project.ensure(team.tasks_dir)
-    with fs.flocked(team.tasks_guard):
+    with locks.flocked(team.tasks_guard):
         yield
 
 
@@ -176,24 +176,15 @@ def claim(team: TeamPaths, tid: str, worker: str) -> tuple[dict[str, Any], str]:
         lock = team.task_lock(tid)
         lock_body = jsonl.encode({"owner": worker, "pid": os.getpid(), "claimedAt": clock.iso()})
         for attempt in (1, 2):
-            try:
-                fd = fs.open_file(lock, os.O_WRONLY | os.O_EXCL, create=True)
-            except FileExistsError:
-                # A lock on a task that is still pending was left by a claimer that died between
-                # the lock and the task write (we hold the guard, so nobody is mid-claim now).
-                if attempt == 2:
-                    raise OmpError("claim_race", f"task {tid}: could not take its lock") from None
-                fs.check_entry(lock, want_dir=False)
-                os.unlink(lock)
-                continue
-            try:
-                os.write(fd, lock_body)
-            except OSError as exc:  # a full disk: no empty lock left behind, a clean refusal
-                os.close(fd)
-                os.unlink(lock)
-                raise fs.storage_error(lock, exc) from exc
-            os.close(fd)
-            break
+            # A full disk leaves no empty lock behind: a clean refusal (storage_error).
+            if locks.create_exclusive(lock, lock_body):
+                break
+            # A lock on a task that is still pending was left by a claimer that died between
+            # the lock and the task write (we hold the guard, so nobody is mid-claim now).
+            if attempt == 2:
+                raise OmpError("claim_race", f"task {tid}: could not take its lock")
+            fs.check_entry(lock, want_dir=False)
+            os.unlink(lock)
         token = f"{worker}-{int(time.time() * 1000)}-{os.urandom(4).hex()}"
         task.update(status="in_progress", owner=worker, startedAt=clock.iso(), claimToken=token)
         _write(team, task)
