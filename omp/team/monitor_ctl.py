@@ -26,7 +26,7 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from omp import clock
 from omp.errors import OmpError
 from omp.store import fs, locks
 from omp.store.names import is_valid_name
-from omp.store.paths import StatePaths
+from omp.store.paths import StatePaths, TeamPaths
 from omp.team.monitor_alive import pid_alive as pid_alive  # the one copy, shared with status
 from omp.team.monitor_policy import Intervals
 
@@ -198,18 +198,30 @@ def write_status(paths: StatePaths, status: dict[str, Any]) -> None:
 # ---- what there is to watch (files only; no tmux) -------------------------------------------
 
 
-def watchable_teams(paths: StatePaths) -> list[str]:
-    """Teams a monitor could watch: not shut down, with a tmux identity and a worker pane id.
+def _read_config(team: TeamPaths) -> Any:
+    return fs.read_json(team.config)
 
-    Files only, read-only, never raises: cheap enough for every launch and loop start.
+
+def watched_teams(
+    paths: StatePaths,
+    *,
+    read: Callable[[TeamPaths], Any] = _read_config,
+    problems: list[str] | None = None,
+) -> Iterator[tuple[TeamPaths, dict[str, Any]]]:
+    """(team, parsed config) of each team a monitor could watch: not shut down, with a tmux
+    identity and a worker pane id. The one discovery, for starting a monitor and for its scans.
+
+    Files only, read-only, never raises for a team or the listing: what could not be read is
+    skipped, and said in `problems` if given. `read` reads a config (the monitor's is cached).
     """
-    out: list[str] = []
     try:
         if not paths.check(paths.teams):
-            return out
+            return
         names = sorted(os.listdir(paths.teams))
-    except (OSError, OmpError):
-        return out
+    except (OSError, OmpError) as exc:
+        if problems is not None:
+            problems.append(f"cannot list teams: {exc}")
+        return
     for name in names:
         if not is_valid_name(name):
             continue
@@ -217,12 +229,19 @@ def watchable_teams(paths: StatePaths) -> list[str]:
         try:
             if os.path.lexists(team.shutdown) or not fs.check_entry(team.dir, want_dir=True):
                 continue
-            raw = fs.read_json(team.config)
-        except (OSError, OmpError):
+            raw = read(team)
+        except (OSError, OmpError) as exc:
+            if problems is not None:
+                problems.append(f"team {name}: {exc}")
             continue
         if has_targets(raw):
-            out.append(name)
-    return out
+            yield team, raw
+
+
+def watchable_teams(paths: StatePaths) -> list[str]:
+    """The names of the teams a monitor could watch (`watched_teams`). Never raises: cheap
+    enough for every launch and loop start."""
+    return [team.name for team, _ in watched_teams(paths)]
 
 
 def has_targets(raw: Any) -> bool:
