@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import itertools
 import json
 import os
 import stat
@@ -51,8 +50,9 @@ def storage_error(path: Path, exc: OSError) -> OmpError:
 
 def in_state_tree(path: Path) -> bool:
     """True for `<root>/.omp/state` and everything below it: the private part of the tree."""
-    parts = path.parts
-    return any(a == ".omp" and b == "state" for a, b in itertools.pairwise(parts))
+    from omp.store.paths import in_state_tree as inside  # paths imports this module
+
+    return inside(path)
 
 
 def _check_stat(path: Path, st: os.stat_result, *, want_dir: bool) -> None:

@@ -21,6 +21,7 @@ them as they are.
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -29,9 +30,16 @@ from omp.errors import OmpError
 from omp.store import fs
 from omp.store.names import recipient_name, team_name, worker_name
 
-ROOT_MARKERS = (".omp", ".git")
+OMP_DIR, STATE_DIR = ".omp", "state"
+ROOT_MARKERS = (OMP_DIR, ".git")
 TOMB_PREFIX = ".tomb-"
 _LOCK, _JSON, _JSONL = ".lock", ".json", ".jsonl"
+
+
+def in_state_tree(path: Path) -> bool:
+    """True for `<root>/.omp/state` and everything below it: the private part of the tree."""
+    parts = path.parts
+    return any(a == OMP_DIR and b == STATE_DIR for a, b in itertools.pairwise(parts))
 
 
 def _stem(name: str, suffix: str) -> str | None:
@@ -73,6 +81,12 @@ def worker_of_inbox(path: Path) -> tuple[str | None, str | None]:
     return None, None
 
 
+def pane_lock(lock_dir: Path, server_tag: str, pane_id: str) -> Path:
+    """The flock file serialising typing into one pane of one tmux server, in `tmux-locks/`
+    (`lock_dir`: callers and tests hand in the directory)."""
+    return lock_dir / f"pane-{server_tag}-{pane_id.lstrip('%')}{_LOCK}"
+
+
 INBOX = "inbox.md"  # agents are pointed at it by name (the demo agent finds it in a prompt)
 
 
@@ -109,11 +123,11 @@ class StatePaths(NamedTuple):
 
     @property
     def omp_dir(self) -> Path:
-        return self.root / ".omp"
+        return self.root / OMP_DIR
 
     @property
     def state(self) -> Path:
-        return self.omp_dir / "state"
+        return self.omp_dir / STATE_DIR
 
     @property
     def teams(self) -> Path:
@@ -133,7 +147,7 @@ class StatePaths(NamedTuple):
 
     @property
     def tmux_locks(self) -> Path:
-        """Per-pane typing locks (their names are the tmux client's `lock_path`)."""
+        """Per-pane typing locks (`pane_lock`, keyed by the tmux client's `lock_path`)."""
         return self.state / "tmux-locks"
 
     @property
