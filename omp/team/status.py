@@ -22,7 +22,6 @@ from omp.team.config import TeamConfig
 if TYPE_CHECKING:
     from omp.tmux import PaneState, TmuxIdentity
 
-RESULT_FILE = "result.md"
 MAX_RESULT_CHARS = 4000
 
 
@@ -169,7 +168,7 @@ def monitor_summary(project: StatePaths) -> dict[str, Any] | None:
             return None
     except Exception:
         return None
-    status = fs.read_json(project.monitor / "status.json")
+    status = fs.read_json(project.monitor_status)
     out = dict(status) if isinstance(status, dict) else {}
     verdict = judge(project)
     if verdict["state"] == "none" and not out:
@@ -209,7 +208,7 @@ def _status_or_error(project: StatePaths, name: str) -> dict[str, Any]:
 
 
 def _result_text(team: TeamPaths, worker: str) -> str | None:
-    path = team.worker_dir(worker) / RESULT_FILE
+    path = team.result(worker)
     if not team.project.check(team.worker_dir(worker)):  # never read through a symlinked dir
         return None
     try:
@@ -250,7 +249,7 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
                 "taskId": info.get("taskId"),
                 "taskStatus": tstatus,
                 "result": task.get("result"),
-                "resultFile": str(team.worker_dir(w) / RESULT_FILE) if result_md else None,
+                "resultFile": str(team.result(w)) if result_md else None,
                 "resultMarkdown": result_md,
             }
         )
@@ -266,7 +265,7 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
                 {
                     "name": w,
                     "outcome": "removed",
-                    "resultFile": str(team.worker_dir(w) / RESULT_FILE),
+                    "resultFile": str(team.result(w)),
                     "resultMarkdown": result_md,
                 }
             )
@@ -286,4 +285,4 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
 
 
 def result_path(team: TeamPaths, worker: str) -> Path:
-    return team.worker_dir(worker) / RESULT_FILE
+    return team.result(worker)
