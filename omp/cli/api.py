@@ -30,11 +30,12 @@ def _usage() -> str:
 
 def _help() -> str:
     from omp.team.api import declared
+    from omp.team.api_doc import summary
 
     ops = declared()
     lines = [_usage(), "", "Subcommands (input fields -> output):"]
     width = max(len(op.name) for op in ops)
-    lines += [f"  {op.name.ljust(width)}  {op.summary()}" for op in ops]
+    lines += [f"  {op.name.ljust(width)}  {summary(op)}" for op in ops]
     lines += [
         "",
         "Every input may also carry cwd (a directory inside the project).",

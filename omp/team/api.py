@@ -11,7 +11,7 @@ operations (`mailbox-list`, `list-tasks`, `roster`) write nothing at all. A mess
 goes through `omp.team.events`, imported only then, which keeps a plain send fast.
 
 Each operation is declared once, at the end (`omp.team.api_spec.Operation`): its input fields
-in the order they are checked, its reply type (`omp.team.api_replies`) and a note. The checks,
+in the order they are checked, its reply type (`omp.team.api_doc`) and a note. The checks,
 `omp team api --help` and the README's table come from those declarations.
 """
 
@@ -30,7 +30,7 @@ from omp.team.api_spec import TEAM, Args, Field, Operation, Reply, Result, text_
 from omp.team.config import TeamConfig
 
 if TYPE_CHECKING:
-    from omp.team.api_replies import (
+    from omp.team.api_doc import (
         BroadcastReply,
         ClaimReply,
         MailReply,
@@ -546,5 +546,7 @@ def declared() -> list[Operation]:
 
 def __getattr__(name: str) -> Any:
     if name == "SUMMARIES":  # built on demand: `--help` and tests, never a plain call
-        return {op.name: op.summary() for op in declared()}
+        from omp.team.api_doc import summary
+
+        return {op.name: summary(op) for op in declared()}
     raise AttributeError(name)

@@ -3,19 +3,18 @@
 One declaration per operation (`Operation`, listed in `omp.team.api.OPERATIONS`) gives:
 - the input checks, run in the declared order before the operation touches anything
   (`Operation.read`), each kind by one checker (`KINDS`);
-- the reply type, a TypedDict of `omp.team.api_replies` named by the declaration (its keys, and
+- the reply type, a TypedDict of `omp.team.api_doc` named by the declaration (its keys, and
   which are optional, are the documented output);
-- the one-line summary behind `omp team api --help`, and the README's table
-  (`readme_table`, which tests/test_readme.py compares with README.md).
+- the one-line summaries of `omp team api --help` and the README's table, built by
+  `omp.team.api_doc` (tests/team/test_api_spec.py compares the table with README.md).
 
-On the per-call path: no dataclasses, no inspect (plain classes with `__slots__`), and the reply
-TypedDicts only when documenting.
+This module is on the per-call path: no dataclasses, no inspect (plain classes with
+`__slots__`); what only documents lives in `omp.team.api_doc`, imported for `--help` and tests.
 """
 
 from __future__ import annotations
 
-import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from omp.errors import OmpError
@@ -155,9 +154,6 @@ class Field:
         self.kind = kind
         self.required = required
 
-    def shown(self) -> str:
-        return self.name if self.required else f"{self.name}?"
-
 
 TEAM = Field("team_name", "team")
 
@@ -190,52 +186,3 @@ class Operation:
 
     def __call__(self, inp: Result) -> Reply[Any]:
         return self.run(self.read(inp))
-
-    # -- documentation, derived (the `--help` path and tests only) --
-
-    def inputs(self) -> str:
-        """The fields as documented: `team_name` first, then the required ones, then the
-        optional ones, each group in declared order (`cwd`, which every input may carry, is
-        said once for all)."""
-        shown = [f for f in self.fields if f.name != "cwd"]
-        shown.sort(key=lambda f: (f.kind != "team", not f.required))
-        return ", ".join(f.shown() for f in shown)
-
-    def outputs(self) -> str:
-        from omp.team import api_replies
-
-        return _keys(getattr(api_replies, self.reply))
-
-    def notes(self) -> str:
-        parts = [self.note] if self.note else []
-        if self.read_only:
-            parts.append("read-only")
-        return "; ".join(parts)
-
-    def summary(self) -> str:
-        """`{inputs} -> {outputs}: notes`, one line of `omp team api --help`."""
-        notes = self.notes()
-        return f"{{{self.inputs()}}} -> {self.outputs()}" + (f": {notes}" if notes else "")
-
-
-def _keys(td: type) -> str:
-    """`{a, b?, c:[{...}]}` for a TypedDict: its keys in order, `?` on the optional ones, and a
-    list of TypedDicts spelled out."""
-    hints = typing.get_type_hints(td)
-    optional: frozenset[str] = getattr(td, "__optional_keys__", frozenset())
-    shown = []
-    for key, hint in hints.items():
-        item = f"{key}?" if key in optional else key
-        args = typing.get_args(hint)
-        if typing.get_origin(hint) is list and args and typing.is_typeddict(args[0]):
-            item += f":[{_keys(args[0])}]"
-        shown.append(item)
-    return "{" + ", ".join(shown) + "}"
-
-
-def readme_table(ops: Iterable[Operation]) -> str:
-    """The README's `omp team api` table, from the declarations."""
-    rows = ["| sub | input | output | notes |", "|---|---|---|---|"]
-    for op in ops:
-        rows.append(f"| `{op.name}` | `{op.inputs()}` | `{op.outputs()}` | {op.notes() or '-'} |")
-    return "\n".join(rows) + "\n"

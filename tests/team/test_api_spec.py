@@ -1,5 +1,5 @@
-"""`omp team api` is declared once (omp.team.api_spec): the README's table, `--help` and the
-checks all come from the declarations."""
+"""`omp team api` is declared once (omp.team.api_spec): the checks, and through omp.team.api_doc
+`--help` and the README's table, all come from the declarations."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 from omp.errors import OmpError
 from omp.team.api import OPERATIONS, SUMMARIES, declared
-from omp.team.api_spec import KINDS, readme_table
+from omp.team.api_doc import readme_table
+from omp.team.api_spec import KINDS
 from tests.helpers import REPO, isolate, make_project, make_team
 
 
