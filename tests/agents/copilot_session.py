@@ -44,19 +44,29 @@ def _epoch(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def session_events(home: Path) -> list[Event]:
-    """Every event of the (one) Copilot session under `home`, in order."""
-    files = sorted((home / ".copilot" / "session-state").glob("*/events.jsonl"))
-    out: list[Event] = []
-    for path in files:
+def sessions(home: Path) -> list[list[Event]]:
+    """Every Copilot session under `home` (leader and workers share it), each in order."""
+    out = []
+    for path in sorted((home / ".copilot" / "session-state").glob("*/events.jsonl")):
+        events: list[Event] = []
         for line in path.read_text().splitlines():
             try:
                 e = json.loads(line)
             except ValueError:
                 continue  # a line being written
             data = e.get("data") if isinstance(e.get("data"), dict) else {}
-            out.append(Event(str(e.get("type")), _epoch(str(e.get("timestamp"))), data))
+            events.append(Event(str(e.get("type")), _epoch(str(e.get("timestamp"))), data))
+        out.append(events)
     return out
+
+
+def session_events(home: Path, first_words: str) -> list[Event]:
+    """The events of the session whose first user message contains `first_words`."""
+    for events in sessions(home):
+        first = next((e for e in events if e.type == "user.message"), None)
+        if first is not None and first_words in str(first.data.get("content", "")):
+            return events
+    return []
 
 
 def user_messages(events: list[Event]) -> list[Event]:
@@ -147,7 +157,8 @@ class CopilotLeader:
         self.typed.append((time.time(), text))
 
     def events(self) -> list[Event]:
-        return session_events(self.team.home)
+        """The leader's session (its first message is the first request typed)."""
+        return session_events(self.team.home, self.typed[0][1][:40]) if self.typed else []
 
     def idle(self) -> bool:
         """The turn has ended: the footer reads as at an empty idle box."""

@@ -83,11 +83,13 @@ class Step:
     output: str = ""
 
 
-def _steps(chat: Chat) -> list[Step]:
+def steps_of(chat: Chat) -> list[Step]:
     """The model's own tool calls in the conversation, with their outputs. Calls the CLI makes
     by itself (Copilot's `read_bash` after a backgrounded command) have no `command`/`skill`."""
     outputs = {
-        str(m.get("tool_call_id")): message_text(m) for m in chat.messages if m.get("role") == "tool"
+        str(m.get("tool_call_id")): message_text(m)
+        for m in chat.messages
+        if m.get("role") == "tool"
     }
     out: list[Step] = []
     for m in chat.messages:
@@ -110,7 +112,7 @@ def _steps(chat: Chat) -> list[Step]:
 
 class _Replay:
     def __init__(self, chat: Chat) -> None:
-        self.done = _steps(chat)
+        self.done = steps_of(chat)
         self.pos = 0
 
     def take(self, key: str) -> Step | None:
