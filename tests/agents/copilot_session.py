@@ -161,5 +161,9 @@ class CopilotLeader:
         return session_events(self.team.home, self.typed[0][1][:40]) if self.typed else []
 
     def idle(self) -> bool:
-        """The turn has ended: the footer reads as at an empty idle box."""
-        return "/ commands · ? help" in self.capture()
+        """No turn runs: the footer under the box names the commands (it is cut short once the
+        workers split the window), not `esc esc interrupt`."""
+        bottom = self.capture().rstrip().splitlines()[-3:]
+        return any("/ commands" in ln for ln in bottom) and not any(
+            "interrupt" in ln for ln in bottom
+        )

@@ -221,6 +221,9 @@ def test_idle_copilot_leader_is_nudged_once_and_reads_it(
     lead.type(REQUEST.replace("shut the team down", "keep the team up"))
     await_answer(lead, scripted_model, f"Team {TEAM}:", 150)
     team.launch_result = {"workers": team_config(team)["workers"]}
+    # mail that came after its last read is nudged now that it is idle, and read: settle first
+    poll(lambda: team.status()["leaderUnread"] == 0 and lead.idle(), "no unread mail left", 60)
+    poll(lambda: answers(scripted_model)[-1].startswith(("Team", "Read")) and lead.idle(), "idle")
     before = len(nudges_typed(lead.events()))
     sent = team.api("send-message", {"from": "worker-2", "to": "leader", "body": "one more"})
     assert sent["ok"] is True and sent["nudge"] == "typed", sent
