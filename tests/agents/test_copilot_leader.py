@@ -273,24 +273,33 @@ def test_copilot_worker_running_a_command_gets_its_mail_after(
         )
 
     poll(read, f"the message read\n{team.debug()}")
+
+    def done_at() -> dict[str, float]:
+        """When each of the worker's shell commands completed, by its command line."""
+        events = session_events(team.home, inbox)
+        starts = {
+            str(e.data.get("toolCallId")): str((e.data.get("arguments") or {}).get("command", ""))
+            for e in events
+            if e.type == "tool.execution_start"
+        }
+        return {
+            starts.get(str(e.data.get("toolCallId")), ""): e.at
+            for e in events
+            if e.type == "tool.execution_complete"
+        }
+
+    def read_recorded() -> dict[str, float]:
+        d = done_at()
+        return d if any(" team api mailbox-read " in c for c in d) else {}
+
+    ended = poll(read_recorded, "the read recorded in the worker's transcript")
     events = session_events(team.home, inbox)
     assert backgrounded(events) == [], team.debug()
     users = user_messages(events)
     assert [e.data.get("delivery") for e in users] == ["idle", "idle"], users
     (nudge,) = nudges_typed(events)
-    starts = {
-        str(e.data.get("toolCallId")): str((e.data.get("arguments") or {}).get("command", ""))
-        for e in events
-        if e.type == "tool.execution_start"
-    }
-    done_at = {
-        starts.get(str(e.data.get("toolCallId")), ""): e.at
-        for e in events
-        if e.type == "tool.execution_complete"
-    }
-    sleep_end = next(t for c, t in done_at.items() if c.startswith("sleep "))
-    read_at = next(t for c, t in done_at.items() if " team api mailbox-read " in c)
-    first_turn_end = min(e.at for e in events if e.type == "assistant.turn_end")
-    # the nudge came after the command had finished and the task's turn had ended; the mail
-    # was read after that
-    assert sleep_end < first_turn_end <= nudge.at < read_at, (sleep_end, first_turn_end, nudge.at)
+    sleep_end = next(t for c, t in ended.items() if c.startswith("sleep "))
+    read_at = next(t for c, t in ended.items() if " team api mailbox-read " in c)
+    # the nudge came after the command had finished, at an idle prompt (`delivery` above: no
+    # turn ran), and the mail was read after it
+    assert sleep_end < nudge.at < read_at, (sleep_end, nudge.at, read_at)
