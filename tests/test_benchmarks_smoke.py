@@ -57,6 +57,7 @@ def test_bench_messaging_quick_prints_the_machine_and_the_table(tmp_path: Path) 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
 
 
+@pytest.mark.slow
 def test_bench_lifecycle_quick_prints_its_table(tmp_path: Path) -> None:
     (tmp_path / "home").mkdir()
     proc = subprocess.run(

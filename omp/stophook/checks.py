@@ -161,6 +161,23 @@ def _codex_trust(root: Path, env: Mapping[str, str]) -> list[str]:
     return missing
 
 
+def _copilot_trusted(root: Path, env: Mapping[str, str]) -> bool:
+    """The folder (or a parent) is in Copilot's `trustedFolders` (`~/.copilot/config.json`, JSON
+    with `//` comment lines: seen on 1.0.102), or COPILOT_ALLOW_ALL=true trusts every folder."""
+    if env.get("COPILOT_ALLOW_ALL", "").lower() == "true":
+        return True
+    path = _home(env, "COPILOT_HOME", ".copilot") / "config.json"
+    try:
+        lines = path.read_text().splitlines()
+        doc = json.loads("\n".join(ln for ln in lines if not ln.lstrip().startswith("//")))
+    except (OSError, ValueError):
+        return False
+    folders = doc.get("trustedFolders") if isinstance(doc, dict) else None
+    if not isinstance(folders, list):
+        return False
+    return any(isinstance(f, str) and (Path(f) == root or Path(f) in root.parents) for f in folders)
+
+
 def _gemini_trusted(root: Path, env: Mapping[str, str]) -> bool:
     if env.get("GEMINI_CLI_TRUST_WORKSPACE") == "true":
         return True
@@ -225,6 +242,19 @@ def doctor_checks(
             )
         else:
             out.append(_check(name, "ok", f"omp stop hook for {agent}: {where}"))
+        in_project = [p for p, _, _ in regs if root in p.parents]
+        if agent == "copilot" and in_project and not _copilot_trusted(root, e):
+            out.append(
+                _check(
+                    "stop hook copilot trust",
+                    "warn",
+                    "Copilot loads this project's hooks only in a trusted folder, and this one is "
+                    "not in ~/.copilot/config.json's trustedFolders (the TUI asks once; `-p` runs "
+                    "skip the hooks silently)",
+                    "start `copilot` here and answer 2 (Yes, and remember this folder), or run it "
+                    "with COPILOT_ALLOW_ALL=true",
+                )
+            )
         if agent == "codex" and any(p == root / TARGETS["codex"].rel for p, _, _ in regs):
             gates = _codex_trust(root, e)
             if gates:

@@ -9,6 +9,12 @@
 - otherwise it blocks with the next prompt (mode, step `n/max`, goal, completion word) and
   advances the counter by one.
 
+Copilot CLI and Claude Code end a turn by themselves after 8 blocks in a row (Copilot: "Agent stop
+hook blocked 8 consecutive times; ending turn", seen live on 1.0.102). Given `in_a_row` and the
+CLI's `cli_limit`, a stop that would be the ignored block is let through without advancing the
+counter (why `cli_limit`): the loop stays active and goes on at the agent's next turn, and a cap
+of N still means N continuations the agent really got.
+
 Caps: ralph 10, ultraqa 5, ultrawork 20 unless the state sets its own; a cap that is missing, not
 a whole number or below 1 falls back to that default, never to "no cap". A counter that is not a
 whole number >= 0 counts as 0. `max = N` grants exactly N continuations.
@@ -62,6 +68,7 @@ GOAL_CHARS = 300
 # How `status` words a decision's `why`.
 WHY_TEXT = {
     "continue": "blocked the stop",
+    "cli_limit": "paused until the next turn (the CLI's limit of blocks in a row)",
     "complete": "saw the completion word",
     "cap": "hit the cap",
 }  # the goal quoted in the prompt, on one line
@@ -145,6 +152,11 @@ def end_note(d: Decision) -> str | None:
         return f"omp {d.mode} loop complete after {d.step}/{d.cap} continuations"
     if d.why == "cap":
         return f"omp {d.mode} loop stopped: its cap of {d.cap} continuations is reached"
+    if d.why == "cli_limit":
+        return (
+            f"omp {d.mode} loop paused at {d.step}/{d.cap}: the CLI ends a turn after 8 blocks "
+            "in a row; the loop goes on at the next turn"
+        )
     return None
 
 
@@ -161,11 +173,15 @@ def decide(
     *,
     now: float,
     stop: Mapping[str, Any] | None = None,
+    in_a_row: int = 0,
+    cli_limit: int | None = None,
 ) -> Decision:
     """The decision for one stop, and the mode's new state (a new dict; inputs are not changed).
 
     `states` maps a mode to its parsed state file (anything; only a dict with `active is True`
     is an active loop). `stop` (cli, session, stop id) is recorded in `lastDecision`.
+    `in_a_row`: the blocks omp gave this session in a row before this stop; `cli_limit`: how
+    many in a row the CLI obeys (None: no limit).
     """
     for spec in SPECS:
         state = states.get(spec.mode)
@@ -184,6 +200,9 @@ def decide(
             new.update(active=False, endedAt=at, endReason="cap")
             new["lastDecision"] = {"action": "allow", "why": "cap", **record}
             return Decision("allow", spec.mode, "cap", None, cur, cap, new)
+        if cli_limit is not None and in_a_row >= cli_limit:
+            new["lastDecision"] = {"action": "allow", "why": "cli_limit", **record}
+            return Decision("allow", spec.mode, "cli_limit", None, cur, cap, new)
         step = cur + 1
         reason = prompt(spec, step, cap, state.get(spec.goal))
         new[spec.counter] = step

@@ -5,9 +5,10 @@
   again. Only for a real session id. `clear` (a loop's start or cancel) removes these files: a
   remembered allow must not swallow a new loop's first stop, nor a remembered block revive a
   cancelled one.
-- `gemini-<session>.json`: the last `prompt_response` seen, to take only its newest part. Kept
-  across start and cancel: an old completion word still in a growing response must not end the
-  next loop.
+- `session-<session>.json`: the last Gemini `prompt_response` seen, to take only its newest
+  part, and how many stops in a row omp has blocked (Copilot CLI and Claude Code ignore the 9th
+  block in a row). Kept across start and cancel: an old completion word still in a growing
+  response must not end the next loop, and the CLI's count of blocks does not restart with it.
 - `lock`: one flock around read-decide-write, so concurrent fires (two registrations run at
   once) are serialised and the second one finds the first's answer.
 - `hook.log`: one JSON line per decision and per error; rotated to `hook.log.1` past 1 MiB.
@@ -109,16 +110,18 @@ def clear(paths: StatePaths) -> int:
     return removed
 
 
-# ---- Gemini's growing response --------------------------------------------------------------
+# ---- per session: Gemini's growing response, blocks in a row ---------------------------------
 
 
-def last_response(paths: StatePaths, session: str) -> str | None:
-    value = _read(_file(paths, "gemini", session)).get("response")
-    return value if isinstance(value, str) else None
+def session_info(paths: StatePaths, session: str) -> dict[str, Any]:
+    return _read(_file(paths, "session", session))
 
 
-def save_response(paths: StatePaths, session: str, response: str) -> None:
-    _write(paths, _file(paths, "gemini", session), {"response": response})
+def save_session_info(paths: StatePaths, session: str, **fields: Any) -> None:
+    path = _file(paths, "session", session)
+    info = _read(path)
+    info.update(fields)
+    _write(paths, path, info)
 
 
 # ---- lock and log -------------------------------------------------------------------------

@@ -38,6 +38,20 @@ def is_worker(env: Mapping[str, str]) -> bool:
     return (flag not in ("", "0")) or bool(env.get("OMP_WORKER", "").strip())
 
 
+def cli_block_limit(cli: str, env: Mapping[str, str]) -> int | None:
+    """How many blocks in a row the CLI obeys before it ends the turn anyway (None: no limit).
+
+    Copilot CLI (1.0.72+) and Claude Code (2.1.143+): 8; Claude Code's can be changed with
+    CLAUDE_CODE_STOP_HOOK_BLOCK_CAP, which its hooks inherit. Codex and Gemini have none.
+    """
+    if cli == "copilot":
+        return 8
+    if cli == "claude":
+        raw = env.get("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "").strip()
+        return int(raw) if raw.isdigit() and int(raw) > 0 else 8
+    return None
+
+
 def _windows(env: Mapping[str, str]) -> tuple[int, int]:
     """(exact, digest) replay windows in ms; OMP_HOOK_DEDUPE_MS=0 turns replay off."""
     raw = env.get("OMP_HOOK_DEDUPE_MS", "").strip()
@@ -109,10 +123,21 @@ def _decide_locked(
                     inp.cli, str(cached.get("action")), cached.get("reason"), cached.get("note")
                 )
         states = {m: modes.read_state(paths, m) for m in modes.MODES}
+        info = memory.session_info(paths, session) if session else {}
         text = reply
         if inp.cli == "gemini" and session and reply is not None:
-            text = decision.newest_part(memory.last_response(paths, session), reply)
-        d = decision.decide(states, text, now=now, stop=stop)
+            last = info.get("response")
+            text = decision.newest_part(last if isinstance(last, str) else None, reply)
+        blocks = info.get("blocks")
+        in_a_row = blocks if inp.hook_active and isinstance(blocks, int) else 0
+        d = decision.decide(
+            states,
+            text,
+            now=now,
+            stop=stop,
+            in_a_row=in_a_row,
+            cli_limit=cli_block_limit(inp.cli, env),
+        )
         out = {
             "action": d.action,
             "reason": d.reason,
@@ -124,21 +149,29 @@ def _decide_locked(
             memory.remember(paths, session, stop_id, out, now_ms=now_ms)  # before the state
         if d.mode is not None and d.state is not None:
             modes.write_state(paths, d.mode, d.state)
-        if inp.cli == "gemini" and session and reply is not None:
-            memory.save_response(paths, session, reply)
-        if d.mode is not None:
-            memory.log(
-                paths,
-                {
-                    "at": now_ms,
-                    **stop,
-                    **out,
-                    "step": d.step,
-                    "max": d.cap,
-                    "reply": None if text is None else len(text),
-                    **({} if waited_ms is None else {"transcriptWaitMs": waited_ms}),
-                },
-            )
+        # The decision stands from here: the state says it. What follows is bookkeeping, and
+        # its failure must not turn a counted block into a printed allow.
+        try:
+            if session:
+                fields: dict[str, Any] = {"blocks": in_a_row + 1 if d.action == "block" else 0}
+                if inp.cli == "gemini" and reply is not None:
+                    fields["response"] = reply
+                memory.save_session_info(paths, session, **fields)
+            if d.mode is not None:
+                memory.log(
+                    paths,
+                    {
+                        "at": now_ms,
+                        **stop,
+                        **out,
+                        "step": d.step,
+                        "max": d.cap,
+                        "reply": None if text is None else len(text),
+                        **({} if waited_ms is None else {"transcriptWaitMs": waited_ms}),
+                    },
+                )
+        except Exception as exc:
+            sys.stderr.write(f"omp hook stop: bookkeeping failed: {type(exc).__name__}: {exc}\n")
     return replies.render(inp.cli, d.action, d.reason, out["note"])
 
 

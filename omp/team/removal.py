@@ -140,29 +140,44 @@ def _remove(path: Path, remove: Remover) -> None:
 # ---- what a removal would lose ----------------------------------------------------------------
 
 
-def unread_mail(team: TeamPaths) -> list[dict[str, Any]]:
-    """Per mailbox with undelivered messages: recipient, count, ids and senders. Read-only."""
+def _unread_in(box_owner: TeamPaths, run: str | None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     try:
-        if not team.project.check(team.mailbox_dir):
+        if not box_owner.project.check(box_owner.mailbox_dir):
             return []
-        files = sorted(os.listdir(team.mailbox_dir))
-    except OSError:
+        files = sorted(os.listdir(box_owner.mailbox_dir))
+    except (OSError, OmpError):
         return []
     for f in files:
         name = f[: -len(".jsonl")]
         if not f.endswith(".jsonl") or not is_valid_name(name):
             continue
-        msgs, _ = Mailbox(team, name).undelivered()
+        msgs, _ = Mailbox(box_owner, name).undelivered()
         if msgs:
-            out.append(
-                {
-                    "recipient": name,
-                    "unread": len(msgs),
-                    "from": sorted({str(m.get("from")) for m in msgs}),
-                    "messageIds": [m["id"] for m in msgs],
-                }
-            )
+            entry: dict[str, Any] = {
+                "recipient": name,
+                "unread": len(msgs),
+                "from": sorted({str(m.get("from")) for m in msgs}),
+                "messageIds": [m["id"] for m in msgs],
+            }
+            if run is not None:
+                entry["run"] = run
+            out.append(entry)
+    return out
+
+
+def run_mail(team: TeamPaths, run: Path) -> list[dict[str, Any]]:
+    """Unread mail an archived run holds (a relaunch moves the leader's mail of the last run
+    into `runs/<time>/mailbox/`). Read-only."""
+    return _unread_in(TeamPaths(team.project, run), run.name)
+
+
+def unread_mail(team: TeamPaths) -> list[dict[str, Any]]:
+    """Per mailbox with undelivered messages, the team's own and its archived runs': recipient,
+    count, ids and senders (and `run` for a run's). Read-only."""
+    out = _unread_in(team, None)
+    for run in _runs(team):
+        out += run_mail(team, run)
     return out
 
 
@@ -179,7 +194,10 @@ def live_panes(cfg: team_config.TeamConfig) -> list[dict[str, str]]:
 
 
 def _lost_text(lost: list[dict[str, Any]]) -> str:
-    return ", ".join(f"{e['recipient']} {e['unread']}" for e in lost)
+    return ", ".join(
+        f"{e['recipient']}{' (run ' + e['run'] + ')' if e.get('run') else ''} {e['unread']}"
+        for e in lost
+    )
 
 
 # ---- delete -----------------------------------------------------------------------------------
@@ -270,23 +288,32 @@ def prune(
         team = project.team(name)
         if os.path.lexists(team.shutdown):
             age = _age(team.shutdown, team.shutdown, t)
-            if age < older_than:
-                continue
-            entry, why = _prune_team(project, team, age, force=force, dry_run=dry_run, rm=remove)
-            (removed if why is None else kept).append(entry)
-            if why is None:
-                continue
+            if age >= older_than:
+                whole, why = _prune_team(
+                    project, team, age, force=force, dry_run=dry_run, rm=remove
+                )
+                (removed if why is None else kept).append(whole)
+                if why is None:
+                    continue  # its runs went with it
         for run in _runs(team):
             age = _age(run / "shutdown.json", run, t)
             if age < older_than:
                 continue
-            entry = {
+            entry: dict[str, Any] = {
                 "kind": "run",
                 "team": name,
                 "path": str(run),
                 "ageSeconds": round(age),
                 "bytes": tree_bytes(run),
             }
+            lost = run_mail(team, run)
+            if lost:
+                entry["unread"] = lost
+                if not force:
+                    entry["why"] = f"unread mail ({_lost_text(lost)}); --force loses it"
+                    kept.append(entry)
+                    continue
+                entry["lost"] = lost
             if not dry_run:
                 _remove(tombstone(project, run, "run", name), remove)
             removed.append(entry)
@@ -349,8 +376,9 @@ def human_size(n: int) -> str:
 def delete_text(r: dict[str, Any]) -> str:
     lines = [f"team {r['team']} deleted ({human_size(r['bytes'])} freed)"]
     for e in r["lost"]:
+        run = f" (run {e['run']})" if e.get("run") else ""
         lines.append(
-            f"  lost {e['unread']} unread message(s) for {e['recipient']} "
+            f"  lost {e['unread']} unread message(s) for {e['recipient']}{run} "
             f"from {', '.join(e['from'])}"
         )
     if r["finished"]:
@@ -372,7 +400,8 @@ def prune_text(r: dict[str, Any]) -> str:
         extra = f"; lost {sum(x['unread'] for x in lost)} unread message(s)" if lost else ""
         lines.append(f"{verb:<12} {label}, {human_size(e['bytes'])}{extra}")
     for e in r["kept"]:
-        lines.append(f"{'kept':<12} team {e['team']}: {e['why']}")
+        what = f"run {Path(e['path']).name} of team" if e["kind"] == "run" else "team"
+        lines.append(f"{'kept':<12} {what} {e['team']}: {e['why']}")
     total = human_size(r["bytes"])
     if not r["removed"]:
         lines.append("nothing to prune" + (f" ({len(r['kept'])} kept)" if r["kept"] else ""))

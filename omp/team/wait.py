@@ -276,7 +276,8 @@ def wait_text(r: dict[str, Any]) -> str:
     elif event == "gone":
         lines.append(f"team {team} is not running: {inline(str(r.get('why')))}")
     elif event == "timeout":
-        lines.append(f"nothing new after {r['waitedSeconds']:g}s")
-    if r.get("next") and event not in ("all_done", "shutdown", "gone"):
+        again = r.get("next") or hint(f"team wait {team}")
+        lines.append(f"nothing new after {r['waitedSeconds']:g}s; wait again: {again}")
+    if r.get("next") and event in ("mail", "tasks"):
         lines.append(f"  wait again: {r['next']}")
     return "\n".join(lines)

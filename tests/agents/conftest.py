@@ -5,7 +5,7 @@ def test_x(scripted_model):            # a server playing a worker (WorkerPolicy
     scripted_model.policy = OtherPolicy()   # any object with reply(chat) -> Reply
     scripted_model.requests            # every request and the reply it got
 
-def test_y(copilot_team):              # a factory: CopilotTeam on a private tmux server
+def test_y(copilot_team):              # a factory: AgentTeam on a private tmux server
     team = copilot_team()              # uses scripted_model; torn down after the test
     team.launch(2)
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.agents.copilot import CopilotTeam, find_copilot
+from tests.agents.clis import AgentTeam, find_cli, find_copilot
 from tests.agents.scripted_model import ScriptedModel
 from tests.agents.worker_policy import WorkerPolicy
 
@@ -38,19 +38,44 @@ def copilot_bin() -> Path:
     return path
 
 
-@pytest.fixture
-def copilot_team(
-    tmp_path: Path, copilot_bin: Path, scripted_model: ScriptedModel
-) -> Iterator[Callable[..., CopilotTeam]]:
+def _teams(
+    base: Path, binary: Path, model: ScriptedModel, agent: str
+) -> Iterator[Callable[..., AgentTeam]]:
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
-    made: list[CopilotTeam] = []
+    made: list[AgentTeam] = []
 
-    def make(**kw: Any) -> CopilotTeam:
-        team = CopilotTeam(tmp_path / f"team{len(made)}", copilot_bin, scripted_model, **kw)
+    def make(**kw: Any) -> AgentTeam:
+        team = AgentTeam(base / f"team{len(made)}", binary, model, agent=agent, **kw)
         made.append(team)
         return team
 
     yield make
     for team in made:
         team.close()
+
+
+@pytest.fixture
+def copilot_team(
+    tmp_path: Path, copilot_bin: Path, scripted_model: ScriptedModel
+) -> Iterator[Callable[..., AgentTeam]]:
+    yield from _teams(tmp_path, copilot_bin, scripted_model, "copilot")
+
+
+@pytest.fixture
+def codex_team(tmp_path: Path, scripted_model: ScriptedModel) -> Iterator[Callable[..., AgentTeam]]:
+    yield from _teams(tmp_path, _cli("codex"), scripted_model, "codex")
+
+
+@pytest.fixture
+def gemini_team(
+    tmp_path: Path, scripted_model: ScriptedModel
+) -> Iterator[Callable[..., AgentTeam]]:
+    yield from _teams(tmp_path, _cli("gemini"), scripted_model, "gemini")
+
+
+def _cli(agent: str) -> Path:
+    path, why = find_cli(agent)
+    if path is None:
+        pytest.skip(why)
+    return path

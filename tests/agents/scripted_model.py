@@ -9,7 +9,9 @@ whole conversation the CLI sent and returns the next assistant move: a text, or 
         ...
         model.requests                          # every request, with the reply it got
 
-Endpoints: `GET /v1/models`, `POST /v1/chat/completions` (streaming SSE or one JSON body).
+Endpoints: `GET /v1/models`, `POST /v1/chat/completions` (streaming SSE or one JSON body), and
+`POST /v1/responses` (the Responses API, streamed; see responses_api.py) for Codex CLI, and
+`POST /v1beta/models/<m>:streamGenerateContent` (gemini_api.py) for Gemini CLI.
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ class ScriptedModel:
         self.policy = policy
         self.model = model
         self.requests: list[Exchange] = []
+        self.unrouted: list[tuple[str, bytes]] = []  # requests to paths it does not serve
         self._lock = threading.Lock()
         self._seq = 0
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -179,7 +182,18 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             size = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(size)
-            if not self.path.rstrip("/").endswith("/chat/completions"):
+            tail = self.path.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
+            route = tail.rsplit(":", 1)[-1] if ":" in tail else tail
+            if route == "countTokens":
+                self._json(200, {"totalTokens": 10})
+                return
+            if route not in (
+                "completions",
+                "responses",
+                "generateContent",
+                "streamGenerateContent",
+            ):
+                model.unrouted.append((self.path, raw))
                 self._json(404, {"error": {"message": f"no route {self.path}"}})
                 return
             try:
@@ -187,7 +201,16 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 self._json(400, {"error": {"message": "body is not JSON"}})
                 return
-            chat = Chat(body if isinstance(body, dict) else {}, time.time())
+            body = body if isinstance(body, dict) else {}
+            if route == "responses":
+                from tests.agents import responses_api
+
+                body = responses_api.chat_body(body)
+            elif route.endswith("enerateContent"):
+                from tests.agents import gemini_api
+
+                body = gemini_api.chat_body(body, stream=route.startswith("stream"))
+            chat = Chat(body, time.time())
             try:
                 ex, reply = model._answer(chat)
             except Exception as exc:
@@ -196,7 +219,21 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             cid = f"chatcmpl-{model._next_id()}"
             call_id = f"call_{model._next_id()}"
             try:
-                if chat.stream:
+                if route == "responses":
+                    from tests.agents import responses_api
+
+                    evs = responses_api.events(cid, model.model, reply, call_id)
+                    self._sse(list(evs), reply.delay, typed=True)
+                elif route.endswith("enerateContent"):
+                    from tests.agents import gemini_api
+
+                    doc = gemini_api.response(model.model, reply)
+                    time.sleep(reply.delay)
+                    if chat.stream:
+                        self._sse([doc], 0, typed=None)
+                    else:
+                        self._json(200, doc)
+                elif chat.stream:
                     self._sse(list(_chunks(cid, model.model, reply, call_id)), reply.delay)
                 else:
                     time.sleep(reply.delay)
@@ -213,8 +250,11 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _sse(self, chunks: list[dict[str, Any]], delay: float) -> None:
-            """The stream opens at once; a delayed reply then thinks before its first token."""
+        def _sse(
+            self, chunks: list[dict[str, Any]], delay: float, typed: bool | None = False
+        ) -> None:
+            """`typed`: Responses events (`event:` lines); None: Gemini (no `[DONE]`)."""
+            # The stream opens at once; a delayed reply then thinks before its first token.
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
@@ -225,8 +265,10 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 if i == 1 and delay > 0:
                     self.wfile.flush()
                     time.sleep(delay)
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            self.wfile.write(b"data: [DONE]\n\n")
+                event = f"event: {chunk['type']}\n" if typed else ""
+                self.wfile.write(f"{event}data: {json.dumps(chunk)}\n\n".encode())
+            if typed is False:
+                self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
 
     return Handler

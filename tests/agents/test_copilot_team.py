@@ -14,14 +14,15 @@ from typing import Any
 
 import pytest
 
-from tests.agents.copilot import SCREENS, CopilotTeam, poll, tool_commands, user_texts
+from omp.agents import BUILTIN_PROFILES, classify_screen
+from tests.agents.clis import SCREENS, AgentTeam, poll, tool_commands, user_texts
 from tests.agents.scripted_model import ScriptedModel, message_text
 from tests.agents.worker_policy import CLAIMED, NUDGE, TRIGGER, WorkerPolicy
 
 pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]
 
 
-Factory = Callable[..., CopilotTeam]
+Factory = Callable[..., AgentTeam]
 
 
 # ---- what the screen says about Copilot's input box -------------------------------------------
@@ -56,7 +57,7 @@ def test_input_box_reads_the_recorded_screens() -> None:
     assert input_box(dialog) == (None, "")
 
 
-def assert_box_empty(team: CopilotTeam, worker: str) -> None:
+def assert_box_empty(team: AgentTeam, worker: str) -> None:
     """Nothing stuck in the input box: the screen reads like copilot-05 (empty box), settled."""
     want = input_box((SCREENS / "copilot-05-trust-enter-ready.txt").read_text().splitlines())
     poll(lambda: input_box(team.capture(worker)) == want, f"{worker}'s box empty", timeout=30)
@@ -73,9 +74,10 @@ def shell_results(model: ScriptedModel) -> list[tuple[str, str]]:
         for msg in ex.chat.messages:
             for call in msg.get("tool_calls") or []:
                 args = json.loads(call["function"]["arguments"] or "{}")
-                calls[call["id"]] = str(args.get("command", ""))
+                calls[call["id"]] = str(args.get("command", args.get("cmd", "")))
             if msg.get("role") == "tool" and msg.get("tool_call_id") in calls:
-                out[msg["tool_call_id"]] = (calls[msg["tool_call_id"]], message_text(msg))
+                cmd = calls[msg["tool_call_id"]]
+                out[f"{msg['tool_call_id']} {cmd}"] = (cmd, message_text(msg))
     return list(out.values())
 
 
@@ -110,18 +112,30 @@ def busy_since(model: ScriptedModel, how: str) -> bool:
     )
 
 
-def mail_from(team: CopilotTeam, sender: str, to: str = "leader") -> list[dict[str, Any]]:
+def mail_from(team: AgentTeam, sender: str, to: str = "leader") -> list[dict[str, Any]]:
     return [m for m in team.mailbox(to) if m.get("type") == "message" and m["from"] == sender]
 
 
-def receipts(team: CopilotTeam, who: str) -> set[str]:
+def receipts(team: AgentTeam, who: str) -> set[str]:
     return {m["messageId"] for m in team.mailbox(who) if m.get("type") == "delivery-receipt"}
 
 
-def launch_done(team: CopilotTeam, workers: int) -> dict[str, Any]:
+def launch_done(team: AgentTeam, workers: int) -> dict[str, Any]:
+    """Launch, wait for allDone, then for every worker's turn to end (its screen idle as omp's
+    profile reads it: a nudge typed into a busy pane is deferred to the monitor)."""
     team.launch(workers)
+    profile = BUILTIN_PROFILES[team.agent]
+
+    def idle() -> bool:
+        return all(
+            classify_screen(profile, team.capture(w["name"])) == "ready"
+            for w in team.launch_result["workers"]
+        )
+
     try:
-        poll(lambda: team.status()["allDone"], "allDone", timeout=120)
+        # generous: a node CLI starts in seconds on an idle machine, much later on a busy one
+        poll(lambda: team.status()["allDone"], "allDone", timeout=240)
+        poll(idle, "every worker idle", timeout=90)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{team.debug()}") from None
     return team.status()

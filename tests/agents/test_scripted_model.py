@@ -248,3 +248,23 @@ def test_launch_forwards_the_model_provider_to_every_worker(tmp_path: Path) -> N
             k: v for k, v in env.items() if k.startswith("COPILOT_")
         }
         assert "OPENAI_API_KEY" not in out
+
+
+def test_a_missing_copilot_cli_gives_the_skip_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.agents import clis as copilot
+
+    monkeypatch.setattr(copilot, "CACHE_BIN", tmp_path / "absent" / "copilot")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv(copilot.ENV_VAR, str(tmp_path / "nope"))
+    path, why = copilot.find_copilot()
+    assert path is None
+    assert why.startswith("Copilot CLI could not be installed (npm @github/copilot@1.0.102")
+    assert f"{tmp_path / 'nope'}: not an executable" in why
+    fake = tmp_path / "copilot"
+    fake.write_text("#!/bin/sh\necho 'GitHub Copilot CLI 0.0.1.'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv(copilot.ENV_VAR, str(fake))
+    path, why = copilot.find_copilot()
+    assert path is None and "not 1.0.102" in why  # only the pinned version is used

@@ -32,6 +32,7 @@ NUDGE = re.compile(r"You have \d+ new message\(s\)\. Read them: (.+?)\s*$", re.M
 API_LINE = re.compile(r"^\s*(?P<cmd>\S.*? team api (?P<op>[a-z-]+) --input '(?P<arg>\{.*?\})'.*)$")
 RESULT_FILE = re.compile(r"Write your full result to (\S+)")
 CLAIMED = '"claimToken":"'  # in claim-task's output (the inbox only names the placeholder)
+# Copilot: `bash` {command}; Codex: `exec_command` {cmd}; Gemini: `run_shell_command` {command}.
 SHELL_NAMES = ("bash", "shell", "run_shell_command", "shell_command", "exec_command")
 
 
@@ -92,15 +93,16 @@ def first_json(text: str) -> Any:
     return None
 
 
-def shell_tool(chat: Chat) -> tuple[str, set[str]]:
-    """The CLI's shell tool: its name and required parameters (one must be `command`)."""
+def shell_tool(chat: Chat) -> tuple[str, str, set[str]]:
+    """The CLI's shell tool: its name, its command parameter and its required parameters."""
     for tool in chat.tools:
         fn = tool.get("function") or {}
-        params = fn.get("parameters") or {}
-        if fn.get("name") in SHELL_NAMES and "command" in (params.get("properties") or {}):
-            return str(fn["name"]), set(params.get("required") or [])
+        props = (fn.get("parameters") or {}).get("properties") or {}
+        param = next((p for p in ("command", "cmd") if p in props), None)
+        if fn.get("name") in SHELL_NAMES and param:
+            return str(fn["name"]), param, set((fn.get("parameters") or {}).get("required") or [])
     names = [(t.get("function") or {}).get("name") for t in chat.tools]
-    raise PolicyError(f"no shell tool with a 'command' parameter among {names}")
+    raise PolicyError(f"no shell tool with a 'command' or 'cmd' parameter among {names}")
 
 
 @dataclass
@@ -125,10 +127,10 @@ class _Replay:
                     args = json.loads(call["function"]["arguments"] or "{}")
                 except (ValueError, KeyError, TypeError):
                     args = {}
-                if not isinstance(args, dict) or "command" not in args:
+                cmd = args.get("command", args.get("cmd")) if isinstance(args, dict) else None
+                if not isinstance(cmd, str):
                     continue  # not a shell call (Copilot itself calls read_bash on a notice)
-                out = outputs.get(str(call.get("id")), "")
-                self.done.append(Step(str(args.get("command", "")), out))
+                self.done.append(Step(cmd, outputs.get(str(call.get("id")), "")))
         self.pos = 0
 
     def take(self, command: str) -> Step | None:
@@ -165,6 +167,8 @@ class WorkerPolicy:
     def reply(self, chat: Chat) -> Reply:
         with self._lock:
             self.calls += 1
+        if not chat.tools:  # a side request (Codex asks for a session title): words only
+            return Reply(text="omp worker")
         replay = _Replay(chat)
         state: dict[str, Any] = {}
         for goal in self.goals(chat):
@@ -193,8 +197,8 @@ class WorkerPolicy:
         return self.hold_seconds
 
     def _run(self, chat: Chat, command: str, delay: float) -> Reply:
-        name, required = shell_tool(chat)
-        args: dict[str, Any] = {"command": command}
+        name, param, required = shell_tool(chat)
+        args: dict[str, Any] = {param: command}
         if "description" in required:
             api = API_LINE.match(command)
             args["description"] = f"omp {api['op']}" if api else command.split()[0]

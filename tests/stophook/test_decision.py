@@ -282,3 +282,18 @@ def test_an_older_claude_code_without_last_assistant_message_reads_its_transcrip
     p = fixture("claude-Stop.json")
     del p["last_assistant_message"]
     assert payloads.read(p, {}).reply is None  # so run.py falls back to the transcript
+
+
+def test_the_block_a_cli_would_ignore_is_not_counted() -> None:
+    state = ralph(iteration=8, maxIterations=10)
+    d = decide({"ralph": state}, "more", now=NOW, in_a_row=7, cli_limit=8)
+    assert (d.action, d.step) == ("block", 9)
+    d = decide({"ralph": state}, "more", now=NOW, in_a_row=8, cli_limit=8)
+    assert (d.action, d.why, d.step) == ("allow", "cli_limit", 8)
+    assert d.state is not None and d.state["active"] is True and d.state["iteration"] == 8
+    assert "paused at 8/10" in (decision.end_note(d) or "")
+    # The word or the cap still end the loop at that stop.
+    assert decide({"ralph": state}, "RALPH_COMPLETE", now=NOW, in_a_row=8, cli_limit=8).why == (
+        "complete"
+    )
+    assert decide({"ralph": state}, "", now=NOW, in_a_row=99, cli_limit=None).action == "block"

@@ -419,3 +419,19 @@ def test_status_commands_show_the_step_and_the_last_decision(proj: Path) -> None
     assert r.stdout.startswith("ralph inactive (completed 20")
     assert "saw the completion word at step 1/4" in r.stdout
     assert run_omp("team", "status", "--json", cwd=proj, env=e).json["loops"] == []
+
+
+def test_copilots_limit_of_8_blocks_in_a_row_pauses_the_loop_without_counting(proj: Path) -> None:
+    start(proj, "ralph", "start", "x", "--max-iterations", "10")
+    stops = [(1796075680000 + i, f"reply {i}") for i in range(11)]
+    write_transcript(proj, stops)
+    actions = []
+    for i in range(10):
+        p = copilot_stop(proj, stops[i][0])
+        p["stop_hook_active"] = i > 0 and i != 9  # stop 9 starts a new turn (the user typed)
+        actions.append(answer(hook(proj, p)[1]).get("decision", "allow"))
+    # Blocks 1-8 are obeyed; Copilot would ignore a 9th in a row: let it stop, count nothing.
+    assert actions == ["block"] * 8 + ["allow", "block"]
+    s = state(proj)
+    assert s["active"] is True and s["iteration"] == 9
+    assert [x["why"] for x in log(proj)][-2:] == ["cli_limit", "continue"]

@@ -183,7 +183,22 @@ def test_doctor_reports_missing_installed_and_twice(tmp_path: Path, root: Path) 
     assert "hooks install --agent copilot" in (got[0]["fix"] or "")
     install(root, "copilot", command=CMD)
     got = checks.doctor_checks(root, "copilot", e)
+    assert [(c["name"], c["status"]) for c in got] == [
+        ("stop hook copilot", "ok"),
+        ("stop hook copilot trust", "warn"),  # a new folder: Copilot has not been told to trust it
+    ]
+    # As Copilot 1.0.102 records "Yes, and remember this folder" (JSON with comment lines).
+    cfg = Path(e["HOME"]) / ".copilot" / "config.json"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text(
+        "// User settings belong in settings.json.\n// This file is managed automatically.\n"
+        + json.dumps({"firstLaunchAt": "x", "trustedFolders": [str(root.parent)]})
+    )
+    got = checks.doctor_checks(root, "copilot", e)
     assert [(c["name"], c["status"]) for c in got] == [("stop hook copilot", "ok")]
+    assert checks.doctor_checks(root, "copilot", {**e, "HOME": "/nonexistent"})[1]["status"] == (
+        "warn"
+    )
     # Copilot also runs the Claude entry in .claude/settings.json: registered twice.
     install(root, "claude", command=CMD)
     named = {c["name"]: c for c in checks.doctor_checks(root, "copilot", e)}

@@ -29,6 +29,8 @@ from tests.helpers import (
     snapshot_tree,
 )
 
+pytestmark = pytest.mark.slow  # whole conversations, many omp processes each
+
 TOKEN = "lt-first-launch"
 ALIVE = {"worker-1": "alive", "worker-2": "alive", "worker-3": "alive"}
 

@@ -242,6 +242,7 @@ def test_idle_cadence_restarts_after_each_prompt(world: World) -> None:
     assert len(world.fake.to("%1")) == 2
 
 
+@pytest.mark.slow  # a long simulated run
 def test_a_restart_from_persisted_state_cannot_send_a_fourth(world: World) -> None:
     world.loop()
     mon = world.monitor()
@@ -311,6 +312,7 @@ def test_the_leader_pane_never_gets_anything(world: World) -> None:
     assert world.leader not in world.fake.captures
 
 
+@pytest.mark.slow  # a long simulated run
 def test_a_busy_pane_is_never_prompted_nor_nudged(world: World) -> None:
     world.loop()
     world.fake.screens["%1"] = BUSY
@@ -375,6 +377,7 @@ def test_unread_repeats_are_60_seconds_apart(world: World) -> None:
     assert len(world.fake.to("%1")) == 2
 
 
+@pytest.mark.slow  # a long simulated run
 def test_a_new_message_starts_a_new_batch_and_delivery_ends_it(world: World) -> None:
     world.mail("worker-1", "one")
     mon = world.monitor()

@@ -180,6 +180,7 @@ def test_a_delete_killed_between_rename_and_removal_is_finished_by_the_next(
     assert sorted(os.listdir(teams_dir(root))) == ["b"]
 
 
+@pytest.mark.slow  # a removal killed or failing midway
 def test_a_killed_delete_is_finished_by_prune_or_another_delete(
     root: Path, env: dict[str, str]
 ) -> None:
@@ -215,6 +216,7 @@ def _delete_failing_midway(root: str, team: str) -> None:
     main(["team", "delete", team, "--json"])
 
 
+@pytest.mark.slow  # a removal killed or failing midway
 def test_a_removal_that_fails_midway_is_reported_and_finished_later(
     root: Path, env: dict[str, str], capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -300,3 +302,39 @@ def test_durations() -> None:
     assert parse_duration("90") == parse_duration("90s") == 90
     assert parse_duration("1.5h") == 5400
     assert parse_duration("7d") == 7 * 86400 and parse_duration("2w") == 14 * 86400
+
+
+def test_a_run_holding_unread_leader_mail_is_kept_unless_force(
+    root: Path, env: dict[str, str]
+) -> None:
+    # a relaunch moves the last run's leader mail into runs/<time>/mailbox/: still mail
+    make_team(root, "t", 1, task="x")
+    mail(root, "t", "leader", 2)
+    run = archive_run(root, "t", days_ago=10)
+    assert (run / "mailbox" / "leader.jsonl").exists()
+    before = snapshot_tree(root / ".omp")
+    r = omp(root, env, "team", "prune", "--json")
+    assert r.rc == 0 and r.json["removed"] == [], r
+    assert (
+        r.json["kept"][0]["kind"] == "run"
+        and "unread mail (leader (run " in r.json["kept"][0]["why"]
+    )
+    assert snapshot_tree(root / ".omp") == before
+    r = omp(root, env, "team", "prune")
+    assert f"kept         run {run.name} of team t: unread mail" in r.stdout, r
+    # delete sees it too
+    r = omp(root, env, "team", "delete", "t", "--json")
+    assert r.rc == 1 and r.json["unread"][0]["run"] == run.name, r
+    r = omp(root, env, "team", "prune", "--force", "--json")
+    assert r.json["removed"][0]["lost"][0]["unread"] == 2 and not run.exists()
+
+
+def test_a_recently_shut_down_team_still_loses_its_old_runs(
+    root: Path, env: dict[str, str]
+) -> None:
+    make_team(root, "t", 1, task="x")
+    old = archive_run(root, "t", days_ago=10)
+    shut(root, "t", days_ago=1)
+    r = omp(root, env, "team", "prune", "--json")
+    assert [(e["kind"], Path(e["path"]).name) for e in r.json["removed"]] == [("run", old.name)]
+    assert (teams_dir(root) / "t" / "config.json").exists()

@@ -1,11 +1,14 @@
-"""Real GitHub Copilot CLI workers on a private tmux server, driven by the scripted model.
+"""Real agent CLI workers (GitHub Copilot CLI, Codex CLI) on a private tmux server, driven by
+the scripted model.
 
-`find_copilot()` locates the pinned CLI: `$OMP_TEST_COPILOT` (set by .ci/run), else the clone's
-cache (`.cache/agent-clis/copilot`, where .ci/run installs it), else `copilot` on PATH; any of them
-only at the pinned version. `CopilotTeam` runs the real `omp team launch` with the `copilot`
-profile, the way a user does: the launching process finds `copilot` on its PATH, omp runs from the
-venv's `bin/omp` without the venv being activated, and Copilot talks to the scripted model
-offline (`COPILOT_OFFLINE`, `COPILOT_PROVIDER_BASE_URL`, `COPILOT_MODEL`, `COPILOT_ALLOW_ALL`).
+`find_cli(agent)` locates a pinned CLI: `$OMP_TEST_COPILOT` / `$OMP_TEST_CODEX` (set by .ci/run),
+else the clone's cache (`.cache/agent-clis/<program>`, where scripts/install-agent-clis.sh puts
+it), else the program on PATH; any of them only at the pinned version. `AgentTeam` runs the real
+`omp team launch` with the agent's built-in profile, the way a user does: the launching process
+finds the agent program on its PATH, omp runs from the venv's `bin/omp` without the venv being
+activated, and the agent talks to the scripted model offline: Copilot through `COPILOT_OFFLINE`,
+`COPILOT_PROVIDER_BASE_URL`, `COPILOT_MODEL`, `COPILOT_ALLOW_ALL`; Codex through a custom model
+provider (`wire_api = "responses"`) in `$HOME/.codex/config.toml`, the project marked trusted.
 """
 
 from __future__ import annotations
@@ -19,22 +22,46 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from tests.agents.scripted_model import MODEL_NAME, ScriptedModel, message_text
 from tests.helpers import REPO, child_env
 
-COPILOT_VERSION = "1.0.102"
-ENV_VAR = "OMP_TEST_COPILOT"
-CACHE_BIN = REPO / ".cache" / "agent-clis" / "copilot" / "node_modules" / ".bin" / "copilot"
+CACHE = REPO / ".cache" / "agent-clis"
 SCREENS = REPO / "tests" / "fixtures" / "screens"
 T = TypeVar("T")
 
 
-def find_copilot() -> tuple[Path | None, str]:
-    """The pinned Copilot CLI, or None and why not (the tests' skip reason)."""
+class Cli(NamedTuple):
+    """A pinned agent CLI: its npm package, the version, and where to find its binary."""
+
+    package: str
+    version: str
+    env_var: str
+    program: str
+
+    @property
+    def cache_bin(self) -> Path:
+        return CACHE / self.program / "node_modules" / ".bin" / self.program
+
+
+CLIS = {
+    "copilot": Cli("@github/copilot", "1.0.102", "OMP_TEST_COPILOT", "copilot"),
+    "codex": Cli("@openai/codex", "0.171.0", "OMP_TEST_CODEX", "codex"),
+    "gemini": Cli("@google/gemini-cli", "0.61.0", "OMP_TEST_GEMINI", "gemini"),
+}
+COPILOT_VERSION = CLIS["copilot"].version
+ENV_VAR = CLIS["copilot"].env_var
+CACHE_BIN = CLIS["copilot"].cache_bin
+
+
+def find_cli(agent: str, cache_bin: Path | None = None) -> tuple[Path | None, str]:
+    """The pinned CLI: `$<env_var>` (.ci/run), the clone's cache, PATH; or None and why not
+    (the tests' skip reason)."""
+    cli = CLIS[agent]
+    cache_bin = cli.cache_bin if cache_bin is None else cache_bin
     tried = []
-    for cand in (os.environ.get(ENV_VAR), str(CACHE_BIN), shutil.which("copilot")):
+    for cand in (os.environ.get(cli.env_var), str(cache_bin), shutil.which(cli.program)):
         if not cand:
             continue
         path = Path(cand)
@@ -42,20 +69,25 @@ def find_copilot() -> tuple[Path | None, str]:
             tried.append(f"{cand}: not an executable")
             continue
         try:
-            out = subprocess.run(
+            proc = subprocess.run(
                 [str(path), "--version"], capture_output=True, text=True, timeout=60
-            ).stdout
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             tried.append(f"{cand}: {exc}")
             continue
-        if COPILOT_VERSION in out:
+        if cli.version in proc.stdout:
             return path, ""
-        tried.append(f"{cand}: version {out.strip()[:60]!r}, not {COPILOT_VERSION}")
-    why = "; ".join(tried) or f"${ENV_VAR} unset, {CACHE_BIN} absent, no copilot on PATH"
+        tried.append(f"{cand}: version {proc.stdout.strip()[-60:]!r}, not {cli.version}")
+    why = "; ".join(tried) or f"${cli.env_var} unset, {cache_bin} absent, none on PATH"
+    name = "Copilot CLI" if agent == "copilot" else f"{agent} CLI"
     return None, (
-        f"Copilot CLI could not be installed (npm @github/copilot@{COPILOT_VERSION}; "
-        f".ci/run installs it): {why}"
+        f"{name} could not be installed (npm {cli.package}@{cli.version}; "
+        f"scripts/install-agent-clis.sh installs it): {why}"
     )
+
+
+def find_copilot() -> tuple[Path | None, str]:
+    return find_cli("copilot", CACHE_BIN)
 
 
 def omp_argv() -> list[str]:
@@ -100,20 +132,23 @@ def user_texts(model: ScriptedModel, part: str = "") -> list[str]:
 
 def tool_commands(model: ScriptedModel) -> list[tuple[float, str]]:
     """(request time, shell command) of every tool call the model handed out."""
-    return [(t, str(c.arguments.get("command", ""))) for t, c in model.tool_calls()]
+    calls = model.tool_calls()
+    return [(t, str(c.arguments.get("command", c.arguments.get("cmd", "")))) for t, c in calls]
 
 
-class CopilotTeam:
-    """A temp project, HOME and private tmux server for one team of Copilot workers."""
+class AgentTeam:
+    """A temp project, HOME and private tmux server for one team of real agent CLI workers."""
 
     def __init__(
         self,
         base: Path,
-        copilot: Path,
+        binary: Path,
         model: ScriptedModel,
         *,
+        agent: str = "copilot",
         monitor: dict[str, str] | None = None,
     ) -> None:
+        self.agent = agent
         self.root = base / "proj"
         (self.root / ".git").mkdir(parents=True)
         self.home = base / "home"
@@ -125,7 +160,7 @@ class CopilotTeam:
         # there), then the system's. Not the venv's bin: omp must not need an activated venv.
         venv_bin = str(Path(sys.executable).parent)
         system = [p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if p != venv_bin]
-        path = [str(copilot.parent), *system]
+        path = [str(binary.parent), *system]
         extra = {
             "PATH": os.pathsep.join(path),
             "SHELL": "/bin/sh",
@@ -139,12 +174,43 @@ class CopilotTeam:
         self.env = child_env(self.home, **extra)
         for key in ("TMUX", "TMUX_PANE", "CI", "GH_TOKEN", "GITHUB_TOKEN", "COPILOT_GITHUB_TOKEN"):
             self.env.pop(key, None)
+        if agent == "codex":
+            self._codex_config()
+        if agent == "gemini":
+            self._gemini_config()
         if monitor is None:
             self.env["OMP_NO_MONITOR"] = "1"
         else:
             self.env.update(monitor)
         self.launched_at = 0.0
         self.launch_result: dict[str, Any] = {}
+
+    def _codex_config(self) -> None:
+        """Codex reads its provider from config.toml (the Responses API only), and trusts the
+        project there (else a trust dialog per worker, which launch would answer)."""
+        (self.home / ".codex").mkdir()
+        (self.home / ".codex" / "config.toml").write_text(
+            f'model = "{MODEL_NAME}"\n'
+            'model_provider = "scripted"\n'
+            "[model_providers.scripted]\n"
+            'name = "scripted"\n'
+            f'base_url = "{self.model.base_url}"\n'
+            'wire_api = "responses"\n'
+            f'[projects."{self.root}"]\n'
+            'trust_level = "trusted"\n'
+        )
+
+    def _gemini_config(self) -> None:
+        """Gemini takes the server from `GOOGLE_GEMINI_BASE_URL` (forwarded by its profile) and
+        any API key; settings.json picks API-key auth so no sign-in dialog shows."""
+        (self.home / ".gemini").mkdir()
+        auth = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+        (self.home / ".gemini" / "settings.json").write_text(json.dumps(auth))
+        self.env.update(
+            GOOGLE_GEMINI_BASE_URL=self.model.base_url.removesuffix("/v1"),
+            GEMINI_API_KEY="scripted",
+            GEMINI_MODEL="gemini-2.5-flash",
+        )
 
     # ---- omp -----------------------------------------------------------------------------
 
@@ -172,7 +238,7 @@ class CopilotTeam:
             str(workers),
             task,
             "--agent",
-            "copilot",
+            self.agent,
             "--name",
             self.name,
             "--json",

@@ -1,0 +1,72 @@
+"""Real OpenAI Codex CLI and Google Gemini CLI workers, launched by the real `omp team launch`,
+on the scripted model, with the same worker policy as Copilot's.
+
+Codex 0.171 speaks the Responses API to a custom model provider (`wire_api = "responses"` in
+`$HOME/.codex/config.toml`), served on `/v1/responses`. Gemini 0.61 speaks the Gemini API to
+`GOOGLE_GEMINI_BASE_URL` (any `GEMINI_API_KEY`, API-key auth chosen in settings.json), served on
+`/v1beta/models/<m>:streamGenerateContent`. They skip, saying so under `-ra`, when the pinned CLI
+is not installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from omp.agents import BUILTIN_PROFILES, input_region, squash
+from tests.agents.clis import AgentTeam, poll, user_texts
+from tests.agents.scripted_model import ScriptedModel
+from tests.agents.test_copilot_team import launch_done, mail_from, omp_results, receipts
+from tests.agents.worker_policy import NUDGE
+
+pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]
+
+Factory = Callable[..., AgentTeam]
+
+
+def assert_nothing_typed_left(team: AgentTeam, worker: str) -> None:
+    """The box shows a placeholder when empty; no trigger or nudge text may sit in it."""
+
+    def clean() -> bool:
+        box = input_region(BUILTIN_PROFILES[team.agent], team.capture(worker))
+        text = squash(" ".join(box or []))
+        return box is not None and "newmessage" not in text and "andfollowit" not in text
+
+    poll(clean, f"{worker}'s input box free of typed text", timeout=30)
+
+
+@pytest.fixture(params=["codex", "gemini"])
+def agent_team(request: pytest.FixtureRequest) -> Factory:
+    factory: Factory = request.getfixturevalue(f"{request.param}_team")
+    return factory
+
+
+def test_two_workers_reach_all_done(agent_team: Factory, scripted_model: ScriptedModel) -> None:
+    team = agent_team()
+    st = launch_done(team, 2)
+    assert [t["status"] for t in st["tasks"]] == ["completed", "completed"]
+    col = team.omp("team", "collect", team.name, "--json")
+    assert col["allDone"] is True and col["doneCount"] == 2
+    for w in ("worker-1", "worker-2"):
+        assert f"{w}: started" in [m["body"] for m in mail_from(team, w)]
+        assert_nothing_typed_left(team, w)
+    ran = omp_results(scripted_model)
+    ops = sorted(c.split(" team api ")[1].split()[0] for c, _ in ran)
+    assert ops == sorted(["claim-task", "send-message", "transition-task-status"] * 2), ran
+    assert all('"ok":true' in out for _, out in ran), ran
+
+
+def test_leader_message_is_read_and_answered(
+    agent_team: Factory, scripted_model: ScriptedModel
+) -> None:
+    team = agent_team()
+    launch_done(team, 1)
+    sent = team.api("send-message", {"from": "leader", "to": "worker-1", "body": "status?"})
+    assert sent["ok"] is True and sent["nudge"] == "typed", sent
+    mid = sent["messageId"]
+    poll(lambda: mid in receipts(team, "worker-1"), f"receipt\n{team.debug()}")
+    poll(lambda: [m for m in mail_from(team, "worker-1") if mid in m["body"]], "answer")
+    nudges = [t for t in user_texts(scripted_model) if NUDGE.search(t)]
+    assert len(nudges) == 1 and nudges[0].startswith("You have 1 new message(s). Read them: ")
+    assert_nothing_typed_left(team, "worker-1")
