@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tests.agents.copilot import CopilotTeam, omp_argv, poll
+from tests.agents.clis import AgentTeam, omp_argv, poll
 
 BACKGROUNDED = "moved to background by the user"
 TRUST = ("Do you trust the files in this folder?", "Confirm folder trust")
@@ -111,7 +111,7 @@ def busy_periods(events: list[Event]) -> list[tuple[float, float]]:
 class CopilotLeader:
     """Copilot CLI in the leader's pane (`%0` of the private server of `team`)."""
 
-    def __init__(self, team: CopilotTeam, width: int = 200, height: int = 50) -> None:
+    def __init__(self, team: AgentTeam, width: int = 200, height: int = 50) -> None:
         self.team = team
         venv_bin = Path(omp_argv()[0]).parent
         cmd = ["copilot", "--allow-all-tools", "--add-dir", str(venv_bin)]

@@ -103,7 +103,10 @@ def steps_of(chat: Chat) -> list[Step]:
             if not isinstance(args, dict):
                 continue
             name = str(call["function"].get("name"))
-            key = args.get("command", f"skill:{args['skill']}" if "skill" in args else None)
+            cmd = args.get("command", args.get("cmd"))
+            key = (
+                cmd if cmd is not None else (f"skill:{args['skill']}" if "skill" in args else None)
+            )
             if key is None:
                 continue
             out.append(Step(name, str(key), outputs.get(str(call.get("id")), "")))
@@ -179,8 +182,8 @@ class LeaderPolicy:
     def _call(self, chat: Chat, key: str) -> Reply:
         if key.startswith("skill:"):
             return Reply(tool_call=ToolCall("skill", {"skill": key[6:]}), delay=self.think)
-        name, required = shell_tool(chat)
-        args: dict[str, Any] = {"command": key}
+        name, param, required = shell_tool(chat)
+        args: dict[str, Any] = {param: key}
         if "description" in required:
             args["description"] = " ".join(key.split()[1:3])[:60] or key[:60]
         return Reply(tool_call=ToolCall(name, args), delay=self.think)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.agents.copilot import CopilotTeam, poll, tool_commands
+from tests.agents.clis import AgentTeam, poll, tool_commands
 from tests.agents.copilot_session import (
     CopilotLeader,
     Event,
@@ -34,7 +34,7 @@ from tests.agents.worker_policy import NUDGE, WorkerPolicy, first_json
 
 pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]
 
-Factory = Callable[..., CopilotTeam]
+Factory = Callable[..., AgentTeam]
 FAST_MONITOR = {"OMP_MONITOR_SCAN_SECONDS": "0.5", "OMP_MONITOR_UNREAD_REPEAT_SECONDS": "3"}
 TEAM = "lt"
 REQUEST = (
@@ -86,7 +86,7 @@ def inside(t: float, spans: list[tuple[float, float]], margin: float = 0.05) -> 
     return any(a + margin < t < b - margin for a, b in spans)
 
 
-def monitor_nudges(team: CopilotTeam, who: str) -> list[dict[str, Any]]:
+def monitor_nudges(team: AgentTeam, who: str) -> list[dict[str, Any]]:
     path = team.root / ".omp" / "state" / "team-monitor" / "events.jsonl"
     if not path.exists():
         return []
@@ -94,7 +94,7 @@ def monitor_nudges(team: CopilotTeam, who: str) -> list[dict[str, Any]]:
     return [r for r in rows if r.get("type") == "unread-nudge" and r.get("worker") == who]
 
 
-def team_config(team: CopilotTeam) -> dict[str, Any]:
+def team_config(team: AgentTeam) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads((team.root / ".omp/state/team/lt/config.json").read_text())
     return doc
 
