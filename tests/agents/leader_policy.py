@@ -31,7 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.agents.scripted_model import Chat, Reply, ToolCall, message_text
-from tests.agents.worker_policy import NUDGE, PolicyError, first_json, shell_tool
+from tests.agents.worker_policy import (
+    NUDGE,
+    TRIGGER,
+    PolicyError,
+    WorkerPolicy,
+    first_json,
+    shell_tool,
+)
 
 SKILL_PATH = ".github/skills/team/SKILL.md"
 LAUNCH_LINE = re.compile(r"^(?P<omp>\S.*?) team launch \d+ ", re.MULTILINE)
@@ -296,3 +303,20 @@ def _summary(output: str, col: dict[str, Any]) -> str:
         return f"{done} of {len(col['workers'])} worker(s) done."
     first = next((ln.strip() for ln in output.splitlines() if ln.strip()), "")
     return f"collected: {first[:200]}."
+
+
+def is_worker(chat: Chat) -> bool:
+    """A worker's conversation: it began with the trigger line launch types."""
+    return any(m.get("role") == "user" and TRIGGER.search(message_text(m)) for m in chat.messages)
+
+
+@dataclass
+class Router:
+    """One server for a leader and its agent workers: a worker's conversation (it holds the
+    trigger line) goes to `worker`, any other to `leader`."""
+
+    leader: LeaderPolicy
+    worker: WorkerPolicy = field(default_factory=WorkerPolicy)
+
+    def reply(self, chat: Chat) -> Reply:
+        return self.worker.reply(chat) if is_worker(chat) else self.leader.reply(chat)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.agents.clis import AgentTeam, poll, tool_commands
+from tests.agents.clis import AgentTeam, poll
 from tests.agents.copilot_session import (
     CopilotLeader,
     Event,
@@ -28,8 +28,8 @@ from tests.agents.copilot_session import (
     session_events,
     user_messages,
 )
-from tests.agents.leader_policy import LeaderPolicy, steps_of
-from tests.agents.scripted_model import ScriptedModel
+from tests.agents.leader_policy import LeaderPolicy, Router, is_worker, steps_of
+from tests.agents.scripted_model import Exchange, ScriptedModel
 from tests.agents.worker_policy import NUDGE, WorkerPolicy, first_json
 
 pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]
@@ -46,12 +46,25 @@ REQUEST = (
 # ---- what the scripted server saw -------------------------------------------------------------
 
 
+def leader_requests(model: ScriptedModel) -> list[Exchange]:
+    """The leader's requests (one server may serve its Copilot workers too)."""
+    return [ex for ex in list(model.requests) if not is_worker(ex.chat)]
+
+
+def leader_commands(model: ScriptedModel) -> list[str]:
+    return [
+        str(x.reply.tool_call.arguments.get("command", ""))
+        for x in leader_requests(model)
+        if x.reply and x.reply.tool_call
+    ]
+
+
 def model_turns(model: ScriptedModel) -> list[tuple[float, float]]:
     """The leader's busy intervals by the server's log: from a turn's first request to the
     moment its text-only answer was sent (the request's arrival plus the model's delay)."""
     out: list[tuple[float, float]] = []
     start: float | None = None
-    for ex in list(model.requests):
+    for ex in leader_requests(model):
         if start is None:
             start = ex.chat.received
         if ex.reply is not None and ex.reply.tool_call is None:
@@ -64,7 +77,7 @@ def model_turns(model: ScriptedModel) -> list[tuple[float, float]]:
 
 def mail_reads(model: ScriptedModel) -> list[tuple[str, list[dict[str, Any]]]]:
     """(command, messages) of every `mailbox-read` the leader ran, from its latest request."""
-    last = list(model.requests)[-1].chat
+    last = leader_requests(model)[-1].chat
     out = []
     for step in steps_of(last):
         if " team api mailbox-read " in step.key:
@@ -75,7 +88,7 @@ def mail_reads(model: ScriptedModel) -> list[tuple[str, list[dict[str, Any]]]]:
 
 
 def answers(model: ScriptedModel) -> list[str]:
-    return [x.reply.text for x in list(model.requests) if x.reply and x.reply.tool_call is None]
+    return [x.reply.text for x in leader_requests(model) if x.reply and x.reply.tool_call is None]
 
 
 def nudges_typed(events: list[Event]) -> list[Event]:
@@ -103,7 +116,7 @@ def team_config(team: AgentTeam) -> dict[str, Any]:
 
 
 def start_leader(copilot_team: Factory, model: ScriptedModel, **policy: Any) -> CopilotLeader:
-    model.policy = LeaderPolicy(team=TEAM, **policy)
+    model.policy = Router(LeaderPolicy(team=TEAM, **policy))
     team = copilot_team(monitor=FAST_MONITOR | {"OMP_DEMO_WORK_SECONDS": "5"})
     team.name = TEAM
     assert team.omp("skills", "install", "--json")["ok"] is True
@@ -163,7 +176,8 @@ def report(
     reads = [len(m) for _, m in mail_reads(model)]
     with capsys.disabled():
         print(
-            f"\n[copilot leader] {what}: wall {wall:.1f}s; {len(model.requests)} model requests; "
+            f"\n[copilot leader] {what}: wall {wall:.1f}s; "
+            f"{len(leader_requests(model))} leader model requests; "
             f"busy {spans}; nudges typed {len(typed)} {typed}; mail reads {reads}"
         )
 
@@ -171,15 +185,19 @@ def report(
 # ---- the tests ------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("workers", ["demo", "copilot"])
 def test_copilot_leader_runs_a_team_to_the_end(
-    copilot_team: Factory, scripted_model: ScriptedModel, capsys: pytest.CaptureFixture[str]
+    copilot_team: Factory,
+    scripted_model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
+    workers: str,
 ) -> None:
-    lead = start_leader(copilot_team, scripted_model)
+    lead = start_leader(copilot_team, scripted_model, agent=workers)
     team = lead.team
     t0 = time.time()
-    lead.type(REQUEST)
+    lead.type(REQUEST.replace("two demo workers", f"two {workers} workers"))
     # a worker writes while the leader's `wait` runs: stored, the nudge left to the monitor
-    poll(lambda: any(" team wait lt " in c for _, c in tool_commands(scripted_model)), "a wait")
+    poll(lambda: any(" team wait lt " in c for c in leader_commands(scripted_model)), "a wait")
     team.launch_result = {"workers": team_config(team)["workers"]}
     sent = team.api("send-message", {"from": "worker-1", "to": "leader", "body": "mid-run note"})
     assert sent["ok"] is True and sent["nudge"] == "deferred", sent
@@ -189,12 +207,13 @@ def test_copilot_leader_runs_a_team_to_the_end(
 
     cfg = team_config(team)
     # the leader's agent was detected from its pane, not given; the workers split its window
-    launch = next(c for _, c in tool_commands(scripted_model) if " team launch " in c)
+    launch = next(c for c in leader_commands(scripted_model) if " team launch " in c)
+    assert f"--agent {workers}" in launch, launch
     assert "--nudge-leader" in launch and "--leader-agent" not in launch, launch
     assert cfg["leaderAgent"] == "copilot" and cfg["nudgeLeader"] is True, cfg
     assert cfg["leaderPaneId"] == lead.pane and cfg["createdSession"] is False, cfg
     # the whole skill was followed, every command through Copilot's shell tool, in order
-    ran = [c.split()[1:3] for _, c in tool_commands(scripted_model) if " team " in c]
+    ran = [c.split()[1:3] for c in leader_commands(scripted_model) if " team " in c]
     subs = [s[1] for s in ran if s[0] == "team"]
     assert subs[0] == "launch" and subs[-2:] == ["collect", "shutdown"], subs
     assert "wait" in subs and "api" in subs, subs
@@ -208,7 +227,7 @@ def test_copilot_leader_runs_a_team_to_the_end(
     # every nudge the monitor says it typed into the leader reached Copilot as an idle line
     sent_by_monitor = [r for r in monitor_nudges(team, "leader") if r.get("outcome") == "sent"]
     assert len(nudges_typed(events)) >= len(sent_by_monitor), sent_by_monitor
-    report(capsys, "launch->answer", wall, lead, scripted_model)
+    report(capsys, f"{workers} workers, launch->answer", wall, lead, scripted_model)
 
 
 def test_idle_copilot_leader_is_nudged_once_and_reads_it(
