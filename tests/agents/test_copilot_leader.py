@@ -129,9 +129,14 @@ def debug(lead: CopilotLeader, model: ScriptedModel) -> str:
     return f"{model.dump()}\n--- leader ---\n{lead.capture()}"
 
 
-def await_answer(lead: CopilotLeader, model: ScriptedModel, prefix: str, timeout: float) -> str:
+def await_answer(
+    lead: CopilotLeader, model: ScriptedModel, prefix: str, timeout: float, after: int = 0
+) -> str:
+    """The first answer starting with `prefix` among the leader's answers after the first
+    `after`, once the leader is idle again."""
+
     def found() -> str:
-        return next((a for a in answers(model) if a.startswith(prefix)), "")
+        return next((a for a in answers(model)[after:] if a.startswith(prefix)), "")
 
     try:
         text = poll(found, f"the leader's answer {prefix!r}", timeout)
@@ -212,6 +217,9 @@ def test_copilot_leader_runs_a_team_to_the_end(
     assert "--nudge-leader" in launch and "--leader-agent" not in launch, launch
     assert cfg["leaderAgent"] == "copilot" and cfg["nudgeLeader"] is True, cfg
     assert cfg["leaderPaneId"] == lead.pane and cfg["createdSession"] is False, cfg
+    window = lead._tmux("display-message", "-p", "-t", lead.pane, "#{window_id}").strip()
+    assert cfg["tmuxIdentity"]["windowId"] == window, cfg
+    assert f"● Team {TEAM}: " in lead.capture(), lead.capture()  # the user sees the answer
     # the whole skill was followed, every command through Copilot's shell tool, in order
     ran = [c.split()[1:3] for c in leader_commands(scripted_model) if " team " in c]
     subs = [s[1] for s in ran if s[0] == "team"]
@@ -243,18 +251,19 @@ def test_idle_copilot_leader_is_nudged_once_and_reads_it(
     # mail that came after its last read is nudged now that it is idle, and read: settle first
     poll(lambda: team.status()["leaderUnread"] == 0 and lead.idle(), "no unread mail left", 60)
     poll(lambda: answers(scripted_model)[-1].startswith(("Team", "Read")) and lead.idle(), "idle")
-    before = len(nudges_typed(lead.events()))
+    before, said = len(nudges_typed(lead.events())), len(answers(scripted_model))
     sent = team.api("send-message", {"from": "worker-2", "to": "leader", "body": "one more"})
     assert sent["ok"] is True and sent["nudge"] == "typed", sent
-    await_answer(lead, scripted_model, "Read 1 message(s).", 60)
+    await_answer(lead, scripted_model, "Read 1 message(s).", 60, after=said)
     events = lead.events()
     typed = nudges_typed(events)[before:]
     assert len(typed) == 1, [e.data.get("content") for e in typed]
     assert str(typed[0].data["content"]).startswith("You have 1 new message(s). Read them: ")
     assert mail_reads(scripted_model)[-1][1][0]["id"] == sent["messageId"]
 
+    said = len(answers(scripted_model))
     lead.type("Thanks. Now shut the team down.")
-    await_answer(lead, scripted_model, f"Team {TEAM} is shut down.", 60)
+    await_answer(lead, scripted_model, f"Team {TEAM} is shut down.", 60, after=said)
     assert (team.root / ".omp/state/team/lt/shutdown.json").exists()
     assert_undisturbed(lead, scripted_model)
     report(capsys, "three turns", time.time() - t0, lead, scripted_model)
