@@ -248,9 +248,16 @@ def test_idle_copilot_leader_is_nudged_once_and_reads_it(
     lead.type(REQUEST.replace("shut the team down", "keep the team up"))
     await_answer(lead, scripted_model, f"Team {TEAM}:", 150)
     team.launch_result = {"workers": team_config(team)["workers"]}
-    # mail that came after its last read is nudged now that it is idle, and read: settle first
-    poll(lambda: team.status()["leaderUnread"] == 0 and lead.idle(), "no unread mail left", 60)
-    poll(lambda: answers(scripted_model)[-1].startswith(("Team", "Read")) and lead.idle(), "idle")
+    # a worker's last report may come after the leader's last read: it is nudged once the
+    # leader is idle, and read. Settle first: idle, nothing unread, for 3 s on end.
+    settled = {"since": time.monotonic()}
+
+    def steady() -> bool:
+        if not (team.status()["leaderUnread"] == 0 and lead.idle()):
+            settled["since"] = time.monotonic()
+        return time.monotonic() - settled["since"] >= 3.0
+
+    poll(steady, f"the leader idle with no unread mail\n{debug(lead, scripted_model)}", 60)
     before, said = len(nudges_typed(lead.events())), len(answers(scripted_model))
     sent = team.api("send-message", {"from": "worker-2", "to": "leader", "body": "one more"})
     assert sent["ok"] is True and sent["nudge"] == "typed", sent
