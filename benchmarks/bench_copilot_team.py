@@ -28,8 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine import machine_lines  # noqa: E402
-from tests.agents.clis import AgentTeam as CopilotTeam  # noqa: E402
-from tests.agents.clis import find_copilot, poll  # noqa: E402
+from tests.agents.clis import AgentTeam, find_copilot, poll  # noqa: E402
 from tests.agents.scripted_model import ScriptedModel  # noqa: E402
 from tests.agents.worker_policy import CLAIMED, WorkerPolicy  # noqa: E402
 
@@ -50,7 +49,7 @@ def trigger_to_claim(model: ScriptedModel, worker: str) -> float:
 
 def one_run(copilot: Path) -> tuple[float, float, list[float]]:
     with tempfile.TemporaryDirectory() as tmp, ScriptedModel(WorkerPolicy()) as model:
-        team = CopilotTeam(Path(tmp), copilot, model)
+        team = AgentTeam(Path(tmp), copilot, model)
         try:
             t0 = time.monotonic()
             team.launch(2)

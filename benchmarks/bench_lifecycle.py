@@ -45,6 +45,7 @@ def _env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}
     env["HOME"] = str(home)
     env["PYTHONPYCACHEPREFIX"] = str(home / "pycache")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a warm bytecode cache, as after an install
     return env
 
 

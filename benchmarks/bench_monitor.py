@@ -43,7 +43,7 @@ from omp.team import monitor_ctl as ctl  # noqa: E402
 from omp.team.monitor import Monitor  # noqa: E402
 from omp.team.monitor_policy import Intervals  # noqa: E402
 from omp.team.setup import create_team  # noqa: E402
-from omp.tmux import Tmux  # noqa: E402
+from omp.tmux import Tmux, TmuxIdentity  # noqa: E402
 
 WORKERS = 8
 TEAMS = ("alpha", "beta")
@@ -67,13 +67,7 @@ def make_team(root: Path, tmux: Tmux, name: str) -> list[str]:
     raw.update(
         agent="demo",
         launchToken=secrets.token_hex(8),
-        tmuxIdentity={
-            "socketPath": server["socket_path"],
-            "serverPid": server["server_pid"],
-            "serverStartedAt": server["server_started_at"],
-            "sessionId": sid,
-            "windowId": wid,
-        },
+        tmuxIdentity=TmuxIdentity.of(server, sid, wid).to_config(),
     )
     team_config.write(tp, raw)
     return panes

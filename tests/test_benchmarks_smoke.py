@@ -76,3 +76,29 @@ def test_bench_lifecycle_quick_prints_its_table(tmp_path: Path) -> None:
     assert [r.split("|")[1].strip() for r in rows] == ["a", "a", "b", "c", "c"]
     assert all(" ms" in r or " µs" in r for r in rows)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
+
+
+@pytest.mark.slow
+def test_bench_tmux_import_prints_a_row_per_door(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_tmux_import.py"), "--runs", "1"],
+        cwd=tmp_path,
+        env=child_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    rows = lines[lines.index("|---|---|---|") + 1 :]
+    cells = [[c.strip() for c in r.strip("|").split("|")] for r in rows]
+    assert all(len(c) == 3 and " / " in c[1] and " / " in c[2] for c in cells), rows
+    assert [c[0] for c in cells] == [
+        "interpreter floor (`pass`)",
+        "thin client (`import omp.tmux`)",
+        "thin client + typing (`omp.team.typein`)",
+        "`import libtmux`",
+        "lifecycle (`omp.tmux.lifecycle`, libtmux)",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]

@@ -87,3 +87,17 @@ def test_the_command_runs_this_omp_from_a_bare_shell() -> None:
 
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"omp {__version__}"
+
+
+def test_version_is_answered_without_typer() -> None:
+    """`omp --version` is what doctor's pane check runs: it skips typer's import."""
+    import sys
+
+    code = (
+        "import sys\nfrom omp.cli import main\ntry:\n    main(['--version'])\n"
+        "except SystemExit:\n    pass\nprint('typer' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    from omp import __version__
+
+    assert out.stdout.splitlines() == [f"omp {__version__}", "False"], out

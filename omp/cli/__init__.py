@@ -18,6 +18,11 @@ if TYPE_CHECKING:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if args == ["--version"]:  # doctor's pane check and scripts ask this often: no typer
+        from omp import __version__
+
+        sys.stdout.write(f"omp {__version__}\n")
+        raise SystemExit(0)
     if args[:2] == ["team", "api"]:
         from omp.cli.api import main as api_main
 

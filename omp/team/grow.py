@@ -106,23 +106,22 @@ class AddWorkers(Launch):
 
     def _window(self) -> tuple[Tmux, str, str] | None:
         """(tmux, window, the pane to split) for a team with panes; None for a headless one."""
-        from omp.team.panes import same_server
+        from omp.team.panes import tmux_identity
 
         cfg = self.cfg
-        ident = cfg.tmux
-        if not ident or not ident.get("windowId"):
+        ident = tmux_identity(cfg)
+        if not ident or not ident.window_id:
             return None
-        sock = ident.get("socketPath")
+        sock = ident.socket_path
         tmux = self.tmux_factory(socket_path=sock) if sock else self.tmux_factory()
-        server = tmux.server_identity()
-        if server is None or not same_server(ident, server):
+        if not ident.same_server(tmux.server_identity()):
             raise OmpError(
                 "team_gone",
                 f"the tmux server of team {cfg.name} is gone or was restarted; its panes cannot "
                 f"be joined. Shut it down and launch again: {hint(f'team shutdown {cfg.name}')}",
                 team=cfg.name,
             )
-        window = str(ident["windowId"])
+        window = ident.window_id
         candidates = [p for p in (cfg.pane_of(w) for w in cfg.worker_names) if p]
         leader = cfg.pane_of("leader")
         states = tmux.pane_states([*candidates, *([leader] if leader else [])])

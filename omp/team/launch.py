@@ -281,8 +281,9 @@ class Launch:
             # (tmux: "no space for new pane") by the sixth worker.
             tmux.select_layout(window_id, layout)
 
-        server = tmux.server_identity()
-        ident: dict[str, Any] = dict(server) if server else {}
+        from omp.tmux import TmuxIdentity
+
+        ident = TmuxIdentity.of(tmux.server_identity(), session_id, window_id)
         raw.update(
             agent=profile.name,
             tmuxSession=sess if created_session else None,
@@ -291,19 +292,13 @@ class Launch:
             nudgeLeader=req.nudge_leader,
             leaderAgent=leader_agent,
             launchToken=token,
-            tmuxIdentity={
-                "socketPath": ident.get("socket_path"),
-                "serverPid": ident.get("server_pid"),
-                "serverStartedAt": ident.get("server_started_at"),
-                "sessionId": session_id,
-                "windowId": window_id,
-            },
+            tmuxIdentity=ident.to_config(),
         )
         for w in raw["workers"]:
             w["paneId"] = panes[w["name"]]
         self._write_state(team, raw, worker_names)
         self.wait_and_trigger(tmux, team, profile, panes)
-        attach = _attach_hint(ident.get("socket_path"), self.req.socket, sess, inside)
+        attach = _attach_hint(ident.socket_path, self.req.socket, sess, inside)
         return {
             "ok": True,
             "team": team.name,
@@ -478,7 +473,9 @@ class Launch:
         first = self._ready_since.setdefault(w, time.monotonic())
         if time.monotonic() - first < profile.ready_settle:
             return False
-        return tmux.deliver(pane, bootstrap.trigger_line(inbox), profile, lock_dir=lock_dir)
+        from omp.team.typein import type_line
+
+        return type_line(tmux, pane, bootstrap.trigger_line(inbox), profile, lock_dir=lock_dir).ok
 
     def _rollback(self, tmux: Tmux, team: TeamPaths) -> None:
         for pane in reversed(self.created_panes):

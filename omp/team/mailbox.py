@@ -54,7 +54,18 @@ _LINE = re.compile(
 class MailState:
     """What the mailbox holds up to `offset`: counts and the undelivered messages' places."""
 
-    __slots__ = ("_fed", "_receipts", "bad", "ino", "messages", "offset", "probe", "undelivered")
+    __slots__ = (
+        "_fed",
+        "_known",
+        "_receipts",
+        "_superseded",
+        "bad",
+        "ino",
+        "messages",
+        "offset",
+        "probe",
+        "undelivered",
+    )
 
     def __init__(
         self,
@@ -71,26 +82,34 @@ class MailState:
         self.messages = messages
         self.bad = bad
         self.undelivered = undelivered if undelivered is not None else {}  # id -> (offset, len)
-        # Lines `feed` read from their bytes, not yet parsed: message id -> (offset, length),
-        # and receipts for messages it did not see (they were in the index or parsed). `settle`
-        # folds both into `undelivered`.
+        # What a catch-up (`feed`) found, not yet folded in: message id -> (offset, length) of
+        # the lines it saw (read from their bytes or parsed), and receipts for messages it did
+        # not see (they came before it: in the index). `settle` folds both into `undelivered`.
         self._fed: dict[bytes, tuple[int, int]] = {}
         self._receipts: list[bytes] = []
+        self._superseded: list[tuple[int, int]] = []  # lines whose id came again: still counted
+        self._known: set[bytes] | None = None  # ids of `undelivered` as the catch-up began
 
     def apply(self, chunk: jsonl.Chunk) -> None:
-        """Fold parsed lines into the state."""
+        """Fold parsed lines into the catch-up (`settle` folds it into the state)."""
         self.bad += chunk.bad
+        fed = self._fed
+        known = self._known_ids()
         for off, length, rec in chunk.records:
             kind = rec.get("type")
             if kind == "message" and isinstance(rec.get("id"), str):
                 self.messages += 1
-                self.undelivered[rec["id"]] = (off, length)
+                old = fed.get(key := _key(rec["id"]))
+                if old is not None:
+                    self._superseded.append(old)
+                elif key in known:  # the id came again: this line is where it now is
+                    known.discard(key)
+                    del self.undelivered[rec["id"]]
+                fed[key] = (off, length)
             elif kind == "delivery-receipt":
                 mid = rec.get("messageId")
-                if isinstance(mid, str):
-                    self.undelivered.pop(mid, None)
-                    if self._fed:
-                        self._fed.pop(mid.encode(), None)
+                if isinstance(mid, str) and fed.pop(_key(mid), None) is None:
+                    self._receipts.append(_key(mid))
         self.offset = chunk.end
 
     def feed(self, data: bytes, base: int) -> None:
@@ -99,6 +118,7 @@ class MailState:
         between them go through the JSON parser. Call `settle` before using the state."""
         fed = self._fed
         receipts = self._receipts
+        known = self._known_ids()
         pos = 0
         count = 0
         for m in _LINE.finditer(data):
@@ -107,6 +127,12 @@ class MailState:
                 self._parse(data[pos:start], base + pos)
             mid, rid = m.group(1, 2)
             if mid is not None:
+                old = fed.get(mid)
+                if old is not None:
+                    self._superseded.append(old)
+                elif mid in known:
+                    known.discard(mid)
+                    del self.undelivered[mid.decode()]
                 fed[mid] = (base + start, end - start)
                 count += 1
             elif fed.pop(rid, None) is None:
@@ -117,6 +143,11 @@ class MailState:
         self.messages += count
         self.offset = base + len(data)
 
+    def _known_ids(self) -> set[bytes]:
+        if self._known is None:
+            self._known = {_key(k) for k in self.undelivered}
+        return self._known
+
     def _parse(self, data: bytes, base: int) -> None:
         chunk = jsonl.Chunk(start=base)
         jsonl.parse_lines(data, base, chunk)
@@ -126,11 +157,19 @@ class MailState:
         """Fold in what `feed` read from bytes, parsing the messages that stay undelivered: a line
         that is not the JSON message its bytes promised is counted as what it is."""
         for rid in self._receipts:
-            self.undelivered.pop(rid.decode(), None)
+            self.undelivered.pop(rid.decode("utf-8", "surrogatepass"), None)
         self._receipts = []
-        fed = sorted(self._fed.items(), key=lambda kv: kv[1])
+        for off, length in self._superseded:  # counted as messages, never looked at again
+            rec = _loads(os.pread(fd, length, off))
+            if rec is None:
+                self.bad += 1
+            if rec is None or not _is_message(rec):
+                self.messages -= 1
+        self._superseded = []
+        self._known = None
+        fed = sorted(self._fed.values())
         self._fed = {}
-        for _, (off, length) in fed:
+        for off, length in fed:
             rec = _loads(os.pread(fd, length, off))
             if rec is None:
                 self.messages -= 1
@@ -366,6 +405,11 @@ def new_message(
         for k, v in extra.items():
             rec.setdefault(k, v)
     return rec
+
+
+def _key(message_id: str) -> bytes:
+    """A message id as `MailState.feed` keys it (the bytes of a plain id as written)."""
+    return message_id.encode("utf-8", "surrogatepass")
 
 
 def _not_found(message_id: str, recipient: str) -> OmpError:

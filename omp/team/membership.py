@@ -71,18 +71,17 @@ def _pane_state(cfg: TeamConfig, name: str) -> str:
 
 def _close_pane(cfg: TeamConfig, name: str) -> str | None:
     """Kill the worker's pane if it is still the one recorded; returns the pane killed."""
-    from omp.team.panes import same_server, tmux_for
+    from omp.team.panes import tmux_for, tmux_identity
 
     pane = cfg.pane_of(name)
-    ident = cfg.tmux
+    ident = tmux_identity(cfg)
     if pane is None or not ident or pane == cfg.raw.get("leaderPaneId"):
         return None
     tmux = tmux_for(cfg)
-    server = tmux.server_identity()
-    if server is None or not same_server(ident, server):
+    if not ident.same_server(tmux.server_identity()):
         return None
     st = tmux.pane_states([pane]).get(pane)
-    if st is None or st.window_id != ident.get("windowId"):
+    if st is None or st.window_id != ident.window_id:
         return None
     tmux.kill_pane(pane)
     return pane

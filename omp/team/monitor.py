@@ -48,8 +48,8 @@ from omp.team import monitor_ctl as ctl
 from omp.team import monitor_policy as policy
 from omp.team.config import TeamConfig
 from omp.team.mailbox import Mailbox
-from omp.team.panes import same_server
 from omp.team.tasks import TERMINAL
+from omp.tmux.identity import TmuxIdentity
 
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
@@ -73,7 +73,8 @@ class PaneLike(Protocol):
 
 
 class Adapter(Protocol):
-    """The part of `omp.tmux.Tmux` the monitor uses (tests hand in a fake)."""
+    """The part of tmux the monitor uses: the thin client plus typing
+    (`omp.team.typein.TypingTmux`); tests hand in a fake."""
 
     def server_identity(self) -> Mapping[str, Any] | None: ...
 
@@ -111,9 +112,9 @@ def _nudged_members(cfg: TeamConfig) -> list[str]:
 
 
 def tmux_adapter(socket_path: str) -> Adapter:
-    from omp.tmux import Tmux
+    from omp.team.typein import TypingTmux
 
-    return Tmux(socket_path=socket_path)
+    return TypingTmux(socket_path=socket_path)
 
 
 # ---- one scan -------------------------------------------------------------------------------
@@ -122,7 +123,7 @@ def tmux_adapter(socket_path: str) -> Adapter:
 @dataclass
 class _Team:
     cfg: TeamConfig
-    ident: dict[str, Any]
+    ident: TmuxIdentity
     gen: str
 
     @property
@@ -131,7 +132,7 @@ class _Team:
 
     @property
     def socket(self) -> str:
-        return str(self.ident["socketPath"])
+        return str(self.ident.socket_path)
 
 
 @dataclass
@@ -236,7 +237,9 @@ class Monitor:
             if not ctl.has_targets(raw):
                 continue
             cfg = TeamConfig(team, raw)
-            out.append(_Team(cfg, dict(raw["tmuxIdentity"]), policy.generation(raw)))
+            ident = TmuxIdentity.from_config(raw["tmuxIdentity"])
+            if ident is not None:
+                out.append(_Team(cfg, ident, policy.generation(raw)))
         return out
 
     def _config(self, team: TeamPaths, wall: float) -> Any:
@@ -310,7 +313,7 @@ class Monitor:
             return
         live: list[_Team] = []
         for t in teams:
-            if server is None or not same_server(t.ident, server):
+            if not t.ident.same_server(server):
                 report.teams.append({"team": t.name, "live": False, "why": "tmux server gone"})
                 # Every pane went with its server, but a sweep cannot be undone: act only when
                 # two scans in a row found it gone.
@@ -347,7 +350,7 @@ class Monitor:
                 gate = False
             omp = team_command(t.cfg.raw)
             for worker, pane, st in panes:
-                tid = policy.target_id(t.name, t.gen, pane, t.ident)
+                tid = policy.target_id(t.name, t.gen, pane, t.cfg.tmux or {})
                 seen.add(tid)
                 try:
                     unread = self._unread(t.cfg.paths, worker)
@@ -397,7 +400,7 @@ class Monitor:
         for w in t.cfg.worker_names:
             pane = t.cfg.pane_of(w)
             st = states.get(pane) if pane else None
-            if st is not None and t.ident.get("windowId") and st.window_id != t.ident["windowId"]:
+            if st is not None and not t.ident.holds(st):
                 st = None  # the id now names someone else's pane
             seen[w] = st
             try:
@@ -433,9 +436,7 @@ class Monitor:
             st = states.get(pane) if pane else None
             if pane is None or st is None or st.dead or (pane == leader and w != LEADER):
                 continue
-            if t.ident.get("windowId") and st.window_id != t.ident["windowId"]:
-                continue
-            if t.ident.get("sessionId") and st.session_id != t.ident["sessionId"]:
+            if not t.ident.holds(st, session=True):
                 continue
             out.append((w, pane, st))
         return out

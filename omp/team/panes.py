@@ -2,39 +2,38 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from omp.team.config import TeamConfig
 
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
-    from omp.tmux import Delivery, PaneIdentity, Tmux
+    from omp.team.typein import Delivery
+    from omp.tmux import PaneIdentity, Tmux, TmuxIdentity
+
+
+def tmux_identity(cfg: TeamConfig) -> TmuxIdentity | None:
+    """The team's recorded place in tmux (config.json's `tmuxIdentity`); None if headless (no
+    identity, or an empty one)."""
+    if not cfg.tmux:
+        return None
+    from omp.tmux import TmuxIdentity
+
+    return TmuxIdentity.from_config(cfg.tmux)
 
 
 def tmux_for(cfg: TeamConfig) -> Tmux:
     from omp.tmux import Tmux
 
-    sock = (cfg.tmux or {}).get("socketPath")
-    return Tmux(socket_path=sock) if isinstance(sock, str) and sock else Tmux()
-
-
-def same_server(ident: Mapping[str, Any], server: Mapping[str, Any]) -> bool:
-    """Is `server` (from `Tmux.server_identity`) the incarnation recorded in a config's
-    `tmuxIdentity`? A restarted server reuses pane ids for other panes."""
-    return str(ident.get("serverPid")) == str(server.get("server_pid")) and str(
-        ident.get("serverStartedAt")
-    ) == str(server.get("server_started_at"))
+    ident = tmux_identity(cfg)
+    sock = ident.socket_path if ident else None
+    return Tmux(socket_path=sock) if sock else Tmux()
 
 
 def expected_identity(cfg: TeamConfig, pane: str) -> PaneIdentity | None:
     """The identity recorded at launch for `pane`, or None if the config has none."""
-    from omp.tmux import PaneIdentity
-
-    ident = cfg.tmux
-    if not ident:
-        return None
-    return PaneIdentity.from_json({**ident, "paneId": pane})
+    ident = tmux_identity(cfg)
+    return ident.pane(pane) if ident else None
 
 
 def profile_for(cfg: TeamConfig, member: str) -> AgentProfile:
@@ -57,7 +56,8 @@ def deliver_line(
     only_idle: bool = False,
 ) -> Delivery:
     """Type one fixed line into a member's pane, judged by that member's agent profile, and
-    verify it was submitted (`Tmux.deliver_result`; `only_idle` types only at an idle prompt).
+    verify it was submitted (`omp.team.typein.type_line`; `only_idle` types only at an idle
+    prompt).
 
     Refuses (reason `pane_mismatch`) when the pane id no longer names the pane recorded at
     launch: a restarted server hands old ids to new panes, and a nudge must never land in a
@@ -67,7 +67,7 @@ def deliver_line(
     import time
 
     from omp.errors import OmpError
-    from omp.tmux import Delivery
+    from omp.team.typein import Delivery, type_line
 
     expected = expected_identity(cfg, pane)
     if expected is None:
@@ -78,8 +78,8 @@ def deliver_line(
     deadline = time.monotonic() + settle
     try:
         while True:
-            res = tmux.deliver_result(
-                pane, text, profile, lock_dir=lock_dir, expected=expected, only_idle=only_idle
+            res = type_line(
+                tmux, pane, text, profile, lock_dir=lock_dir, expected=expected, only_idle=only_idle
             )
             if res.ok or res.reason != "not_ready" or time.monotonic() >= deadline:
                 return res
@@ -100,25 +100,22 @@ def why_unreachable(cfg: TeamConfig) -> str | None:
     path that must say why it could not nudge. One `server_identity` and one `pane_states` call;
     never starts a server.
     """
-    ident = cfg.tmux
     panes = [p for p in (cfg.pane_of(w) for w in cfg.worker_names) if p]
-    if not ident or not panes:
+    ident = tmux_identity(cfg) if panes else None
+    if ident is None:
         return None
     try:
         tmux = tmux_for(cfg)
         server = tmux.server_identity()
         if server is None:
-            sock = ident.get("socketPath") or "the default socket"
+            sock = ident.socket_path or "the default socket"
             return f"its tmux server is gone (no server answers on {sock})"
-        if not same_server(ident, server):
+        if not ident.same_server(server):
             return "its tmux server was restarted since launch: the team's panes are gone"
         states = tmux.pane_states(panes)
     except Exception:
         return None
-    window = ident.get("windowId")
-    mine = [
-        st for st in states.values() if st is not None and (not window or st.window_id == window)
-    ]
+    mine = [st for st in states.values() if st is not None and ident.holds(st)]
     if any(not st.dead for st in mine):
         return None
     dead, gone = len(mine), len(panes) - len(mine)

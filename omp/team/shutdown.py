@@ -13,7 +13,7 @@ from omp.store import fs
 from omp.store.paths import TeamPaths
 from omp.team import history, tasks
 from omp.team.config import TeamConfig
-from omp.team.panes import same_server, tmux_for
+from omp.team.panes import tmux_for, tmux_identity
 
 if TYPE_CHECKING:
     from omp.tmux import Tmux
@@ -24,7 +24,7 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
     killed: list[str] = []
     skipped: list[dict[str, str]] = []
     killed_session = False
-    ident = cfg.tmux
+    ident = tmux_identity(cfg)
     leader = cfg.raw.get("leaderPaneId")
     panes = [(w, cfg.pane_of(w)) for w in cfg.worker_names]
     if ident and any(p for _, p in panes):
@@ -33,7 +33,7 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
             server = tmux.server_identity()
         except Exception:
             server = None
-        if server is None or not same_server(ident, server):
+        if not ident.same_server(server):
             skipped = [{"pane": p, "why": "tmux server gone or restarted"} for _, p in panes if p]
         else:
             states = tmux.pane_states([p for _, p in panes if p])
@@ -45,7 +45,7 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
                     skipped.append({"pane": p, "why": "the leader's pane"})
                 elif st is None:
                     skipped.append({"pane": p, "why": "already gone"})
-                elif st.window_id != ident.get("windowId"):
+                elif st.window_id != ident.window_id:
                     skipped.append({"pane": p, "why": "pane id now belongs to another window"})
                 else:
                     tmux.kill_pane(p)

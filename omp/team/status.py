@@ -22,7 +22,7 @@ from omp.team.config import TeamConfig
 from omp.textsafe import inline, visible
 
 if TYPE_CHECKING:
-    from omp.tmux import PaneState
+    from omp.tmux import PaneState, TmuxIdentity
 
 RESULT_FILE = "result.md"
 MAX_RESULT_CHARS = 4000
@@ -43,16 +43,18 @@ def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
     panes = {w: cfg.pane_of(w) for w in cfg.worker_names}
     # "none": a headless worker never had a pane (not one that went away)
     out = {w: PaneView("unknown" if p else "none") for w, p in panes.items()}
-    ident = cfg.tmux
     wanted = [p for p in panes.values() if p]
-    if not wanted or not ident:
+    if not wanted or not cfg.tmux:
         return out
     try:
-        from omp.team.panes import same_server, tmux_for
+        from omp.team.panes import tmux_for, tmux_identity
 
+        ident = tmux_identity(cfg)
+        if ident is None:
+            return out
         tmux = tmux_for(cfg)
         server = tmux.server_identity()
-        if server is None or not same_server(ident, server):
+        if not ident.same_server(server):
             return {w: PaneView("gone" if p else "none") for w, p in panes.items()}
         states = tmux.pane_states(wanted)
     except Exception:
@@ -63,10 +65,8 @@ def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
     return out
 
 
-def _view(st: PaneState | None, ident: dict[str, Any]) -> PaneView:
-    if st is None:
-        return PaneView("gone")
-    if ident.get("windowId") and st.window_id != ident.get("windowId"):
+def _view(st: PaneState | None, ident: TmuxIdentity) -> PaneView:
+    if st is None or not ident.holds(st):  # not in the team's window: someone else's pane
         return PaneView("gone")
     if st.dead:
         return PaneView("dead", st.dead_status)

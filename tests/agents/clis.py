@@ -22,8 +22,9 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
+from tests import helpers
 from tests.agents.scripted_model import MODEL_NAME, ScriptedModel, message_text
 from tests.helpers import REPO, child_env
 
@@ -96,15 +97,9 @@ def omp_argv() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "omp"]
 
 
-def poll(probe: Callable[[], T], what: str, timeout: float = 90.0, every: float = 0.2) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f}s (last: {value!r})")
-        time.sleep(every)
+def poll(probe: Callable[[], T | Literal[False] | None], what: str, timeout: float = 90.0) -> T:
+    """`tests.helpers.poll` with the agents' longer default and `what` first."""
+    return helpers.poll(probe, timeout, what)
 
 
 def conversation(model: ScriptedModel, part: str = "") -> list[dict[str, Any]]:

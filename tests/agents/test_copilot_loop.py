@@ -28,8 +28,7 @@ import pytest
 
 from omp import modes
 from omp.store.paths import StatePaths
-from tests.agents.clis import AgentTeam as CopilotTeam
-from tests.agents.clis import omp_argv, poll
+from tests.agents.clis import AgentTeam, omp_argv, poll
 from tests.agents.scripted_model import Chat, Reply, ToolCall, message_text
 from tests.agents.worker_policy import shell_tool
 
@@ -95,7 +94,7 @@ class LoopPolicy:
 class Leader:
     """Copilot CLI in a pane of the team's private tmux server, in the team's project."""
 
-    def __init__(self, team: CopilotTeam) -> None:
+    def __init__(self, team: AgentTeam) -> None:
         self.team = team
         self.target = "lead:0.0"
 
@@ -139,18 +138,18 @@ def hook_ends(home: Path) -> list[dict[str, Any]]:
     return out
 
 
-def state(team: CopilotTeam) -> dict[str, Any]:
+def state(team: AgentTeam) -> dict[str, Any]:
     data = json.loads((team.root / ".omp" / "state" / "ralph.json").read_text())
     assert isinstance(data, dict)
     return data
 
 
-def hook_log(team: CopilotTeam) -> list[dict[str, Any]]:
+def hook_log(team: AgentTeam) -> list[dict[str, Any]]:
     path = team.root / ".omp" / "state" / "hooks" / "hook.log"
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def run_loop(team: CopilotTeam, policy: LoopPolicy, stops: int) -> Leader:
+def run_loop(team: AgentTeam, policy: LoopPolicy, stops: int) -> Leader:
     """Install the hook, start the leader, kick it off, and wait for `stops` hook answers."""
     installed = team.omp("hooks", "install", "--agent", "copilot", "--json")
     assert installed["hooks"][0]["action"] == "created", installed

@@ -214,7 +214,7 @@ def test_ignored_nudge_leaves_the_mail_unread(tmp_path: Path) -> None:
     policy = WorkerPolicy(ignore_nudges=1)
     with ScriptedModel(policy) as model:
         inbox = tmp_path / "inbox.md"
-        inbox.write_text("no commands here\n")
+        inbox.write_text("# worker-1 in omp team t\nNo task, no commands.\n")
         msgs: list[dict[str, Any]] = [
             {"role": "user", "content": f"Read {inbox} and follow it."},
         ]

@@ -210,11 +210,16 @@ class WorkerPolicy:
     def _task_goal(self, inbox_path: str) -> Any:
         def goal(replay: _Replay, state: dict[str, Any]) -> Iterator[str]:
             cat = f"cat {shlex.quote(inbox_path)}"
-            step = replay.take(cat)
-            if step is None:
-                yield cat
-                return
-            inbox = state["inbox"] = Inbox.parse(step.output)
+            text = ""
+            for _ in range(3):  # an empty read is read again (Gemini CLI 0.61 sometimes returns
+                step = replay.take(cat)  # "Output: (empty)" for a session's first command)
+                if step is None:
+                    yield cat
+                    return
+                text = step.output
+                if "in omp team" in text:
+                    break
+            inbox = state["inbox"] = Inbox.parse(text)
             claim = inbox.commands.get("claim-task")
             if claim is None:  # no task: wait for the leader
                 state["last_text"] = "Waiting for the leader."

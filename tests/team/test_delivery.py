@@ -14,7 +14,7 @@ from omp.team import config as team_config
 from omp.team import delivery
 from omp.team.config import TeamConfig
 from omp.team.mailbox import Mailbox, new_message
-from omp.tmux import Delivery
+from omp.team.typein import Delivery
 from tests.helpers import isolate, make_project, make_team
 
 

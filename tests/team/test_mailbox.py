@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from ulid import ULID
 
 from omp.errors import OmpError
@@ -389,10 +391,11 @@ def test_a_symlinked_index_is_never_followed(box: Mailbox, tmp_path: Path) -> No
 
 
 def _oracle(path: Path) -> tuple[list[str], int, int]:
-    """(undelivered ids in file order, messages, bad lines): every line through the JSON parser."""
-    und: dict[str, None] = {}
+    """(undelivered ids in file order, messages, bad lines): every line through the JSON parser.
+    A message id that appears twice is where it last appeared."""
+    und: dict[str, int] = {}
     messages = bad = 0
-    for raw in path.read_bytes().split(b"\n")[:-1]:
+    for at, raw in enumerate(path.read_bytes().split(b"\n")[:-1]):
         if not raw.strip():
             continue
         try:
@@ -403,10 +406,10 @@ def _oracle(path: Path) -> tuple[list[str], int, int]:
             bad += 1
         elif rec.get("type") == "message" and isinstance(rec.get("id"), str):
             messages += 1
-            und[rec["id"]] = None
+            und[rec["id"]] = at
         elif rec.get("type") == "delivery-receipt" and isinstance(rec.get("messageId"), str):
             und.pop(rec["messageId"], None)
-    return list(und), messages, bad
+    return sorted(und, key=und.__getitem__), messages, bad
 
 
 def _mixed_history(box: Mailbox) -> list[str]:
@@ -532,3 +535,53 @@ def test_a_keeping_read_never_waits_for_a_writer(box: Mailbox) -> None:
     with jsonl.locked(box.path):  # a writer holds the mailbox's lock
         assert len(box.undelivered(keep=True)[0]) == 400
         assert not box.index_path.exists()  # the writer saves its own; the reader moved on
+
+
+# Any mix of lines, as (kind, id) pairs: the usual shapes, spaced JSON, other records, damage. A
+# torn line never shares its id with a receipt (no reader receipts a line it could not parse).
+_KINDS = ["message", "receipt", "spaced-message", "spaced-receipt", "note", "garbage", "blank"]
+_HISTORY = st.lists(
+    st.tuples(st.sampled_from([*_KINDS, "torn"]), st.sampled_from(["a", "b", "c", "d", "e"])),
+    max_size=40,
+)
+
+
+def _line(kind: str, mid: str, i: int) -> bytes:
+    msg = ts_message(mid, "worker-1", "worker-2", f"{i} {{braces}} \\ é")
+    rec = {"message": msg, "receipt": receipt(mid)}
+    if kind in rec:
+        return jsonl.encode(rec[kind])
+    if kind.startswith("spaced-"):
+        return (json.dumps(rec[kind.removeprefix("spaced-")]) + "\n").encode()
+    return {
+        "note": b'{"type":"note","id":"' + mid.encode() + b'"}\n',
+        "garbage": b"{garbage\n",
+        "blank": b"\n",
+        "torn": b'{"type":"message","id":"torn-' + mid.encode() + b'","body":"cut }\n',
+    }[kind]
+
+
+@pytest.mark.slow  # a property test
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(history=_HISTORY, indexed_at=st.integers(min_value=0, max_value=40))
+def test_any_history_reads_the_same_from_bytes_as_parsed_line_by_line(
+    box: Mailbox, monkeypatch: pytest.MonkeyPatch, history: list[tuple[str, str]], indexed_at: int
+) -> None:
+    from omp.team import mailbox
+
+    monkeypatch.setattr(mailbox, "SCAN_BLOCK", 97)
+    box.team.project.ensure(box.team.mailbox_dir)
+    for f in (box.path, box.index_path):
+        f.unlink(missing_ok=True)
+    lines = [_line(kind, mid, i) for i, (kind, mid) in enumerate(history)]
+    write_raw(box.path, *lines[:indexed_at], b"")
+    if indexed_at:  # that much folded into an index by an omp writer, the rest appended after
+        box.append_messages([])
+        assert box.index_path.exists()
+    write_raw(box.path, *lines[indexed_at:])
+    want, messages, bad = _oracle(box.path)
+    msgs, got_bad = box.undelivered()
+    assert [m["id"] for m in msgs] == want and got_bad == bad
+    assert box.listing(undelivered_only=False, limit=0)[1] == messages

@@ -21,7 +21,7 @@ from omp.team import bootstrap
 from omp.team import config as team_config
 from omp.team import monitor_ctl as ctl
 from omp.team.mailbox import Mailbox, new_message
-from omp.tmux import Tmux
+from omp.tmux import Tmux, TmuxIdentity
 from tests.helpers import child_env, make_project, make_team, poll, run_api
 
 pytestmark = [pytest.mark.tmux, pytest.mark.slow]  # real teams and monitors
@@ -64,13 +64,7 @@ def make_live_team(
     raw.update(
         agent="demo",
         launchToken=f"lt-{name}",
-        tmuxIdentity={
-            "socketPath": server["socket_path"],
-            "serverPid": server["server_pid"],
-            "serverStartedAt": server["server_started_at"],
-            "sessionId": sid,
-            "windowId": wid,
-        },
+        tmuxIdentity=TmuxIdentity.of(server, sid, wid).to_config(),
     )
     team_config.write(tp, raw)
     return panes

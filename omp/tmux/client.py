@@ -1,26 +1,23 @@
-"""The only door to tmux. Every call is checked and bounded in time.
+"""The thin tmux client: one `tmux` process per call, checked and bounded in time.
 
-Calls run the `tmux` client directly (one fork/exec, ~3 ms) rather than through libtmux: importing
-libtmux costs ~70 ms on commands that must stay fast, its `send_keys` swallows tmux errors, and its
-commands have no timeout. Each call here raises `OmpError("tmux_error", "<subcommand>: <stderr>")`
-when tmux reports a failure, and gives up after `timeout` seconds so a hung server cannot hang omp.
+Every per-call path (captures, pane states, the server's identity, keys typed into a pane, the
+monitor's scans) runs the `tmux` client directly: one fork/exec, ~3 ms, nothing heavy to import.
+Each call raises `OmpError("tmux_error", "<subcommand>: <stderr>")` when tmux reports a failure,
+and gives up after `timeout` seconds so a hung server cannot hang omp. The leader's once-per-team
+pane lifecycle (`new_session`, `split_pane`, layouts, options, titles, kills) is on the same
+class but goes through libtmux's object API (`omp.tmux.lifecycle`, imported only when used).
 
 tmux quirks dodged here (tmux 3.3a, reproduced):
 - an argument ending in `;` is a command separator even with `-l --`: the `;` is escaped;
 - a literal starting with `-` is taken as a flag unless `--` precedes it;
 - `has-session -t name` matches name prefixes: exact targets use `=name`;
 - `display-message -t %N` for a missing pane prints an empty line and exits 0;
-- a detached session defaults to 80x24, where the 5th split fails: sessions are made 240x60;
-- the socket file outlives `kill-server`: it is unlinked;
-- text and Enter in one burst are taken as a paste by Codex and Gemini: `deliver` types, pauses,
-  presses the submit key separately, then checks the screen.
+- the socket file outlives `kill-server`: it is unlinked.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import os
 import re
 import secrets
@@ -28,26 +25,25 @@ import shlex
 import shutil
 import stat
 import subprocess
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING
 
-from omp.agents import AgentProfile, classify_screen, input_region, squash, text_probe
 from omp.errors import OmpError
-from omp.store import fs
+from omp.tmux.identity import PaneIdentity, ServerInfo
+
+if TYPE_CHECKING:
+    from omp.tmux.lifecycle import Lifecycle
 
 MAX_LITERAL_BYTES = 4000  # tmux refuses a whole command over ~16 KB; omp types short lines only
-SHELLS = frozenset({"sh", "bash", "zsh", "fish", "dash", "ksh", "mksh", "csh", "tcsh", "login"})
 
-_SEP = "\x1f"  # unit separator: cannot occur in ids, numbers or command names
+SEP = "\x1f"  # unit separator: cannot occur in ids, numbers or command names
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _KEY = re.compile(r"(?:[CMS]-)*(?:[A-Za-z][A-Za-z0-9]*|[!-~])")
 _PANE_ID = re.compile(r"%\d+")
-_SESSION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,99}")
-_NO_SERVER = ("no server running on", "error connecting to", "server exited unexpectedly")
-_NO_TARGET = ("can't find pane", "can't find window", "can't find session")
+NO_SERVER = ("no server running on", "error connecting to", "server exited unexpectedly")
+NO_TARGET = ("can't find pane", "can't find window", "can't find session")
 
 
 @dataclass(frozen=True)
@@ -67,72 +63,16 @@ class PaneState:
 
 
 @dataclass(frozen=True)
-class PaneIdentity:
-    """A pane id is only unique within one server's life: pin the server too."""
+class PaneInfo:
+    """One pane as `display-message` sees it: its identity and whether keys may reach it."""
 
-    socket_path: str
-    server_pid: int
-    server_started_at: int
-    session_id: str
-    window_id: str
-    pane_id: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "socketPath": self.socket_path,
-            "serverPid": self.server_pid,
-            "serverStartedAt": self.server_started_at,
-            "sessionId": self.session_id,
-            "windowId": self.window_id,
-            "paneId": self.pane_id,
-        }
-
-    @classmethod
-    def from_json(cls, obj: object) -> PaneIdentity | None:
-        """Parse `to_json()` output; None if anything is missing or malformed."""
-        if not isinstance(obj, dict):
-            return None
-        try:
-            strs = [obj[k] for k in ("socketPath", "sessionId", "windowId", "paneId")]
-            pid, started = int(obj["serverPid"]), int(obj["serverStartedAt"])
-        except (KeyError, TypeError, ValueError):
-            return None
-        if not all(isinstance(s, str) and s for s in strs):
-            return None
-        return cls(strs[0], pid, started, strs[1], strs[2], strs[3])
-
-
-class ServerInfo(TypedDict):
-    socket_path: str
-    server_pid: int
-    server_started_at: int
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """How a `deliver` ended. `ok` only when the screen showed the text leave the input box.
-
-    reason: delivered | gone | dead | copy_mode | agent_not_running | not_ready | busy (with
-    `only_idle`) | lock_timeout | no_echo (the text never showed in the input box) | unverified
-    (still there after all rounds).
-    """
-
-    ok: bool
-    reason: str
-    rounds: int = 0
-    elapsed: float = 0.0
-    screen: str | None = None  # the classification when reason is "not_ready" or "busy"
-
-
-@dataclass(frozen=True)
-class _PaneInfo:
     identity: PaneIdentity
     dead: bool
     in_mode: bool
     current_command: str
 
 
-_STATE_FMT = _SEP.join(
+_STATE_FMT = SEP.join(
     [
         "#{pane_id}",
         "#{pane_pid}",
@@ -146,8 +86,7 @@ _STATE_FMT = _SEP.join(
         "#{pane_current_path}",  # last: a path may contain anything
     ]
 )
-_IDS_FMT = _SEP.join(["#{session_id}", "#{window_id}", "#{pane_id}"])
-_INFO_FMT = _SEP.join(
+_INFO_FMT = SEP.join(
     [
         "#{pane_id}",
         "#{session_id}",
@@ -209,8 +148,10 @@ class Tmux:
             raise ValueError("give socket_name or socket_path, not both")
         self.socket_name = socket_name
         self.socket_path = socket_path
+        self.config_file = config_file
         self.timeout = timeout
-        self._binary = binary
+        self.binary = binary
+        self._life: Lifecycle | None = None
         self._base: list[str] = []
         if socket_name:
             self._base += ["-L", socket_name]
@@ -229,7 +170,7 @@ class Tmux:
         """One tmux client process, bounded by `timeout`: (returncode, stdout, stderr)."""
         try:
             cp = subprocess.run(
-                [self._binary, *self._base, *args],
+                [self.binary, *self._base, *args],
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,
@@ -240,7 +181,7 @@ class Tmux:
             )
         except FileNotFoundError as exc:
             raise OmpError(
-                "tmux_not_found", f"{self._binary} is not installed (apt-get install tmux)"
+                "tmux_not_found", f"{self.binary} is not installed (apt-get install tmux)"
             ) from exc
         except subprocess.TimeoutExpired as exc:
             raise OmpError(
@@ -262,7 +203,7 @@ class Tmux:
         rc, out, err = self._exec(args)
         if rc == 0 and not err:
             return out
-        if any(s in err for s in _NO_SERVER + _NO_TARGET):
+        if any(s in err for s in NO_SERVER + NO_TARGET):
             return None
         raise OmpError("tmux_error", f"{args[0]}: {err or f'exit status {rc}'}", subcommand=args[0])
 
@@ -278,15 +219,15 @@ class Tmux:
         return parts[1] if rc == 0 and len(parts) == 2 else None
 
     def is_available(self) -> bool:
-        return shutil.which(self._binary) is not None and self.version() is not None
+        return shutil.which(self.binary) is not None and self.version() is not None
 
     def server_identity(self) -> ServerInfo | None:
         out = self._query(
-            "display-message", "-p", f"#{{pid}}{_SEP}#{{start_time}}{_SEP}#{{socket_path}}"
+            "display-message", "-p", f"#{{pid}}{SEP}#{{start_time}}{SEP}#{{socket_path}}"
         )
         if not out:
             return None
-        pid, started, path = out.rstrip("\n").split(_SEP, 2)
+        pid, started, path = out.rstrip("\n").split(SEP, 2)
         return {"socket_path": path, "server_pid": int(pid), "server_started_at": int(started)}
 
     def kill_server(self) -> bool:
@@ -312,6 +253,16 @@ class Tmux:
         rc, _, err = self._exec(["has-session", "-t", f"={name}"])
         return rc == 0 and not err
 
+    # The leader's once-per-team lifecycle: libtmux's object API (`omp.tmux.lifecycle`),
+    # imported on first use only.
+
+    def _lifecycle(self) -> Lifecycle:
+        if self._life is None:
+            from omp.tmux.lifecycle import Lifecycle
+
+            self._life = Lifecycle(self)
+        return self._life
+
     def new_session(
         self,
         name: str,
@@ -323,18 +274,9 @@ class Tmux:
         height: int = 60,
     ) -> tuple[str, str, str]:
         """A detached session running `command`; returns (session_id, window_id, pane_id)."""
-        if not _SESSION_NAME.fullmatch(name):
-            raise OmpError(
-                "invalid_input",
-                f"invalid tmux session name {name!r}: use letters, digits, '_' or '-'",
-            )
-        out = self.cmd(
-            "new-session", "-d", "-P", "-F", _IDS_FMT, "-s", name,
-            "-x", str(width), "-y", str(height), "-c", str(cwd),
-            *_env_args(env), *_command_args(command, env),
-        )  # fmt: skip
-        sid, wid, pid = out.strip().split(_SEP)
-        return sid, wid, pid
+        return self._lifecycle().new_session(
+            name, cwd=cwd, command=command, env=env, width=width, height=height
+        )
 
     def split_pane(
         self,
@@ -347,32 +289,29 @@ class Tmux:
         size: int | str | None = None,
     ) -> str:
         """Split `target_pane_id` (side by side if `horizontal`); focus stays put. The new id."""
-        args = ["split-window", "-d", "-P", "-F", "#{pane_id}", "-t", target_pane_id]
-        args += ["-h" if horizontal else "-v", "-c", str(cwd)]
-        if size is not None:
-            args += ["-l", str(size)]
-        return self.cmd(*args, *_env_args(env), *_command_args(command, env)).strip()
+        return self._lifecycle().split(
+            target_pane_id, cwd=cwd, command=command, env=env, horizontal=horizontal, size=size
+        )
 
     def select_layout(self, window_id: str, layout: str) -> None:
-        self.cmd("select-layout", "-t", window_id, layout)
+        self._lifecycle().select_layout(window_id, layout)
 
     def set_pane_title(self, pane_id: str, title: str) -> None:
-        # select-pane -T expands formats: '#' would start one.
-        self.cmd("select-pane", "-t", pane_id, "-T", title.replace("#", "##"))
+        self._lifecycle().set_pane_title(pane_id, title)
 
     def set_window_option(self, window_id: str, name: str, value: str) -> None:
-        self.cmd("set-option", "-w", "-t", window_id, name, value)
+        self._lifecycle().set_option(window_id, name, value, window=True)
 
     def set_pane_option(self, pane_id: str, name: str, value: str) -> None:
-        self.cmd("set-option", "-p", "-t", pane_id, name, value)
+        self._lifecycle().set_option(pane_id, name, value, window=False)
 
     def kill_pane(self, pane_id: str) -> bool:
         """False if the pane (or the server) was already gone."""
-        return self._query("kill-pane", "-t", pane_id) is not None
+        return self._lifecycle().kill_pane(pane_id)
 
     def kill_session(self, name: str) -> bool:
         """False if the session (or the server) was already gone."""
-        return self._query("kill-session", "-t", f"={name}") is not None
+        return self._lifecycle().kill_session(name)
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -386,7 +325,7 @@ class Tmux:
         found: dict[str, PaneState] = {}
         out = self._query("list-panes", "-a", "-F", _STATE_FMT)
         for line in (out or "").splitlines():
-            f = line.split(_SEP, 9)
+            f = line.split(SEP, 9)
             if len(f) != 10:
                 continue
             activity = _int(f[7])
@@ -454,16 +393,17 @@ class Tmux:
         return out
 
     def identity_of(self, pane_id: str) -> PaneIdentity | None:
-        info = self._pane_info(pane_id)
+        info = self.pane_info(pane_id)
         return info.identity if info else None
 
     def matches(self, identity: PaneIdentity) -> bool:
         """True if the pane id still names the same pane of the same server incarnation."""
         return self.identity_of(identity.pane_id) == identity
 
-    def _pane_info(self, pane_id: str) -> _PaneInfo | None:
+    def pane_info(self, pane_id: str) -> PaneInfo | None:
+        """The pane's identity and state from one `display-message`; None if it is gone."""
         out = self._query("display-message", "-p", "-t", pane_id, _INFO_FMT)
-        f = (out or "").rstrip("\n").split(_SEP, 8)
+        f = (out or "").rstrip("\n").split(SEP, 8)
         if len(f) != 9 or f[0] != pane_id:
             return None  # tmux 3.3a prints an empty line (exit 0) for a missing pane
         ident = PaneIdentity(
@@ -474,7 +414,7 @@ class Tmux:
             window_id=f[2],
             pane_id=f[0],
         )
-        return _PaneInfo(ident, dead=f[5] == "1", in_mode=f[6] == "1", current_command=f[7])
+        return PaneInfo(ident, dead=f[5] == "1", in_mode=f[6] == "1", current_command=f[7])
 
     # -- typing -----------------------------------------------------------------------------------
 
@@ -489,157 +429,20 @@ class Tmux:
             raise OmpError("invalid_key", f"{key!r} is not a tmux key name")
         self.cmd("send-keys", "-t", pane_id, key)
 
-    def deliver(self, pane_id: str, text: str, profile: AgentProfile, **options: Any) -> bool:
-        """Type `text` into an agent's input box and submit it; True only if verified on screen.
+    def lock_path(self, lock_dir: Path, pane_id: str) -> Path:
+        """The file whose flock serialises typing into `pane_id` of this server.
 
-        The options are `deliver_result`'s, which also says why a delivery did not happen.
+        Keyed on the resolved socket file, however the server was named (-L name, -S path or
+        $TMUX), so a launch trigger and a nudge into the same pane take the same lock.
         """
-        return self.deliver_result(pane_id, text, profile, **options).ok
+        import hashlib  # here: ~1-6 ms that the reading paths do not need
 
-    def deliver_result(
-        self,
-        pane_id: str,
-        text: str,
-        profile: AgentProfile,
-        *,
-        lock_dir: Path,
-        expected: PaneIdentity | None = None,
-        rounds: int = 3,
-        poll: float = 0.03,
-        echo_timeout: float = 1.0,
-        round_timeout: float = 1.0,
-        lock_timeout: float = 10.0,
-        only_idle: bool = False,
-    ) -> Delivery:
-        """The verified submit used for nudges and triggers.
-
-        Under a per-pane lock (so two senders never interleave keystrokes): refuse a gone or dead
-        pane, a pane in copy mode (the user's scrollback is left alone), a pane whose agent exited
-        to a shell, and a screen that is neither ready nor busy (a dialog, a restart). Then type
-        the text, wait `profile.submit_delay` and until the text shows in the input box, press
-        `profile.submit_key`, and poll until the text has left the input box, pressing the key
-        again up to `rounds` times. Text an earlier unverified attempt left in the box is not
-        typed twice.
-
-        `only_idle`: type nothing unless the screen is `ready` (reason `busy` otherwise): keys that
-        reach a busy agent disturb it (Copilot CLI backgrounds a running command, and replays
-        queued lines as turns later).
-
-        Raises `OmpError("pane_mismatch")` if `expected` is given and the pane id now belongs to
-        another pane or server incarnation: the caller's record is stale, not just "not now".
-        Raises `invalid_text` / `text_too_long` for text that must not be typed.
-        """
-        check_literal(text)
-        t0 = time.monotonic()
-
-        def done(ok: bool, reason: str, n: int = 0, screen: str | None = None) -> Delivery:
-            return Delivery(ok, reason, n, time.monotonic() - t0, screen)
-
-        probe = text_probe(text)
-
-        def in_box(lines: Sequence[str]) -> bool:
-            box = input_region(profile, lines)
-            return box is not None and probe in squash("".join(box))
-
-        with self._pane_lock(lock_dir, pane_id, lock_timeout) as locked:
-            if not locked:
-                return done(False, "lock_timeout")
-            info = self._pane_info(pane_id)
-            if info is None:
-                return done(False, "gone")
-            if expected is not None and info.identity != expected:
-                raise OmpError(
-                    "pane_mismatch",
-                    f"pane {pane_id} is not the recorded pane any more "
-                    "(its session, window or tmux server changed)",
-                    pane_id=pane_id,
-                )
-            refused = _refusal(info, profile)
-            if refused:
-                return done(False, refused)
-            try:
-                lines = self.capture(pane_id, 200)
-                screen = classify_screen(profile, lines)
-                if screen not in ("ready", "busy"):
-                    return done(False, "not_ready", screen=screen)
-                if only_idle and screen != "ready":
-                    return done(False, "busy", screen=screen)
-                if not in_box(lines):
-                    self.send_literal(pane_id, text)
-                sent = time.monotonic()
-                # Wait for the echo (bounded) and at least submit_delay, so the key does not
-                # arrive in the same burst as the text.
-                seen = in_box(self.capture(pane_id, 200))
-                while not seen and time.monotonic() < sent + echo_timeout:
-                    time.sleep(poll)
-                    seen = in_box(self.capture(pane_id, 200))
-                rest = sent + profile.submit_delay - time.monotonic()
-                if rest > 0:
-                    time.sleep(rest)
-                for n in range(1, rounds + 1):
-                    now = self._pane_info(pane_id)
-                    if now is None or now.dead:
-                        return done(False, "gone" if now is None else "dead", n - 1)
-                    if now.in_mode:
-                        return done(False, "copy_mode", n - 1)
-                    self.send_key(pane_id, profile.submit_key)
-                    end = time.monotonic() + round_timeout
-                    while True:
-                        time.sleep(poll)
-                        if not in_box(self.capture(pane_id, 200)):
-                            return done(seen, "delivered" if seen else "no_echo", n)
-                        if time.monotonic() >= end:
-                            break
-                return done(False, "unverified", rounds)
-            except OmpError as exc:
-                if any(s in exc.message for s in _NO_TARGET + _NO_SERVER):
-                    return done(False, "gone")
-                raise
-
-    @contextlib.contextmanager
-    def _pane_lock(self, lock_dir: Path, pane_id: str, timeout: float) -> Iterator[bool]:
-        """An exclusive flock per (server, pane); yields False if not had within `timeout`."""
-        if not fs.check_entry(lock_dir, want_dir=True):
-            try:  # the last component only: callers hand in a directory inside their own tree
-                os.mkdir(lock_dir, fs.DIR_MODE)
-            except FileExistsError:
-                pass
-            fs.check_entry(lock_dir, want_dir=True)
-        # Key on the resolved socket file, however the server was named (-L name, -S path or
-        # $TMUX), so a launch trigger and a nudge into the same pane take the same lock.
         if self.socket_path or self.socket_name:
             server = self._socket_file()
         else:
             server = os.environ.get("TMUX", "").split(",")[0] or self._socket_file()
         tag = hashlib.sha256(os.path.realpath(server).encode()).hexdigest()[:12]
-        path = lock_dir / f"pane-{tag}-{pane_id.lstrip('%')}.lock"
-        fd = fs.open_file(path, os.O_RDWR, create=True)
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        yield False
-                        return
-                    time.sleep(0.01)
-            yield True
-        finally:
-            os.close(fd)  # closing releases the flock
-
-
-def _refusal(info: _PaneInfo, profile: AgentProfile) -> str | None:
-    if info.dead:
-        return "dead"
-    if info.in_mode:
-        return "copy_mode"
-    # The agent exited and left a shell: typed text would run as a command.
-    cmd = os.path.basename(info.current_command).lstrip("-")
-    if cmd in SHELLS and os.path.basename(profile.program) not in SHELLS:
-        return "agent_not_running"
-    return None
+        return lock_dir / f"pane-{tag}-{pane_id.lstrip('%')}.lock"
 
 
 def socket_file_for(name: str | None) -> str:
@@ -656,7 +459,7 @@ def same_socket(a: str, b: str) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def _env_args(env: Mapping[str, str] | None) -> list[str]:
+def env_args(env: Mapping[str, str] | None) -> list[str]:
     args: list[str] = []
     for key, value in (env or {}).items():
         if not key or "=" in key or _CONTROL.search(key):
@@ -665,7 +468,7 @@ def _env_args(env: Mapping[str, str] | None) -> list[str]:
     return args
 
 
-def _command_args(command: Sequence[str] | None, env: Mapping[str, str] | None = None) -> list[str]:
+def command_args(command: Sequence[str] | None, env: Mapping[str, str] | None = None) -> list[str]:
     if not command:
         return []
     path = (env or {}).get("PATH")
