@@ -140,19 +140,23 @@ class CopilotLeader:
     def wait_ready(self, timeout: float = 90) -> None:
         """Past the trust dialog and the skill loading, at an empty input box."""
 
+        answered = [0.0]
+
         def ready() -> bool:
             screen = self.capture()
             if any(t in screen for t in TRUST):
-                self._tmux("send-keys", "-t", self.pane, "1")
+                if time.monotonic() - answered[0] > 2.0:  # once, unless it stays up
+                    self._tmux("send-keys", "-t", self.pane, "1")
+                    answered[0] = time.monotonic()
                 return False
             return "Loading" not in screen and "/ commands · ? help" in screen
 
-        poll(ready, f"Copilot ready in the leader's pane\n{self.capture()}", timeout, every=0.5)
+        poll(ready, f"Copilot ready in the leader's pane\n{self.capture()}", timeout)
 
     def type(self, text: str) -> None:
         """Type a request and submit it (Copilot >= 1.0.61 submits on Enter, not C-m)."""
         self._tmux("send-keys", "-t", self.pane, "-l", text)
-        poll(lambda: text[-20:] in self.capture(), "the request echoed", 10, every=0.1)
+        poll(lambda: text[-20:] in self.capture(), "the request echoed", 10)
         self._tmux("send-keys", "-t", self.pane, "Enter")
         self.typed.append((time.time(), text))
 
