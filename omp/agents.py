@@ -71,6 +71,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from omp.errors import OmpError
+from omp.store.paths import StatePaths
 
 ScreenState = Literal["ready", "busy", "dialog", "starting"]
 
@@ -428,8 +429,7 @@ _FIELDS = {f.name for f in dataclasses.fields(AgentProfile)} - {"name"}
 def load_profiles(root: Path) -> dict[str, AgentProfile]:
     """Built-in profiles, overridden and extended by `<root>/.omp/agents.toml` or `agents.json`."""
     profiles = dict(BUILTIN_PROFILES)
-    toml_path = root / ".omp" / "agents.toml"
-    json_path = root / ".omp" / "agents.json"
+    toml_path, json_path = StatePaths(root).agents_toml, StatePaths(root).agents_json
     has_toml, has_json = toml_path.is_file(), json_path.is_file()
     if has_toml and has_json:
         raise _bad(toml_path, f"both it and {json_path.name} exist; keep one")

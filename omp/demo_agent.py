@@ -35,7 +35,7 @@ from omp.demo_shell import ShellApi
 from omp.errors import OmpError
 from omp.store import fs
 from omp.store.names import LEADER
-from omp.store.paths import StatePaths, find_root
+from omp.store.paths import INBOX, StatePaths, find_root, worker_of_inbox
 
 if TYPE_CHECKING:
     from typer import Typer
@@ -189,10 +189,10 @@ def find_inbox_path(text: str, cwd: Path | None = None) -> Path | None:
     Paths may contain spaces, so every word start before `inbox.md` is tried as the start of the
     path and the first that names an existing file wins; else the last word ending in inbox.md.
     """
-    end = text.find("inbox.md")
+    end = text.find(INBOX)
     if end < 0:
         return None
-    end += len("inbox.md")
+    end += len(INBOX)
     base = cwd or Path.cwd()
     starts = [m.start() for m in re.finditer(r"(?:^|(?<=[\s'\"`(]))\S", text[:end])]
     for start in starts:
@@ -207,10 +207,7 @@ def find_inbox_path(text: str, cwd: Path | None = None) -> Path | None:
 
 def identity_from_inbox_path(path: Path) -> tuple[str | None, str | None]:
     """(team, worker) from `.../team/<team>/workers/<worker>/inbox.md`, where they fit."""
-    parts = path.parts
-    if len(parts) >= 5 and parts[-3] == "workers" and parts[-5] == "team":
-        return parts[-4], parts[-2]
-    return None, None
+    return worker_of_inbox(path)
 
 
 def task_description(inbox: str) -> str:
@@ -411,8 +408,8 @@ class DemoAgent:
         assert self.team is not None
         root = self.root if self.root is not None else find_root()
         paths = StatePaths(root)
-        wdir = paths.team(self.team).worker_dir(self.me)
-        paths.ensure(wdir)
+        team = paths.team(self.team)
+        paths.ensure(team.worker_dir(self.me))
         answered = "\n".join(f"- {a}" for a in self.answered) or "- none"
         text = (
             f"# Result: task {tid}\n\n"
@@ -423,7 +420,7 @@ class DemoAgent:
             "changed no project files.\n\n"
             f"## Messages answered\n\n{answered}\n"
         )
-        path = wdir / "result.md"
+        path = team.result(self.me)
         fs.write_atomic(path, text.encode("utf-8"))  # created 0600 by the store
         return path
 

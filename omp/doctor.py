@@ -248,7 +248,7 @@ def check_monitor(project: StatePaths, now: float | None = None) -> Check:
     from omp.team.monitor_policy import Intervals
 
     now = clock.now() if now is None else now
-    lock = project.monitor / monitor_ctl.OWNER
+    lock = project.monitor_owner
     rel = _rel(project.root, lock)
     try:
         owner, data = monitor_ctl.read_owner(project)

@@ -17,27 +17,23 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import os
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from omp.store import fs, jsonl
-from omp.store.paths import StatePaths
+from omp.store import fs, jsonl, locks
+from omp.store.paths import StatePaths, is_hook_file
 
-DIR = "hooks"
-LOG = "hook.log"
 LOG_MAX_BYTES = 1 << 20
 KEEP_STOPS = 16
 LOCK_WAIT_S = 5.0
 
 
 def hooks_dir(paths: StatePaths) -> Path:
-    return paths.state / DIR
+    return paths.hooks
 
 
 def _safe(session: str) -> str:
@@ -48,7 +44,7 @@ def _safe(session: str) -> str:
 
 
 def _file(paths: StatePaths, kind: str, session: str) -> Path:
-    return hooks_dir(paths) / f"{kind}-{_safe(session)}.json"
+    return paths.hook_file(kind, _safe(session))
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -103,7 +99,7 @@ def clear(paths: StatePaths) -> int:
     except Exception:
         return 0
     for name in names:
-        if name.startswith("decisions-") and name.endswith(".json"):
+        if is_hook_file(name, "decisions"):
             with contextlib.suppress(OSError):
                 os.unlink(d / name)
                 removed += 1
@@ -130,34 +126,20 @@ def save_session_info(paths: StatePaths, session: str, **fields: Any) -> None:
 @contextlib.contextmanager
 def locked(paths: StatePaths, *, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
     """The project's hook lock; TimeoutError after `wait_s` (the caller then fails open)."""
-    import fcntl
-
-    d = paths.ensure(hooks_dir(paths))
-    fd = fs.open_file(d / "lock", os.O_RDWR, create=True)
-    try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise TimeoutError("the stop hook's lock is held by another hook") from None
-                time.sleep(0.005)
+    paths.ensure(hooks_dir(paths))
+    with locks.flocked(paths.hook_lock, wait_s) as taken:
+        if not taken:
+            raise TimeoutError("the stop hook's lock is held by another hook")
         yield
-    finally:
-        os.close(fd)
 
 
 def log(paths: StatePaths, record: dict[str, Any]) -> None:
     """Append one line to `hook.log`; rotate past LOG_MAX_BYTES. Raises on an unsafe tree."""
-    d = paths.ensure(hooks_dir(paths))
-    path = d / LOG
+    paths.ensure(hooks_dir(paths))
+    path = paths.hook_log
     with contextlib.suppress(OSError):
         if os.lstat(path).st_size > LOG_MAX_BYTES:
-            os.replace(path, d / (LOG + ".1"))
+            os.replace(path, paths.hook_log_rotated)
     jsonl.append(path, record)
 
 
@@ -165,7 +147,7 @@ def read_log(paths: StatePaths, limit: int = 50) -> list[dict[str, Any]]:
     """The last `limit` log records (read-only)."""
     import json
 
-    path = hooks_dir(paths) / LOG
+    path = paths.hook_log
     try:
         if not paths.check(hooks_dir(paths)):
             return []

@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import itertools
 import json
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +50,9 @@ def storage_error(path: Path, exc: OSError) -> OmpError:
 
 def in_state_tree(path: Path) -> bool:
     """True for `<root>/.omp/state` and everything below it: the private part of the tree."""
-    parts = path.parts
-    return any(a == ".omp" and b == "state" for a, b in itertools.pairwise(parts))
+    from omp.store.paths import in_state_tree as inside  # paths imports this module
+
+    return inside(path)
 
 
 def _check_stat(path: Path, st: os.stat_result, *, want_dir: bool) -> None:
@@ -260,19 +259,3 @@ def write_json_atomic(path: Path, obj: Any, *, pretty: bool = True) -> None:
 def _unlink_quietly(path: Path) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)
-
-
-@contextlib.contextmanager
-def flocked(path: Path) -> Iterator[None]:
-    """Hold an exclusive flock on a (created if missing) private lock file.
-
-    The lock dies with the process, so a crashed holder never leaves it taken.
-    """
-    import fcntl
-
-    fd = open_file(path, os.O_RDWR, create=True)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the last descriptor releases the flock

@@ -13,7 +13,6 @@ killed in between reads the same lines again (at-least-once), never skips them.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -21,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from omp.store import fs
+from omp.store import fs, locks
 
 # One encoder, built once: json.dumps with non-default arguments builds a new one per call.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -40,7 +39,7 @@ def locked(path: Path, *, create: bool = True) -> Iterator[int]:
     except OSError as exc:
         raise fs.storage_error(path, exc) from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        locks.acquire(fd)
         yield fd
     finally:
         os.close(fd)  # closing the last descriptor releases the flock
@@ -89,11 +88,8 @@ class Appender:
 
     def append(self, record: dict[str, Any]) -> int:
         data = encode(record)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        try:
+        with locks.holding(self.fd):
             start = append_locked(self.fd, data, self.path, clean_end=self._end)
-        finally:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
         self._end = start + len(data)
         return start
 

@@ -1,7 +1,27 @@
-"""Where state lives: `<root>/.omp/state/`, the root found from the working directory."""
+"""Where state lives: `<root>/.omp/state/`, the root found from the working directory.
+
+The one map of the tree: every file and directory name of it is spelled here and nowhere else.
+The names are shared with the TypeScript tool (and pinned by the `.omp-example/` tests): keep
+them as they are.
+
+    .omp/config.toml  agents.toml | agents.json
+    .omp/state/<mode>.json
+    .omp/state/tmux-locks/pane-<server>-<pane>.lock
+    .omp/state/hooks/                       (the stop hook's memory, `lock`, `hook.log`)
+    .omp/state/team-monitor/owner.lock status.json events.jsonl events.lock restarts.json
+    .omp/state/team-monitor/targets/<id>.json (+ <id>.lock)
+    .omp/state/team/<team>/config.json shutdown.json events.jsonl .members.lock
+        mailbox/<recipient>.jsonl .<recipient>.index.json .<recipient>.nudge.json
+        tasks/<id>.json <id>.lock .guard
+        conversations/<id>.json .open.json
+        workers/<worker>/inbox.md result.md outbox.jsonl .outbox-offset heartbeat.json
+        runs/<shutdown time>/                (a past run: laid out as a team directory)
+    .omp/state/team/.tomb-<kind>~<team>~<random>   (an interrupted removal)
+"""
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -10,7 +30,64 @@ from omp.errors import OmpError
 from omp.store import fs
 from omp.store.names import recipient_name, team_name, worker_name
 
-ROOT_MARKERS = (".omp", ".git")
+OMP_DIR, STATE_DIR = ".omp", "state"
+ROOT_MARKERS = (OMP_DIR, ".git")
+TOMB_PREFIX = ".tomb-"
+_LOCK, _JSON, _JSONL = ".lock", ".json", ".jsonl"
+
+
+def in_state_tree(path: Path) -> bool:
+    """True for `<root>/.omp/state` and everything below it: the private part of the tree."""
+    parts = path.parts
+    return any(a == OMP_DIR and b == STATE_DIR for a, b in itertools.pairwise(parts))
+
+
+def _stem(name: str, suffix: str) -> str | None:
+    return name[: -len(suffix)] if name.endswith(suffix) else None
+
+
+def task_id_of_lock(name: str) -> str | None:
+    """The task id a `tasks/` entry named `name` locks, or None if it is no lock file."""
+    return _stem(name, _LOCK)
+
+
+def recipient_of_mailbox(name: str) -> str | None:
+    """The recipient a `mailbox/` entry named `name` holds mail for (unvalidated), or None."""
+    return _stem(name, _JSONL)
+
+
+def task_id_of_record(name: str) -> str | None:
+    """The task id of a `tasks/` or `conversations/` record named `name`, or None (a hidden
+    file such as the summary, a lock, anything else)."""
+    return None if name.startswith(".") else _stem(name, _JSON)
+
+
+def is_hook_file(name: str, kind: str) -> bool:
+    """True for a `hooks/` memory file of `kind` (see `StatePaths.hook_file`)."""
+    return name.startswith(f"{kind}-") and name.endswith(_JSON)
+
+
+def target_id_of(name: str) -> str | None:
+    """The monitor target id of a `targets/` tracker file named `name`, or None (its lock)."""
+    tid, dot, ext = name.partition(".")
+    return tid if dot and ext == "json" else None
+
+
+def worker_of_inbox(path: Path) -> tuple[str | None, str | None]:
+    """(team, worker) from `.../team/<team>/workers/<worker>/inbox.md`, where they fit."""
+    parts = path.parts
+    if len(parts) >= 5 and parts[-3] == "workers" and parts[-5] == "team":
+        return parts[-4], parts[-2]
+    return None, None
+
+
+def pane_lock(lock_dir: Path, server_tag: str, pane_id: str) -> Path:
+    """The flock file serialising typing into one pane of one tmux server, in `tmux-locks/`
+    (`lock_dir`: callers and tests hand in the directory)."""
+    return lock_dir / f"pane-{server_tag}-{pane_id.lstrip('%')}{_LOCK}"
+
+
+INBOX = "inbox.md"  # agents are pointed at it by name (the demo agent finds it in a prompt)
 
 
 def find_root(cwd: str | os.PathLike[str] | None = None) -> Path:
@@ -46,22 +123,93 @@ class StatePaths(NamedTuple):
 
     @property
     def omp_dir(self) -> Path:
-        return self.root / ".omp"
+        return self.root / OMP_DIR
 
     @property
     def state(self) -> Path:
-        return self.omp_dir / "state"
+        return self.omp_dir / STATE_DIR
 
     @property
     def teams(self) -> Path:
         return self.state / "team"
 
     @property
+    def config_toml(self) -> Path:
+        return self.omp_dir / "config.toml"
+
+    @property
+    def agents_toml(self) -> Path:
+        return self.omp_dir / "agents.toml"
+
+    @property
+    def agents_json(self) -> Path:
+        return self.omp_dir / "agents.json"
+
+    @property
+    def tmux_locks(self) -> Path:
+        """Per-pane typing locks (`pane_lock`, keyed by the tmux client's `lock_path`)."""
+        return self.state / "tmux-locks"
+
+    @property
+    def hooks(self) -> Path:
+        """The stop hook's memory: `<kind>-<session>.json`, its `lock` and `hook.log`."""
+        return self.state / "hooks"
+
+    def hook_file(self, kind: str, session: str) -> Path:
+        return self.hooks / f"{kind}-{session}.json"
+
+    @property
+    def hook_lock(self) -> Path:
+        return self.hooks / "lock"
+
+    @property
+    def hook_log(self) -> Path:
+        return self.hooks / "hook.log"
+
+    @property
+    def hook_log_rotated(self) -> Path:
+        return self.hooks / "hook.log.1"
+
+    @property
     def monitor(self) -> Path:
         return self.state / "team-monitor"
 
+    @property
+    def monitor_owner(self) -> Path:
+        return self.monitor / "owner.lock"
+
+    @property
+    def monitor_status(self) -> Path:
+        return self.monitor / "status.json"
+
+    @property
+    def monitor_events(self) -> Path:
+        return self.monitor / "events.jsonl"
+
+    @property
+    def monitor_events_lock(self) -> Path:
+        return self.monitor / "events.lock"
+
+    @property
+    def monitor_restarts(self) -> Path:
+        return self.monitor / "restarts.json"
+
+    @property
+    def monitor_targets(self) -> Path:
+        return self.monitor / "targets"
+
+    def monitor_target(self, target_id: str) -> Path:
+        return self.monitor_targets / f"{target_id}{_JSON}"
+
+    def monitor_target_lock(self, target_id: str) -> Path:
+        return self.monitor_targets / f"{target_id}{_LOCK}"
+
     def mode_file(self, mode: str) -> Path:
-        return self.state / f"{mode}.json"
+        return self.state / f"{mode}{_JSON}"
+
+    def tombstone(self, kind: str, team: str, tag: str) -> Path:
+        """`.tomb-<kind>~<team>~<tag>`: `~` is in no team name, so the team is recoverable."""
+        return self.teams / f"{TOMB_PREFIX}{kind}~{team}~{tag}"
 
     def team(self, name: str) -> TeamPaths:
         return TeamPaths(self, self.teams / team_name(name))
@@ -81,6 +229,8 @@ class StatePaths(NamedTuple):
 
 
 class TeamPaths(NamedTuple):
+    """Paths of one team's directory, or of one archived run of it (`run`), laid out alike."""
+
     project: StatePaths
     dir: Path
 
@@ -91,6 +241,34 @@ class TeamPaths(NamedTuple):
     @property
     def config(self) -> Path:
         return self.dir / "config.json"
+
+    @property
+    def events(self) -> Path:
+        return self.dir / "events.jsonl"
+
+    @property
+    def members_lock(self) -> Path:
+        return self.dir / ".members.lock"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.dir / "runs"
+
+    def run(self, label: str) -> TeamPaths:
+        """An archived run, `runs/<label>/`, laid out as a team directory."""
+        return TeamPaths(self.project, self.runs_dir / label)
+
+    @property
+    def conversations_dir(self) -> Path:
+        return self.dir / "conversations"
+
+    def conversation(self, task_id: str) -> Path:
+        return self.conversations_dir / f"{task_id}{_JSON}"
+
+    @property
+    def open_conversations(self) -> Path:
+        """The summary of the open conversations."""
+        return self.conversations_dir / ".open.json"
 
     @property
     def shutdown(self) -> Path:
@@ -109,7 +287,7 @@ class TeamPaths(NamedTuple):
         return self.dir / "workers"
 
     def mailbox(self, recipient: str) -> Path:
-        return self.mailbox_dir / f"{recipient_name(recipient)}.jsonl"
+        return self.mailbox_dir / f"{recipient_name(recipient)}{_JSONL}"
 
     def mailbox_index(self, recipient: str) -> Path:
         return self.mailbox_dir / f".{recipient_name(recipient)}.index.json"
@@ -121,8 +299,36 @@ class TeamPaths(NamedTuple):
     def worker_dir(self, worker: str) -> Path:
         return self.workers_dir / worker_name(worker)
 
+    def inbox(self, worker: str) -> Path:
+        return self.worker_dir(worker) / INBOX
+
+    def result(self, worker: str) -> Path:
+        return self.worker_dir(worker) / "result.md"
+
+    def outbox(self, worker: str) -> Path:
+        return self.worker_dir(worker) / "outbox.jsonl"
+
+    def heartbeat(self, worker: str) -> Path:
+        return self.worker_dir(worker) / "heartbeat.json"
+
+    def run_files(self, worker: str) -> tuple[Path, ...]:
+        """What one run of a team leaves per worker; a relaunch under the same name starts
+        without them (they move to the run's archive)."""
+        wdir = self.worker_dir(worker)
+        return (
+            self.result(worker),
+            self.outbox(worker),
+            wdir / ".outbox-offset",
+            self.heartbeat(worker),
+        )
+
     def task(self, task_id: str) -> Path:
-        return self.tasks_dir / f"{task_id}.json"
+        return self.tasks_dir / f"{task_id}{_JSON}"
 
     def task_lock(self, task_id: str) -> Path:
-        return self.tasks_dir / f"{task_id}.lock"
+        return self.tasks_dir / f"{task_id}{_LOCK}"
+
+    @property
+    def tasks_guard(self) -> Path:
+        """The flock serialising every change of the team's tasks."""
+        return self.tasks_dir / ".guard"

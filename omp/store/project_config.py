@@ -21,7 +21,7 @@ _CACHE: dict[tuple[str, str], tuple[tuple[int, int, int], Any]] = {}
 
 def load_section(project: StatePaths, section: str, cls: type[T], what: str) -> T:
     """The `[section]` table as a `cls` instance; `what` names one key in messages."""
-    path = project.omp_dir / "config.toml"
+    path = project.config_toml
     try:
         if not project.check(project.omp_dir):
             return cls()

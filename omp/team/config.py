@@ -131,7 +131,7 @@ def list_teams(project: StatePaths) -> list[str]:
         names = sorted(os.listdir(project.teams))
     except (OSError, OmpError):
         return []
-    return [n for n in names if is_valid_name(n) and (project.teams / n / "config.json").is_file()]
+    return [n for n in names if is_valid_name(n) and project.team(n).config.is_file()]
 
 
 def new_config(

@@ -21,7 +21,6 @@ record always wins.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -33,9 +32,9 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
-from omp.store import fs
+from omp.store import fs, locks
 from omp.store.names import TASK_ID_RE
-from omp.store.paths import TeamPaths
+from omp.store.paths import TeamPaths, task_id_of_record
 
 SCHEMA = 1
 SUMMARY_VERSION = 1
@@ -49,15 +48,15 @@ CLOSED_STATES = frozenset({"rejected", "done", "failed", "cancelled", "interrupt
 
 
 def conv_dir(team: TeamPaths) -> Path:
-    return team.dir / "conversations"
+    return team.conversations_dir
 
 
 def record_path(team: TeamPaths, task_id: str) -> Path:
-    return conv_dir(team) / f"{task_id}.json"
+    return team.conversation(task_id)
 
 
 def summary_path(team: TeamPaths) -> Path:
-    return conv_dir(team) / ".open.json"
+    return team.open_conversations
 
 
 def _ts(value: Any) -> float | None:
@@ -271,10 +270,11 @@ def _rebuild(team: TeamPaths) -> dict[str, dict[str, Any]]:
     except OSError:
         return out
     for n in names:
-        if n.startswith(".") or not n.endswith(".json"):
+        tid = task_id_of_record(n)
+        if tid is None:
             continue
         try:
-            conv = load(team, n[:-5])
+            conv = load(team, tid)
         except OmpError:
             continue
         if conv is not None and conv.is_open:
@@ -355,7 +355,7 @@ def locked(team: TeamPaths) -> Iterator[None]:
     except OSError as exc:
         raise fs.storage_error(team.dir, exc) from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        locks.acquire(fd)
         yield
     finally:
         os.close(fd)

@@ -33,11 +33,9 @@ from omp.store import fs, jsonl
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths
 
-FILE = "events.jsonl"
-
 
 def path(team: TeamPaths) -> Path:
-    return team.dir / FILE
+    return team.events
 
 
 def record(team: TeamPaths, *events: dict[str, Any]) -> None:

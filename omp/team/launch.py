@@ -370,10 +370,10 @@ class Launch:
             task_id=w["taskId"],
             description=description,
             teammates=teammates,
-            result_path=wdir / "result.md",
+            result_path=team.result(w["name"]),
             omp=omp,
         )
-        fs.write_atomic(wdir / "inbox.md", text.encode())
+        fs.write_atomic(team.inbox(w["name"]), text.encode())
 
     def _write_state(self, team: TeamPaths, raw: dict[str, Any], worker_names: list[str]) -> None:
         self.state_written = True
@@ -394,13 +394,13 @@ class Launch:
         timeout = self.req.ready_timeout or profile.startup_timeout
         deadline = time.monotonic() + timeout
         waiting = dict(panes)
-        lock_dir = team.project.state / "tmux-locks"
+        lock_dir = team.project.tmux_locks
         team.project.ensure(lock_dir)
         delay = 0.05
         while waiting:
             states = tmux.pane_states(list(waiting.values()))
             for w, pane in list(waiting.items()):
-                inbox = team.worker_dir(w) / "inbox.md"
+                inbox = team.inbox(w)
                 try:
                     handed = self._step(tmux, profile, w, pane, states.get(pane), inbox, lock_dir)
                 except OmpError as exc:

@@ -22,7 +22,6 @@ read whole by whoever wrote the receipt. 100,000 messages: ~0.15 s instead of ~0
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -32,7 +31,7 @@ from typing import Any
 
 from omp import clock, ids
 from omp.errors import OmpError
-from omp.store import fs, jsonl
+from omp.store import fs, jsonl, locks
 from omp.store.paths import TeamPaths
 from omp.team import history
 
@@ -274,7 +273,8 @@ class Mailbox:
         """Save a rebuilt index if the mailbox's lock is free right now (a writer holding it
         saves its own); never waits, and leaves a tampered index exactly as it is."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if not locks.acquire(fd, False):
+                return
         except OSError:
             return
         try:
@@ -282,7 +282,7 @@ class Mailbox:
                 _catch_up(fd, state)  # what a writer appended before we took the lock
                 self._save(fd, state)
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            locks.release(fd)
 
     def unread_count(self) -> int:
         if not self._exists():

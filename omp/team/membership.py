@@ -26,7 +26,7 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
-from omp.store import fs
+from omp.store import locks
 from omp.store.names import LEADER, worker_name
 from omp.store.paths import TeamPaths
 from omp.team import config as team_config
@@ -36,7 +36,7 @@ from omp.team.config import TeamConfig
 
 @contextlib.contextmanager
 def members_locked(team: TeamPaths) -> Iterator[None]:
-    with fs.flocked(team.dir / ".members.lock"):
+    with locks.flocked(team.members_lock):
         yield
 
 

@@ -3,7 +3,8 @@ active, prompts idle workers. Decisions live in `monitor_policy`; this module do
 
 A scan, every `Intervals.scan` seconds (5 s by default):
 
-1. the live teams: no `shutdown.json`, a tmux identity whose server (pid + start time) is the one
+1. the live teams (found by `monitor_ctl.watched_teams`, the same discovery a start uses): no
+   `shutdown.json`, a tmux identity whose server (pid + start time) is the one
    running now, and at least one worker pane that exists, is not dead and sits in the recorded
    session and window. One `server_identity` and one `pane_states` call per tmux server;
 2. per live worker pane (and the leader's, for its mail only, with `--nudge-leader`): its
@@ -17,20 +18,20 @@ A scan, every `Intervals.scan` seconds (5 s by default):
 It stops after `empty_scans` consecutive scans with no live team (one transient tmux miss does not
 end it), when another process owns the lock, or on SIGTERM/SIGINT, writing a final status and
 releasing the lock. Files (all 0600 in 0700 directories): `team-monitor/status.json`,
-`events.jsonl` (newest 200 lines), `targets/<id>.json` (+ `.lock`).
+`events.jsonl` (newest 200 lines), and the tracker store's `targets/<id>.json` (+ `.lock`, see
+`monitor_trackers`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import math
 import os
 import select
 import signal
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -41,13 +42,14 @@ from omp import modes
 from omp.errors import OmpError
 from omp.invocation import team_command
 from omp.store import fs
-from omp.store.names import LEADER, is_valid_name
+from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths
 from omp.team import delivery
 from omp.team import monitor_ctl as ctl
 from omp.team import monitor_policy as policy
 from omp.team.config import TeamConfig
 from omp.team.mailbox import Mailbox
+from omp.team.monitor_trackers import Trackers
 from omp.team.tasks import TERMINAL
 from omp.tmux.identity import TmuxIdentity
 
@@ -194,8 +196,7 @@ class Monitor:
         self.wall = wall  # real time, compared with tmux's own activity stamps
         self.adapter_factory = adapter_factory
         self.iv = intervals or policy.Intervals.from_env()
-        self.targets = self.paths.monitor / ctl.TARGETS
-        self.lock_dir = self.paths.state / "tmux-locks"
+        self.lock_dir = self.paths.tmux_locks
         self.scans = 0
         self.nudges_sent = 0
         self.idle_prompts_sent = 0
@@ -204,38 +205,19 @@ class Monitor:
         self._configs: dict[str, tuple[tuple[int, int, int], Any]] = {}
         self._mail: dict[tuple[str, str], tuple[tuple[int, int, int], policy.Unread]] = {}
         self._screens: dict[tuple[str, str], _Screen] = {}
-        self._written: dict[str, float] = {}  # target id -> when this process last wrote it
-        self._known: dict[str, policy.Tracker] = {}  # target id -> tracker last read or written
+        self.trackers = Trackers(self.paths, self.iv.target_ttl)
         self._profiles: dict[str, AgentProfile] | None = None
         self._profile_error: str | None = None
-        self._last_compact: float | None = None
         self._server_gone: dict[str, int] = {}  # team -> scans in a row its server was missing
 
     # -- discovery --------------------------------------------------------------------------
 
     def _teams(self, report: ScanReport) -> list[_Team]:
         out: list[_Team] = []
-        try:
-            if not self.paths.check(self.paths.teams):
-                return out
-            names = sorted(os.listdir(self.paths.teams))
-        except (OSError, OmpError) as exc:
-            report.diagnostics.append(f"cannot list teams: {exc}")
-            return out
         wall = self.wall()
-        for name in names:
-            if not is_valid_name(name):
-                continue
-            team = self.paths.team(name)
-            try:
-                if os.path.lexists(team.shutdown) or not fs.check_entry(team.dir, want_dir=True):
-                    continue
-                raw = self._config(team, wall)
-            except (OSError, OmpError) as exc:
-                report.diagnostics.append(f"team {name}: {exc}")
-                continue
-            if not ctl.has_targets(raw):
-                continue
+        for team, raw in ctl.watched_teams(
+            self.paths, read=lambda team: self._config(team, wall), problems=report.diagnostics
+        ):
             cfg = TeamConfig(team, raw)
             ident = TmuxIdentity.from_config(raw["tmuxIdentity"])
             if ident is not None:
@@ -368,7 +350,7 @@ class Monitor:
                 items.append(_Pane(t, worker, pane, st, tid, obs))
         if not items:
             return
-        self.paths.ensure(self.targets)
+        self.trackers.ensure_dir()
         # Screens the policy may need (judged on what this process last knew of each tracker;
         # the locked pass below re-reads the truth and captures whatever is still missing).
         self._capture_all(
@@ -521,7 +503,7 @@ class Monitor:
         return screen
 
     def _may_need_screen(self, it: _Pane, now: float, report: ScanReport) -> bool:
-        known = self._known.get(it.tid)
+        known = self.trackers.known.get(it.tid)
         if known is None:  # first sight in this process: what the file says (read unlocked)
             known, _ = self._load(it.tid, it.team, it.worker, it.pane, report)
         return policy.wants_screen(known, it.obs, now, self.iv)
@@ -532,8 +514,8 @@ class Monitor:
         Judged on the tracker this process last read or wrote; skipping can only delay a send,
         never add one.
         """
-        known = self._known.get(it.tid)
-        if known is None or self._refresh_due(it.tid, now):
+        known = self.trackers.known.get(it.tid)
+        if known is None or self.trackers.refresh_due(it.tid, now):
             return False
         if policy.wants_screen(known, it.obs, now, self.iv):
             return False
@@ -544,7 +526,7 @@ class Monitor:
         t, worker, pane, tid = it.team, it.worker, it.pane, it.tid
         if self._quiet(it, now):
             return
-        with self._target_lock(tid) as locked:
+        with self.trackers.lock(tid) as locked:
             if not locked:
                 report.diagnostics.append(f"team {t.name} {worker}: target lock busy")
                 return
@@ -553,7 +535,7 @@ class Monitor:
             if policy.wants_screen(tr, obs, now, self.iv):
                 obs = dataclasses.replace(obs, screen=self._screen(it, adapter, report))
             new, send = policy.decide(tr, obs, now, self.iv)
-            if new != tr or doc is None or self._refresh_due(tid, now):
+            if new != tr or doc is None or self.trackers.refresh_due(tid, now):
                 self._save(tid, t, worker, pane, new, doc, now)  # the reservation, before the send
         if send is None:
             return
@@ -561,7 +543,7 @@ class Monitor:
         if outcome == "sent" and send.kind == "unread":
             # One nudge outstanding per pane: the send path sees this one and does not type.
             delivery.write_record(t.cfg, worker, it.obs.unread.ids, self.wall())
-        with self._target_lock(tid, wait=True):
+        with self.trackers.lock(tid, wait=True):
             tr, doc = self._load(tid, t, worker, pane, report)
             done = policy.record_outcome(tr, send.attempt_id, outcome, self.clock())
             if done != tr:
@@ -609,44 +591,15 @@ class Monitor:
         self._screens.pop((t.socket, pane), None)  # we typed into it: judge it afresh
         return "sent" if ok else "failed"
 
-    # -- tracker files ----------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _target_lock(self, tid: str, *, wait: bool = False) -> Iterator[bool]:
-        fd = fs.open_file(self.targets / f"{tid}.lock", os.O_RDWR, create=True)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
-                return
-            yield True
-        finally:
-            os.close(fd)
+    # -- tracker files (the store is `monitor_trackers`) ------------------------------------
 
     def _load(
         self, tid: str, t: _Team, worker: str, pane: str, report: ScanReport
     ) -> tuple[policy.Tracker, dict[str, Any] | None]:
-        """The persisted tracker (read under the target lock every time: it is the truth)."""
-        path = self.targets / f"{tid}.json"
-        if not fs.check_entry(path, want_dir=False):
-            self._known.pop(tid, None)
-            return policy.Tracker(), None
-        obj = fs.read_json(path)
-        try:
-            if not isinstance(obj, dict) or (
-                obj.get("teamName"),
-                obj.get("generation"),
-                obj.get("paneId"),
-            ) != (t.name, t.gen, pane):
-                raise ValueError("not this target")
-            tr = policy.Tracker.from_json(obj["tracker"])
-        except (KeyError, ValueError):
-            # Unreadable: count every cap as reached rather than risk a fourth send.
-            report.diagnostics.append(f"team {t.name} {worker}: unreadable {path.name}")
-            return policy.Tracker.exhausted(), None
-        self._known[tid] = tr
-        return tr, obj
+        tr, doc, bad = self.trackers.load(tid, t.name, t.gen, pane)
+        if bad is not None:
+            report.diagnostics.append(f"team {t.name} {worker}: unreadable {bad}")
+        return tr, doc
 
     def _save(
         self,
@@ -658,55 +611,19 @@ class Monitor:
         doc: dict[str, Any] | None,
         now: float,
     ) -> None:
-        revision = doc.get("revision", 0) if doc else 0
-        fs.write_json_atomic(
-            self.targets / f"{tid}.json",
-            {
-                "schemaVersion": policy.SCHEMA,
-                "targetId": tid,
-                "kind": "runtime",
-                "teamName": t.name,
-                "worker": worker,
-                "generation": t.gen,
-                "paneId": pane,
-                "revision": (revision if isinstance(revision, int) else 0) + 1,
-                "lastSeenAt": omp_clock.iso(now),
-                "tracker": tr.to_json(),
-            },
+        self.trackers.save(
+            tid,
+            team=t.name,
+            worker=worker,
+            generation=t.gen,
+            pane=pane,
+            tracker=tr,
+            doc=doc,
+            now=now,
         )
-        self._written[tid] = now
-        self._known[tid] = tr
-
-    def _refresh_due(self, tid: str, now: float) -> bool:
-        """`lastSeenAt` is refreshed on disk now and then, not on every scan."""
-        last = self._written.get(tid)
-        return last is None or now - last >= self.iv.target_ttl / 24
 
     def _maybe_compact(self, now: float, seen: set[str], report: ScanReport) -> None:
-        """Drop tracker files of targets not seen for `target_ttl` (hourly, and at start)."""
-        if self._last_compact is not None and now - self._last_compact < self.iv.target_ttl / 24:
-            return
-        self._last_compact = now
-        try:
-            if not self.paths.check(self.targets):
-                return
-            names = os.listdir(self.targets)
-        except (OSError, OmpError):
-            return
-        for name in names:
-            tid, dot, ext = name.partition(".")
-            if not dot or ext != "json" or tid in seen:
-                continue
-            path = self.targets / name
-            try:
-                obj = fs.read_json(path)
-                last = omp_clock.parse_iso(str(obj.get("lastSeenAt", ""))) if obj else None
-                if last is not None and now - last > self.iv.target_ttl:
-                    os.unlink(path)
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(self.targets / f"{tid}.lock")
-            except (OSError, OmpError, AttributeError):
-                report.diagnostics.append(f"cannot compact {name}")
+        report.diagnostics.extend(self.trackers.compact(now, seen))
 
     # -- status -----------------------------------------------------------------------------
 

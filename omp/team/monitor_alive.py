@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from omp import clock
 from omp.store import fs
 from omp.store.paths import StatePaths
 
-OWNER = "owner.lock"
-STATUS = "status.json"
-RESTARTS = "restarts.json"
 RUNNING_STALE = 20.0  # as monitor_policy.Intervals; OMP_MONITOR_RUNNING_STALE_SECONDS overrides
 PENDING_STALE = 15.0
 SCAN = 5.0
@@ -66,9 +64,9 @@ def pid_alive(pid: int, token: str) -> bool:
     return token.encode() in cmdline.split(b"\0")
 
 
-def _json(paths: StatePaths, name: str) -> dict[str, Any] | None:
+def _json(path: Path) -> dict[str, Any] | None:
     try:
-        data = fs.read_bytes(paths.monitor / name)
+        data = fs.read_bytes(path)
         obj = json.loads(data) if data else None
     except (OSError, ValueError, Exception):
         return None
@@ -89,8 +87,8 @@ def judge(paths: StatePaths, now: float | None = None) -> dict[str, Any]:
         return {"state": "none"}
     stale = _seconds("OMP_MONITOR_RUNNING_STALE_SECONDS", RUNNING_STALE)
     scan = _seconds("OMP_MONITOR_SCAN_SECONDS", SCAN)
-    owner = _json(paths, OWNER)
-    status = _json(paths, STATUS) or {}
+    owner = _json(paths.monitor_owner)
+    status = _json(paths.monitor_status) or {}
     last_scan = _time(status.get("updatedAt"))
     since = status.get("updatedAt") if last_scan is not None else None
     if owner is None:
@@ -132,7 +130,7 @@ def revive(paths: StatePaths, now: float | None = None) -> dict[str, Any] | None
         t = clock.now() if now is None else now
         if judge(paths, t)["state"] != "dead":
             return None  # running or starting; or stopped on its own, or never started here
-        record = _json(paths, RESTARTS) or {}
+        record = _json(paths.monitor_restarts) or {}
         at = record.get("at")
         recent = [
             x for x in (at if isinstance(at, list) else []) if isinstance(x, (int, float))
@@ -144,7 +142,7 @@ def revive(paths: StatePaths, now: float | None = None) -> dict[str, Any] | None
 
         result = ensure_monitor(paths)
         if result.get("started"):
-            fs.write_json_atomic(paths.monitor / RESTARTS, {"at": [*recent, t]})
+            fs.write_json_atomic(paths.monitor_restarts, {"at": [*recent, t]})
         return result
     except Exception:
         return None  # the call already succeeded; a monitor is best effort

@@ -26,25 +26,20 @@ import os
 import secrets
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
-from omp.store import fs
+from omp.store import fs, locks
 from omp.store.names import is_valid_name
-from omp.store.paths import StatePaths
+from omp.store.paths import StatePaths, TeamPaths
 from omp.team.monitor_alive import pid_alive as pid_alive  # the one copy, shared with status
 from omp.team.monitor_policy import Intervals
 
 SCHEMA = 1
-OWNER = "owner.lock"
-STATUS = "status.json"
-EVENTS = "events.jsonl"
-EVENTS_LOCK = "events.lock"
-TARGETS = "targets"
 MAX_EVENTS = 200
 
 Spawn = Callable[[Path, str], int]
@@ -96,7 +91,7 @@ class Owner:
 
 
 def owner_path(paths: StatePaths) -> Path:
-    return paths.monitor / OWNER
+    return paths.monitor_owner
 
 
 def read_owner(paths: StatePaths) -> tuple[Owner | None, bytes | None]:
@@ -107,29 +102,13 @@ def read_owner(paths: StatePaths) -> tuple[Owner | None, bytes | None]:
 
 def _create_exclusive(path: Path, obj: dict[str, Any]) -> bool:
     """Put a complete file at `path` only if nothing is there. False if something was."""
-    data = (json.dumps(obj, indent=2) + "\n").encode()
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.new")
-    fd = fs.open_file(tmp, os.O_WRONLY | os.O_EXCL, create=True)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)  # fails if `path` exists: exclusive, and never half-written
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    return locks.create_exclusive(path, (json.dumps(obj, indent=2) + "\n").encode(), whole=True)
 
 
 def _remove_if(paths: StatePaths, expect: Callable[[bytes], bool]) -> bool:
     """Compare-and-swap removal of the owner lock: rename aside, verify, drop or put back."""
     lock = owner_path(paths)
-    aside = lock.with_name(f".{OWNER}.{secrets.token_hex(6)}.old")
+    aside = lock.with_name(f".{lock.name}.{secrets.token_hex(6)}.old")
     try:
         os.rename(lock, aside)
     except FileNotFoundError:
@@ -204,8 +183,8 @@ def log_event(paths: StatePaths, kind: str, /, *, now: float | None = None, **fi
     rec: dict[str, Any] = {"schemaVersion": SCHEMA, "type": kind, "timestamp": clock.iso(now)}
     rec.update({k: v for k, v in fields.items() if v is not None})
     line = json.dumps(rec, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-    path = paths.monitor / EVENTS
-    with fs.flocked(paths.monitor / EVENTS_LOCK):
+    path = paths.monitor_events
+    with locks.flocked(paths.monitor_events_lock):
         old = fs.read_bytes(path) or b""
         lines = [ln + b"\n" for ln in old.split(b"\n") if ln.strip()]
         lines.append(line)
@@ -213,24 +192,36 @@ def log_event(paths: StatePaths, kind: str, /, *, now: float | None = None, **fi
 
 
 def write_status(paths: StatePaths, status: dict[str, Any]) -> None:
-    fs.write_json_atomic(paths.monitor / STATUS, {"schemaVersion": SCHEMA, **status})
+    fs.write_json_atomic(paths.monitor_status, {"schemaVersion": SCHEMA, **status})
 
 
 # ---- what there is to watch (files only; no tmux) -------------------------------------------
 
 
-def watchable_teams(paths: StatePaths) -> list[str]:
-    """Teams a monitor could watch: not shut down, with a tmux identity and a worker pane id.
+def _read_config(team: TeamPaths) -> Any:
+    return fs.read_json(team.config)
 
-    Files only, read-only, never raises: cheap enough for every launch and loop start.
+
+def watched_teams(
+    paths: StatePaths,
+    *,
+    read: Callable[[TeamPaths], Any] = _read_config,
+    problems: list[str] | None = None,
+) -> Iterator[tuple[TeamPaths, dict[str, Any]]]:
+    """(team, parsed config) of each team a monitor could watch: not shut down, with a tmux
+    identity and a worker pane id. The one discovery, for starting a monitor and for its scans.
+
+    Files only, read-only, never raises for a team or the listing: what could not be read is
+    skipped, and said in `problems` if given. `read` reads a config (the monitor's is cached).
     """
-    out: list[str] = []
     try:
         if not paths.check(paths.teams):
-            return out
+            return
         names = sorted(os.listdir(paths.teams))
-    except (OSError, OmpError):
-        return out
+    except (OSError, OmpError) as exc:
+        if problems is not None:
+            problems.append(f"cannot list teams: {exc}")
+        return
     for name in names:
         if not is_valid_name(name):
             continue
@@ -238,12 +229,19 @@ def watchable_teams(paths: StatePaths) -> list[str]:
         try:
             if os.path.lexists(team.shutdown) or not fs.check_entry(team.dir, want_dir=True):
                 continue
-            raw = fs.read_json(team.config)
-        except (OSError, OmpError):
+            raw = read(team)
+        except (OSError, OmpError) as exc:
+            if problems is not None:
+                problems.append(f"team {name}: {exc}")
             continue
         if has_targets(raw):
-            out.append(name)
-    return out
+            yield team, raw
+
+
+def watchable_teams(paths: StatePaths) -> list[str]:
+    """The names of the teams a monitor could watch (`watched_teams`). Never raises: cheap
+    enough for every launch and loop start."""
+    return [team.name for team, _ in watched_teams(paths)]
 
 
 def has_targets(raw: Any) -> bool:

@@ -72,7 +72,7 @@ def deliver_line(
     expected = expected_identity(cfg, pane)
     if expected is None:
         return Delivery(False, "no_identity")
-    lock_dir = cfg.paths.project.state / "tmux-locks"
+    lock_dir = cfg.paths.project.tmux_locks
     tmux = tmux_for(cfg)
     profile = profile_for(cfg, member)
     deadline = time.monotonic() + settle

@@ -35,7 +35,6 @@ from omp.team.config import TeamConfig
 LIVE_SECONDS = 45.0
 # The monitor's look rewrites a live heartbeat at most this often: every scan would be churn.
 OBSERVE_REFRESH_SECONDS = 10.0
-HEARTBEAT_FILE = "heartbeat.json"
 PRESENCES = ("live", "stalled", "offline", "unknown")
 STATUSES = ("available", "busy", "inactive")
 DEAD_PANES = frozenset({"dead", "gone"})
@@ -98,7 +97,7 @@ class Heartbeat:
 
 
 def heartbeat_path(team: TeamPaths, worker: str) -> Path:
-    return team.worker_dir(worker) / HEARTBEAT_FILE
+    return team.heartbeat(worker)
 
 
 def read(team: TeamPaths, worker: str) -> Heartbeat | None:

@@ -25,11 +25,10 @@ from omp.errors import OmpError
 from omp.invocation import team_command
 from omp.store import fs
 from omp.store.names import is_valid_name
-from omp.store.paths import StatePaths, TeamPaths
+from omp.store.paths import TOMB_PREFIX, StatePaths, TeamPaths, recipient_of_mailbox
 from omp.team import config as team_config
 from omp.team.mailbox import Mailbox
 
-TOMB_PREFIX = ".tomb-"
 DEFAULT_OLDER_THAN = "7d"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
@@ -73,7 +72,7 @@ def tombstone(project: StatePaths, src: Path, kind: str, team: str) -> Path:
     """
     project.ensure(project.teams)
     for _ in range(8):
-        dest = project.teams / f"{TOMB_PREFIX}{kind}~{team}~{os.urandom(4).hex()}"
+        dest = project.tombstone(kind, team, os.urandom(4).hex())
         if os.path.lexists(dest):
             continue
         try:
@@ -149,8 +148,8 @@ def _unread_in(box_owner: TeamPaths, run: str | None) -> list[dict[str, Any]]:
     except (OSError, OmpError):
         return []
     for f in files:
-        name = f[: -len(".jsonl")]
-        if not f.endswith(".jsonl") or not is_valid_name(name):
+        name = recipient_of_mailbox(f)
+        if name is None or not is_valid_name(name):
             continue
         msgs, _ = Mailbox(box_owner, name).undelivered()
         if msgs:
@@ -261,11 +260,11 @@ def _age(record: Path, fallback: Path, now: float) -> float:
 
 
 def _runs(team: TeamPaths) -> list[Path]:
-    runs = team.dir / "runs"
+    runs = team.runs_dir
     try:
         if not team.project.check(runs):
             return []
-        return [runs / n for n in sorted(os.listdir(runs)) if not n.startswith(".")]
+        return [team.run(n).dir for n in sorted(os.listdir(runs)) if not n.startswith(".")]
     except (OSError, OmpError):
         return []
 
@@ -296,7 +295,7 @@ def prune(
                 if why is None:
                     continue  # its runs went with it
         for run in _runs(team):
-            age = _age(run / "shutdown.json", run, t)
+            age = _age(TeamPaths(project, run).shutdown, run, t)
             if age < older_than:
                 continue
             entry: dict[str, Any] = {

@@ -42,10 +42,6 @@ def refuse_existing(team: TeamPaths) -> None:
         )
 
 
-# What one run of a team leaves per worker; a relaunch under the same name starts without them.
-RUN_FILES = ("result.md", "outbox.jsonl", ".outbox-offset", "heartbeat.json")
-
-
 def archive_previous_run(team: TeamPaths) -> Path | None:
     """Move the last run's tasks, conversations and per-worker results aside (never deleted)
     into `runs/<shutdown time>/`, so a relaunch neither shows old results as new nor inherits
@@ -56,33 +52,35 @@ def archive_previous_run(team: TeamPaths) -> Path | None:
     record = fs.read_json(team.shutdown)
     stamp = record.get("shutdownAt") if isinstance(record, dict) else None
     label = str(stamp or clock.iso()).replace(":", "-")
-    dest = team.dir / "runs" / label
-    while os.path.lexists(dest):
-        dest = dest.with_name(dest.name + "+")
-    team.project.ensure(dest)
+    run = team.run(label)
+    while os.path.lexists(run.dir):
+        run = team.run(run.name + "+")
+    team.project.ensure(run.dir)
     moves: list[tuple[Path, Path]] = []
-    for sub in ("tasks", "conversations"):
-        if team.project.check(team.dir / sub):
-            moves.append((team.dir / sub, dest / sub))
+    for src, dst in (
+        (team.tasks_dir, run.tasks_dir),
+        (team.conversations_dir, run.conversations_dir),
+    ):
+        if team.project.check(src):
+            moves.append((src, dst))
     if team.project.check(team.workers_dir):
         for w in sorted(os.listdir(team.workers_dir)):
-            wdir = team.workers_dir / w
-            if not names.is_valid_name(w) or not team.project.check(wdir):
+            if not names.is_valid_name(w) or not team.project.check(team.worker_dir(w)):
                 continue
-            for f in RUN_FILES:
-                if fs.check_entry(wdir / f, want_dir=False):
-                    moves.append((wdir / f, dest / "workers" / w / f))
+            for src, dst in zip(team.run_files(w), run.run_files(w), strict=True):
+                if fs.check_entry(src, want_dir=False):
+                    moves.append((src, dst))
     # The leader's mail of that run goes with it: a relaunch starts with no unread mail from the
     # previous run in the leader's count (and `omp team wait` does not wake on it at once).
     # It stays readable in runs/<time>/mailbox/. Workers' mailboxes stay where they are.
     for box in (team.mailbox(LEADER), team.mailbox_index(LEADER)):
         if team.project.check(team.mailbox_dir) and fs.check_entry(box, want_dir=False):
-            moves.append((box, dest / "mailbox" / box.name))
-    moves.append((team.shutdown, dest / "shutdown.json"))
+            moves.append((box, run.mailbox_dir / box.name))
+    moves.append((team.shutdown, run.shutdown))
     for src, dst in moves:
         team.project.ensure(dst.parent)
         os.rename(src, dst)
-    return dest
+    return run.dir
 
 
 def write_state(team: TeamPaths, raw: dict[str, Any], task: str) -> None:

@@ -24,7 +24,6 @@ from omp.textsafe import inline, visible
 if TYPE_CHECKING:
     from omp.tmux import PaneState, TmuxIdentity
 
-RESULT_FILE = "result.md"
 MAX_RESULT_CHARS = 4000
 
 
@@ -171,7 +170,7 @@ def monitor_summary(project: StatePaths) -> dict[str, Any] | None:
             return None
     except Exception:
         return None
-    status = fs.read_json(project.monitor / "status.json")
+    status = fs.read_json(project.monitor_status)
     out = dict(status) if isinstance(status, dict) else {}
     verdict = judge(project)
     if verdict["state"] == "none" and not out:
@@ -211,7 +210,7 @@ def _status_or_error(project: StatePaths, name: str) -> dict[str, Any]:
 
 
 def _result_text(team: TeamPaths, worker: str) -> str | None:
-    path = team.worker_dir(worker) / RESULT_FILE
+    path = team.result(worker)
     if not team.project.check(team.worker_dir(worker)):  # never read through a symlinked dir
         return None
     try:
@@ -252,7 +251,7 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
                 "taskId": info.get("taskId"),
                 "taskStatus": tstatus,
                 "result": task.get("result"),
-                "resultFile": str(team.worker_dir(w) / RESULT_FILE) if result_md else None,
+                "resultFile": str(team.result(w)) if result_md else None,
                 "resultMarkdown": result_md,
             }
         )
@@ -268,7 +267,7 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
                 {
                     "name": w,
                     "outcome": "removed",
-                    "resultFile": str(team.worker_dir(w) / RESULT_FILE),
+                    "resultFile": str(team.result(w)),
                     "resultMarkdown": result_md,
                 }
             )
@@ -399,4 +398,4 @@ def _monitor_line(mon: dict[str, Any]) -> str:
 
 
 def result_path(team: TeamPaths, worker: str) -> Path:
-    return team.worker_dir(worker) / RESULT_FILE
+    return team.result(worker)

@@ -38,7 +38,7 @@ from omp import clock
 from omp.errors import OmpError
 from omp.store import project_config
 from omp.store.names import LEADER
-from omp.store.paths import StatePaths, TeamPaths
+from omp.store.paths import StatePaths, TeamPaths, task_id_of_lock
 from omp.team import conversations, mailbox, presence, tasks
 from omp.team.config import TeamConfig
 from omp.team.conversations import Conversation
@@ -160,10 +160,11 @@ def _claimed_by(team: TeamPaths, worker: str) -> list[dict[str, Any]]:
         return []
     out = []
     for n in sorted(names):
-        if not n.endswith(".lock") or n.startswith("."):
+        tid = task_id_of_lock(n)
+        if tid is None or n.startswith("."):
             continue
         try:
-            task = tasks.read(team, n[:-5])
+            task = tasks.read(team, tid)
         except OmpError:
             continue
         if task and task.get("status") == "in_progress" and task.get("owner") == worker:

@@ -17,9 +17,9 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
-from omp.store import fs, jsonl
+from omp.store import fs, jsonl, locks
 from omp.store.names import task_id as check_task_id
-from omp.store.paths import TeamPaths
+from omp.store.paths import TeamPaths, task_id_of_lock, task_id_of_record
 from omp.team import history
 
 STATUSES = ("pending", "in_progress", "completed", "failed", "interrupted")
@@ -35,7 +35,7 @@ MOVES = {
 @contextmanager
 def guarded(team: TeamPaths) -> Iterator[None]:
     team.project.ensure(team.tasks_dir)
-    with fs.flocked(team.tasks_dir / ".guard"):
+    with locks.flocked(team.tasks_guard):
         yield
 
 
@@ -87,10 +87,9 @@ def read_all(team: TeamPaths) -> TaskList:
         names = os.listdir(team.tasks_dir)
     except OSError:
         return out
-    for n in sorted(names, key=lambda n: _sort_key(n[:-5])):
-        if not n.endswith(".json") or n.startswith("."):
-            continue
-        tid, path = n[:-5], team.tasks_dir / n
+    ids = [tid for n in names if (tid := task_id_of_record(n)) is not None]
+    for tid in sorted(ids, key=_sort_key):
+        path = team.task(tid)
         obj = fs.read_json(path)  # an unsafe entry raises unsafe_path: refused, never followed
         why = problem(obj, tid)
         if why is None and isinstance(obj, dict):
@@ -177,24 +176,15 @@ def claim(team: TeamPaths, tid: str, worker: str) -> tuple[dict[str, Any], str]:
         lock = team.task_lock(tid)
         lock_body = jsonl.encode({"owner": worker, "pid": os.getpid(), "claimedAt": clock.iso()})
         for attempt in (1, 2):
-            try:
-                fd = fs.open_file(lock, os.O_WRONLY | os.O_EXCL, create=True)
-            except FileExistsError:
-                # A lock on a task that is still pending was left by a claimer that died between
-                # the lock and the task write (we hold the guard, so nobody is mid-claim now).
-                if attempt == 2:
-                    raise OmpError("claim_race", f"task {tid}: could not take its lock") from None
-                fs.check_entry(lock, want_dir=False)
-                os.unlink(lock)
-                continue
-            try:
-                os.write(fd, lock_body)
-            except OSError as exc:  # a full disk: no empty lock left behind, a clean refusal
-                os.close(fd)
-                os.unlink(lock)
-                raise fs.storage_error(lock, exc) from exc
-            os.close(fd)
-            break
+            # A full disk leaves no empty lock behind: a clean refusal (storage_error).
+            if locks.create_exclusive(lock, lock_body):
+                break
+            # A lock on a task that is still pending was left by a claimer that died between
+            # the lock and the task write (we hold the guard, so nobody is mid-claim now).
+            if attempt == 2:
+                raise OmpError("claim_race", f"task {tid}: could not take its lock")
+            fs.check_entry(lock, want_dir=False)
+            os.unlink(lock)
         token = f"{worker}-{int(time.time() * 1000)}-{os.urandom(4).hex()}"
         task.update(status="in_progress", owner=worker, startedAt=clock.iso(), claimToken=token)
         _write(team, task)
@@ -275,9 +265,8 @@ def transition(
 
 def _outbox_path(team: TeamPaths, worker: str) -> Path:
     """The worker's outbox, checked before the task changes: a refused outbox changes nothing."""
-    wdir = team.worker_dir(worker)
-    team.project.ensure(wdir)
-    path = wdir / "outbox.jsonl"
+    team.project.ensure(team.worker_dir(worker))
+    path = team.outbox(worker)
     fs.check_entry(path, want_dir=False)
     return path
 
@@ -304,7 +293,7 @@ def clear_locks(team: TeamPaths) -> int:
     except OSError:
         return 0
     for name in names:
-        if name.endswith(".lock"):
+        if task_id_of_lock(name) is not None:
             try:
                 os.unlink(team.tasks_dir / name)
                 n += 1

@@ -16,7 +16,6 @@ Built on the thin tmux client's primitives (`send_literal`, `send_key`, `capture
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from omp.agents import AgentProfile, classify_screen, input_region, squash, text_probe
 from omp.errors import OmpError
-from omp.store import fs
+from omp.store import fs, locks
 from omp.tmux import NO_SERVER, NO_TARGET, PaneIdentity, PaneInfo, Tmux, check_literal
 
 SHELLS = frozenset({"sh", "bash", "zsh", "fish", "dash", "ksh", "mksh", "csh", "tcsh", "login"})
@@ -162,21 +161,8 @@ def pane_lock(tmux: Tmux, lock_dir: Path, pane_id: str, timeout: float) -> Itera
         except FileExistsError:
             pass
         fs.check_entry(lock_dir, want_dir=True)
-    fd = fs.open_file(tmux.lock_path(lock_dir, pane_id), os.O_RDWR, create=True)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    yield False
-                    return
-                time.sleep(0.01)
-        yield True
-    finally:
-        os.close(fd)  # closing releases the flock
+    with locks.flocked(tmux.lock_path(lock_dir, pane_id), timeout, poll=0.01) as taken:
+        yield taken
 
 
 def _refusal(info: PaneInfo, profile: AgentProfile) -> str | None:

@@ -437,12 +437,14 @@ class Tmux:
         """
         import hashlib  # here: ~1-6 ms that the reading paths do not need
 
+        from omp.store.paths import pane_lock
+
         if self.socket_path or self.socket_name:
             server = self._socket_file()
         else:
             server = os.environ.get("TMUX", "").split(",")[0] or self._socket_file()
         tag = hashlib.sha256(os.path.realpath(server).encode()).hexdigest()[:12]
-        return lock_dir / f"pane-{tag}-{pane_id.lstrip('%')}.lock"
+        return pane_lock(lock_dir, tag, pane_id)
 
 
 def socket_file_for(name: str | None) -> str:

@@ -136,7 +136,7 @@ def _typed(log: Path) -> Counter[tuple[str, str]]:
 
 def _trackers(root: Path) -> dict[str, Tracker]:
     out = {}
-    targets = StatePaths(root).monitor / ctl.TARGETS
+    targets = StatePaths(root).monitor_targets
     for f in targets.glob("*.json"):
         doc = json.loads(f.read_text())
         out[doc["paneId"]] = Tracker.from_json(doc["tracker"])
@@ -160,7 +160,7 @@ def _assert_caps(typed: Counter[tuple[str, str]]) -> None:
 
 
 def _reclaims(root: Path) -> int:
-    events = (StatePaths(root).monitor / ctl.EVENTS).read_text().splitlines()
+    events = StatePaths(root).monitor_events.read_text().splitlines()
     return sum(json.loads(e)["type"] == "owner-reclaimed" for e in events)
 
 
@@ -189,7 +189,7 @@ def test_a_monitor_killed_mid_send_is_replaced_and_the_caps_hold(
     owner = mons.start()
     assert _reclaims(root) == kills, "every start after a kill reclaimed the dead owner"
     poll(lambda: _caps_reached(root), 20, "every cap to be reached")
-    status = StatePaths(root).monitor / ctl.STATUS
+    status = StatePaths(root).monitor_status
     typed = _typed(mons.log)
     scans = json.loads(status.read_text())["scans"]
     poll(lambda: json.loads(status.read_text())["scans"] >= scans + 20, 20, "20 more scans")

@@ -240,3 +240,27 @@ def test_ensure_creates_private_dirs_under_the_root(tmp_path: Path) -> None:
     for d in (p.omp_dir, p.state, p.teams, p.teams / "demo", p.teams / "demo" / "mailbox"):
         assert d.is_dir()
         assert os.stat(d).st_mode & 0o777 == 0o700
+
+
+def test_the_map_parses_back_the_names_it_builds(tmp_path: Path) -> None:
+    """Listings are read back through the same map that names the files."""
+    from omp.store import paths as p
+
+    team = StatePaths(tmp_path).team("t")
+    assert p.task_id_of_lock(team.task_lock("7").name) == "7"
+    assert p.task_id_of_record(team.task("7").name) == "7"
+    assert p.task_id_of_record(team.conversation("7").name) == "7"
+    assert p.task_id_of_record(team.open_conversations.name) is None
+    assert p.task_id_of_record(team.task_lock("7").name) is None
+    assert p.task_id_of_record(team.tasks_guard.name) is None
+    assert p.recipient_of_mailbox(team.mailbox("leader").name) == "leader"
+    assert p.recipient_of_mailbox(team.mailbox_index("leader").name) is None
+    project = team.project
+    assert p.target_id_of(project.monitor_target("abc").name) == "abc"
+    assert p.target_id_of(project.monitor_target_lock("abc").name) is None
+    assert p.is_hook_file(project.hook_file("decisions", "s1").name, "decisions")
+    assert not p.is_hook_file(project.hook_file("session", "s1").name, "decisions")
+    assert p.worker_of_inbox(team.inbox("w-1")) == ("t", "w-1")
+    run = team.run("2026-01-01T00-00-00Z")
+    assert run.worker_dir("w-1").relative_to(team.dir).parts[:2] == ("runs", run.name)
+    assert p.in_state_tree(team.config) and not p.in_state_tree(project.config_toml)

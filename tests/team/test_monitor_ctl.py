@@ -82,6 +82,25 @@ def events(root: Path) -> list[dict[str, Any]]:
 # ---- what is started, and when --------------------------------------------------------------
 
 
+def test_one_discovery_for_starts_and_scans(root: Path) -> None:
+    """`watched_teams` is what both a start and a monitor's scan find; what it skips for a
+    reason it names, when asked."""
+    live_config(root, "second")
+    make_team(root, "headless", 1)
+    live_config(root, "broken")
+    tp = StatePaths(root).team("broken")
+    os.unlink(tp.config)
+    os.symlink(tmp := tp.dir / "elsewhere.json", tp.config)
+    tmp.write_text("{}")
+    problems: list[str] = []
+    watched = ctl.watched_teams(StatePaths(root), problems=problems)
+    found = [(team.name, raw["launchToken"]) for team, raw in watched]
+    assert found == [("second", "lt-1"), ("t", "lt-1")]
+    assert ctl.watchable_teams(StatePaths(root)) == ["second", "t"]
+    assert len(problems) == 1 and problems[0].startswith("team broken: ")
+    assert "symlink" in problems[0]
+
+
 def test_nothing_is_created_when_there_is_nothing_to_watch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
