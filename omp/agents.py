@@ -126,11 +126,14 @@ def _builtins() -> dict[str, AgentProfile]:
         ready_patterns=(r"(?:^|· )Interactive · ", r"^[─━]{8,}\n❯.*\n[─━]{8,}$"),
         # `(Esc to cancel)` with the parenthesis: dialogs end in `· esc to cancel` without one.
         # 1.0.102 under the input box while a turn runs (a shell command or the model):
-        # ` ◉ Working · 295 B esc esc interrupt` (the glyph spins); the box stays drawn.
+        # ` ◉ Working · 295 B esc esc interrupt` (the glyph spins); the box stays drawn. From the
+        # submit to the model's first token it reads ` ◎ Working esc esc edit prompt`, and
+        # ` ● Waiting for background shells · 67 B esc esc interrupt` after a command was
+        # pushed aside: a line typed then lands inside the turn, so these are busy too.
         busy_patterns=(
             r"(?i)\(esc to cancel\b[^)]*\)",
             r"(?i)esc to interrupt",
-            r"^\s*\S Working · .*\besc esc interrupt\b",
+            r"^\s*\S \S.*\besc esc (?:interrupt|edit prompt)\b",
         ),
         blocked_patterns=(
             r"Please use /login to sign in",

@@ -74,6 +74,7 @@ EXPECTED: dict[str, tuple[str, str | None]] = {
     "copilot-30-env-COPILOT_ALLOW_ALL-5s-no-trust-dialog": ("ready", None),
     "copilot-40-busy-running-shell-command": ("busy", None),
     "copilot-41-busy-model-thinking": ("busy", None),
+    "copilot-42-busy-turn-start-edit-prompt": ("busy", None),
     "gemini-01-start-2s-trust-dialog": ("dialog", "trust"),
     "gemini-02-start-5s": ("dialog", "trust"),
     "gemini-05-trust-enter-restarting": ("starting", None),
@@ -173,6 +174,23 @@ def test_signed_in_copilot_reads_ready_without_the_hint() -> None:
 )
 def test_input_region(name: str, box: list[str] | None) -> None:
     assert input_region(profile_for(name), screen(name)) == box
+
+
+@pytest.mark.parametrize(
+    ("footer", "state"),
+    [
+        (" ● Working esc esc edit prompt", "busy"),  # a turn's start, before the first token
+        (" ◉ Working · 61 B esc esc interrupt", "busy"),
+        (" ● Waiting for background shells · 67 B esc esc interrupt", "busy"),
+        (" ← open sidebar · Interactive · Manual Approval · / commands", "ready"),  # a narrow pane
+    ],
+)
+def test_copilot_footer_under_an_empty_box(footer: str, state: str) -> None:
+    """Copilot keeps its empty box drawn through a turn: only the footer tells (a line typed
+    inside a turn pushes a running shell command to the background)."""
+    lines = [ln for ln in screen("copilot-05-trust-enter-ready") if ln.strip()]
+    assert "/ commands" in lines[-1]
+    assert classify_screen(BUILTIN_PROFILES["copilot"], [*lines[:-1], footer]) == state
 
 
 def test_busy_beats_a_prompt_drawn_below_it() -> None:
