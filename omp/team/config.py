@@ -123,14 +123,19 @@ def _unknown(paths: TeamPaths) -> OmpError:
     )
 
 
-def list_teams(project: StatePaths) -> list[str]:
-    """Names of the teams with a config (read-only)."""
+def team_dir_entries(project: StatePaths) -> list[str]:
+    """Every name in the teams directory, sorted ([] when it is missing or unsafe; read-only)."""
     try:
         if not project.check(project.teams):
             return []
-        names = sorted(os.listdir(project.teams))
+        return sorted(os.listdir(project.teams))
     except (OSError, OmpError):
         return []
+
+
+def list_teams(project: StatePaths) -> list[str]:
+    """Names of the teams with a config (read-only)."""
+    names = team_dir_entries(project)
     return [n for n in names if is_valid_name(n) and project.team(n).config.is_file()]
 
 

@@ -85,12 +85,7 @@ def tombstone(project: StatePaths, src: Path, kind: str, team: str) -> Path:
 
 def tombstones(project: StatePaths, team: str | None = None) -> list[Path]:
     """Tombstones left by interrupted removals (of one team's directory, if `team`)."""
-    try:
-        if not project.check(project.teams):
-            return []
-        names = sorted(os.listdir(project.teams))
-    except (OSError, OmpError):
-        return []
+    names = team_config.team_dir_entries(project)
     want = f"{TOMB_PREFIX}team~{team}~" if team is not None else TOMB_PREFIX
     return [project.teams / n for n in names if n.startswith(want)]
 
