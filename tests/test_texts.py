@@ -281,3 +281,26 @@ def test_long_body_is_cut_in_human_output_with_the_id(
     # mailbox-read marks what it shows delivered, so it never cuts: the whole body is there
     read = call_api(capsys, "mailbox-read", payload, as_json=False)
     assert body.strip() in read.stdout and "[cut" not in read.stdout
+
+
+def test_mailbox_read_text_says_the_rest_is_newer_and_unread(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_team(root, "mr", 2)
+    for body in ("one", "two", "three"):
+        payload = {"team_name": "mr", "from": "leader", "to": "worker-1", "body": body}
+        assert call_api(capsys, "send-message", payload).rc == 0
+    read = {"team_name": "mr", "worker": "worker-1", "limit": 1}
+    out = call_api(capsys, "mailbox-read", read, as_json=False).stdout
+    assert ": one" in out and "2 more unread, newer" in out and "older" not in out
+    again = call_api(capsys, "mailbox-read", {**read, "limit": 5}).json
+    assert [m["body"] for m in again["messages"]] == ["two", "three"]
+
+
+def test_an_inbox_without_a_task_has_nothing_to_claim() -> None:
+    text = bootstrap.inbox_markdown(
+        team="t", worker="worker-1", task_id=None, description="", teammates=[],
+        result_path=Path("/p/result.md"), omp="/p/bin/omp",
+    )  # fmt: skip
+    assert "Task ID" not in text and "claim-task" not in text
+    assert "None yet: wait" in text and '"to":"worker-1"' not in text  # never told to self-send

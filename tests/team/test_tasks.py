@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from omp.errors import OmpError
+from omp.store.paths import StatePaths
 from omp.team import tasks
 from tests.helpers import (
     ISO_MS,
@@ -265,3 +266,15 @@ def test_a_refused_completion_changes_nothing(
     if r.rc != 0:  # refused: then nothing may have changed
         assert r.json["error"] == "unsafe_path"
         assert snapshot_tree(root / ".omp") == before
+
+
+def test_a_task_starts_only_through_a_claim(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_team(root, "hx", 2, task="job")
+    r = call_api(
+        capsys,
+        "transition-task-status",
+        {"team_name": "hx", "task_id": "2", "from": "pending", "to": "in_progress"},
+    )
+    assert r.rc == 1 and r.json["error"] == "invalid_transition"
+    assert "claim-task" in r.json["message"]
+    assert (tasks.read(StatePaths(root).team("hx"), "2") or {}).get("status") == "pending"
