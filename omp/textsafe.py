@@ -55,10 +55,6 @@ def json_safe(dumped: str) -> str:
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", dumped)
 
 
-def is_safe(text: str) -> bool:
-    return _UNSAFE.search(text) is None
-
-
 # `clean` drops instead of escaping: for a screen that shows only what the text says (the demo
 # agent's). omp's own human output uses `visible`, so a reader sees that something was there.
 _ESCAPES = re.compile(

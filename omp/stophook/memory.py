@@ -141,25 +141,3 @@ def log(paths: StatePaths, record: dict[str, Any]) -> None:
         if os.lstat(path).st_size > LOG_MAX_BYTES:
             os.replace(path, paths.hook_log_rotated)
     jsonl.append(path, record)
-
-
-def read_log(paths: StatePaths, limit: int = 50) -> list[dict[str, Any]]:
-    """The last `limit` log records (read-only)."""
-    import json
-
-    path = paths.hook_log
-    try:
-        if not paths.check(hooks_dir(paths)):
-            return []
-        data = fs.read_bytes(path) or b""
-    except Exception:
-        return []
-    out: list[dict[str, Any]] = []
-    for line in data.splitlines()[-limit:]:
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out

@@ -44,7 +44,6 @@ MAX_EVENTS = 500  # per record; older entries are dropped and counted
 EXCERPT = 300
 
 OPEN_STATES = frozenset({"active", "cancelling"})
-CLOSED_STATES = frozenset({"rejected", "done", "failed", "cancelled", "interrupted", "timed_out"})
 
 
 def conv_dir(team: TeamPaths) -> Path:

@@ -59,7 +59,6 @@ TASK_EVENTS = frozenset(e for e in EVENTS if e.startswith("task_"))
 WORKER_EVENTS = frozenset(
     {"task_clarify", "task_update", "task_done", "task_fail", "task_cancel_ack"}
 )
-REQUESTER_EVENTS = frozenset({"task_clarify_res", "task_cancel"})
 CLOSING = {"task_done": "done", "task_fail": "failed", "task_cancel_ack": "cancelled"}
 FIELDS = ("event", "intent", "need_reply", "task_id", "ref_message_id", "detail")
 MAX_INTENT = 64

@@ -27,7 +27,7 @@ from typing import Any
 from omp import clock
 from omp.errors import OmpError
 from omp.store import locks
-from omp.store.names import LEADER, worker_name
+from omp.store.names import worker_name
 from omp.store.paths import TeamPaths
 from omp.team import config as team_config
 from omp.team import conversations, history, mailbox, sweep
@@ -170,8 +170,3 @@ def _cancel_emitted(cfg: TeamConfig, name: str, now: float) -> list[dict[str, An
             sweep.commit(team, conv, before, conv.worker, msg, action)
             out.append(action)
     return out
-
-
-def removed_identity(cfg: TeamConfig, worker: str) -> bool:
-    """Whether `worker` is a removed member's name that no current worker holds."""
-    return worker != LEADER and worker not in cfg.worker_names and worker in removed_names(cfg.raw)

@@ -35,7 +35,6 @@ from omp.team.config import TeamConfig
 LIVE_SECONDS = 45.0
 # The monitor's look rewrites a live heartbeat at most this often: every scan would be churn.
 OBSERVE_REFRESH_SECONDS = 10.0
-PRESENCES = ("live", "stalled", "offline", "unknown")
 STATUSES = ("available", "busy", "inactive")
 DEAD_PANES = frozenset({"dead", "gone"})
 OMP_SOURCES = frozenset({"api", "pane", "sweep"})  # the writers of a heartbeat omp trusts

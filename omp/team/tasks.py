@@ -107,10 +107,6 @@ def list_all(team: TeamPaths) -> list[dict[str, Any]]:
     return read_all(team)
 
 
-def broken_rows(task_list: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return list(getattr(task_list, "broken", []))
-
-
 TOKEN_FIELDS = ("claimToken", "claim_token")
 
 
