@@ -115,28 +115,16 @@ def pane_for(cfg: TeamConfig, recipient: str) -> tuple[str | None, str | None]:
     return pane, None
 
 
-def nudge_now(cfg: TeamConfig, recipient: str, text_for: TextFor) -> Outcome:
-    """The send path: type the nudge if the pane is idle and mail is still unread, else say
-    why not. `text_for(unread)` is the line for that count. Never raises."""
+def nudge_now(cfg: TeamConfig, recipient: str, omp: str) -> Outcome:
+    """The send path: type the nudge (naming `omp`, the team's command) if the pane is idle and
+    mail is still unread, else say why not. Never raises."""
     try:
-        return _nudge_now(cfg, recipient, text_for)
+        return _nudge_now(cfg, recipient, omp)
     except Exception as exc:  # the message is already safe on disk; a nudge is best-effort
         return Outcome(DEFERRED, f"nudge failed ({type(exc).__name__}); the monitor retries")
 
 
-class TextFor:
-    """The nudge line for an unread count (a class, not a lambda: typed for mypy)."""
-
-    def __init__(self, omp: str, team: str, recipient: str) -> None:
-        self.omp, self.team, self.recipient = omp, team, recipient
-
-    def __call__(self, unread: int) -> str:
-        from omp.team.nudge import nudge_text
-
-        return nudge_text(self.team, self.recipient, unread, self.omp)
-
-
-def _nudge_now(cfg: TeamConfig, recipient: str, text_for: TextFor) -> Outcome:
+def _nudge_now(cfg: TeamConfig, recipient: str, omp: str) -> Outcome:
     pane, why = pane_for(cfg, recipient)
     if pane is None:
         return Outcome(NO_PANE, why)
@@ -149,9 +137,11 @@ def _nudge_now(cfg: TeamConfig, recipient: str, text_for: TextFor) -> Outcome:
     now = clock.now()
     if outstanding(read_record(cfg, recipient), ids, now):
         return Outcome(NOT_NEEDED, "a nudge for this mail is still outstanding")
+    from omp.team.nudge import nudge_text
     from omp.team.panes import deliver_line
 
-    res = deliver_line(cfg, recipient, pane, text_for(len(ids)), only_idle=True)
+    text = nudge_text(cfg.name, recipient, len(ids), omp)
+    res = deliver_line(cfg, recipient, pane, text, only_idle=True)
     if res.ok:
         write_record(cfg, recipient, ids, now)
         return Outcome(TYPED)

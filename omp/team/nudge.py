@@ -27,6 +27,6 @@ def nudge_text(team: str, recipient: str, unread: int, omp: str) -> str:
 def nudge(cfg: TeamConfig, recipient: str) -> Outcome:
     """After a message is stored: type the unread-count line if the recipient's pane is idle,
     else leave it to the monitor (`omp.team.delivery`). Never raises."""
-    from omp.team.delivery import TextFor, nudge_now
+    from omp.team.delivery import nudge_now
 
-    return nudge_now(cfg, recipient, TextFor(team_command(cfg.raw), cfg.name, recipient))
+    return nudge_now(cfg, recipient, team_command(cfg.raw))

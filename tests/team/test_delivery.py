@@ -54,7 +54,7 @@ def _mail(cfg: TeamConfig, to: str = "worker-1") -> None:
 
 
 def _nudge(cfg: TeamConfig, to: str = "worker-1") -> delivery.Outcome:
-    return delivery.nudge_now(cfg, to, delivery.TextFor("/x/omp", cfg.name, to))
+    return delivery.nudge_now(cfg, to, "/x/omp")
 
 
 def test_typed_only_at_an_idle_prompt_and_then_outstanding(team: Any) -> None:
