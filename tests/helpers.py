@@ -399,3 +399,19 @@ def finish_task(team: Any, worker: str, tid: str, result_md: str = "# old result
         team, tid, worker=worker, from_status="in_progress", to_status="completed",
         token=token, result="old",
     )  # fmt: skip
+
+
+def run_benchmark(
+    tmp_path: Path, script: str, *args: str, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """`benchmarks/<script> <args>` in a fresh process, cwd `tmp_path`, HOME `tmp_path/home`
+    (made here); the benchmark smoke tests check its output's structure, never its timing."""
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), *args],
+        cwd=tmp_path,
+        env=child_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

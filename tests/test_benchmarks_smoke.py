@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, child_env
+from tests.helpers import run_benchmark
 
 
 @pytest.mark.slow
 def test_bench_messaging_quick_prints_the_machine_and_the_table(tmp_path: Path) -> None:
-    (tmp_path / "home").mkdir()
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_messaging.py"), "--quick"],
-        cwd=tmp_path,
-        env=child_env(tmp_path / "home"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_benchmark(tmp_path, "bench_messaging.py", "--quick")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     out = proc.stdout
@@ -59,15 +49,7 @@ def test_bench_messaging_quick_prints_the_machine_and_the_table(tmp_path: Path) 
 
 @pytest.mark.slow
 def test_bench_lifecycle_quick_prints_its_table(tmp_path: Path) -> None:
-    (tmp_path / "home").mkdir()
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_lifecycle.py"), "--quick"],
-        cwd=tmp_path,
-        env=child_env(tmp_path / "home"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_benchmark(tmp_path, "bench_lifecycle.py", "--quick")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     header = "| | Benchmark | Median | Target | Meets target |"
@@ -80,15 +62,7 @@ def test_bench_lifecycle_quick_prints_its_table(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_bench_tmux_import_prints_a_row_per_door(tmp_path: Path) -> None:
-    (tmp_path / "home").mkdir()
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_tmux_import.py"), "--runs", "1"],
-        cwd=tmp_path,
-        env=child_env(tmp_path / "home"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_benchmark(tmp_path, "bench_tmux_import.py", "--runs", "1", timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     rows = lines[lines.index("|---|---|---|") + 1 :]

@@ -5,26 +5,16 @@ Structure only, never timing: speed targets live in the benchmark, not in tests.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, child_env
+from tests.helpers import run_benchmark
 
 
 @pytest.mark.slow
 def test_bench_hook_quick_prints_the_machine_and_a_row_per_case(tmp_path: Path) -> None:
-    (tmp_path / "home").mkdir()
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_hook.py"), "--quick"],
-        cwd=tmp_path,
-        env=child_env(tmp_path / "home"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_benchmark(tmp_path, "bench_hook.py", "--quick")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert any(line.startswith("- machine: ") for line in lines)
