@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine import machine_lines  # noqa: E402
 from omp import clock  # noqa: E402
+from omp.mail.mailbox import Mailbox, new_message  # noqa: E402
 from omp.store.paths import StatePaths  # noqa: E402
-from omp.team.mailbox import Mailbox, new_message  # noqa: E402
 from omp.team.setup import archive_previous_run, create_team  # noqa: E402
 
 OMP = [str(Path(sys.executable).parent / "omp")]

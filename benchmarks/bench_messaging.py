@@ -34,9 +34,9 @@ if str(REPO) not in sys.path:  # run from a checkout without an installed omp
     sys.path.insert(0, str(REPO))
 
 from omp import clock, ids  # noqa: E402
+from omp.mail.mailbox import Mailbox, new_message  # noqa: E402
 from omp.store import jsonl  # noqa: E402
 from omp.store.paths import StatePaths, TeamPaths  # noqa: E402
-from omp.team.mailbox import Mailbox, new_message  # noqa: E402
 from omp.team.setup import create_team  # noqa: E402
 
 TS_SEND_MS = 122

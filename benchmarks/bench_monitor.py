@@ -36,12 +36,12 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine import machine_lines  # noqa: E402
 from omp import modes  # noqa: E402
+from omp.monitor import ctl as ctl  # noqa: E402
+from omp.monitor.loop import Monitor  # noqa: E402
+from omp.monitor.policy import Intervals  # noqa: E402
+from omp.record import config as team_config  # noqa: E402
 from omp.store import fs  # noqa: E402
 from omp.store.paths import StatePaths  # noqa: E402
-from omp.team import config as team_config  # noqa: E402
-from omp.team import monitor_ctl as ctl  # noqa: E402
-from omp.team.monitor import Monitor  # noqa: E402
-from omp.team.monitor_policy import Intervals  # noqa: E402
 from omp.team.setup import create_team  # noqa: E402
 from omp.tmux import Tmux, TmuxIdentity  # noqa: E402
 
@@ -149,7 +149,7 @@ def registered() -> bool:
 
 
 def fallback_spawn(root: Path, token: str) -> int:
-    code = "import sys; from pathlib import Path; from omp.team.monitor import serve; "
+    code = "import sys; from pathlib import Path; from omp.monitor.loop import serve; "
     code += f"sys.exit(serve(Path({str(root)!r}), {token!r}))"
     proc = subprocess.Popen(
         [sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

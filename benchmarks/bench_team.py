@@ -117,7 +117,7 @@ def bench_status(tmp: Path, runs: int) -> tuple[list[float], list[float]]:
             capture_output=True, env=env, check=True,
         )  # fmt: skip
         proc.append(time.perf_counter() - t0)
-    from omp.team.status import status
+    from omp.views.status import status
 
     inproc = []
     for _ in range(runs):

@@ -9,7 +9,7 @@ time, as a caller pays it) and the import alone, timed inside the process; min a
 each (on a shared machine the min is the cost, the median adds the neighbours' load):
 - the floor: `pass`;
 - the thin client, what per-call paths load to read or type into a pane: `omp.tmux` and
-  `omp.team.typein`;
+  `omp.mail.typein`;
 - libtmux, what only the leader's once-per-team pane lifecycle loads: `omp.tmux.lifecycle`.
 """
 
@@ -30,7 +30,7 @@ from benchmarks.machine import machine_lines  # noqa: E402
 ROWS = {
     "interpreter floor (`pass`)": "pass",
     "thin client (`import omp.tmux`)": "import omp.tmux",
-    "thin client + typing (`omp.team.typein`)": "import omp.team.typein",
+    "thin client + typing (`omp.mail.typein`)": "import omp.mail.typein",
     "`import libtmux`": "import libtmux",
     "lifecycle (`omp.tmux.lifecycle`, libtmux)": "import omp.tmux.lifecycle",
 }

@@ -179,7 +179,7 @@ def _write(paths: StatePaths, mode: str, state: State) -> None:
     paths.ensure(paths.state)
     fs.write_json_atomic(paths.mode_file(mode), state)
     if was != is_active(state):  # a loop started or ended: every live team's history says so
-        from omp.team import history
+        from omp.record import history
 
         history.loop(paths, mode, "started" if is_active(state) else "ended")
 

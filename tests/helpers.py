@@ -329,8 +329,8 @@ def append_worker(path: str, writer: int, count: int, pad: int = 200) -> None:
 
 def mailbox_worker(root: str, team: str, recipient: str, writer: int, count: int) -> None:
     """Append `count` messages through the full `Mailbox.append_messages` path."""
+    from omp.mail.mailbox import Mailbox, new_message
     from omp.store.paths import StatePaths
-    from omp.team.mailbox import Mailbox, new_message
 
     box = Mailbox(StatePaths(Path(root)).team(team), recipient)
     for seq in range(count):
@@ -390,7 +390,7 @@ def cli_send_worker(root: str, sender: str, to: str, count: int, out: str) -> No
 
 def finish_task(team: Any, worker: str, tid: str, result_md: str = "# old result\n") -> None:
     """Claim task `tid` as `worker`, write its result.md and complete it (result "old")."""
-    from omp.team import tasks
+    from omp.tasks import tasks
 
     _, token = tasks.claim(team, tid, worker)
     (team.worker_dir(worker) / "result.md").write_text(result_md)

@@ -71,7 +71,7 @@ def test_bench_tmux_import_prints_a_row_per_door(tmp_path: Path) -> None:
     assert [c[0] for c in cells] == [
         "interpreter floor (`pass`)",
         "thin client (`import omp.tmux`)",
-        "thin client + typing (`omp.team.typein`)",
+        "thin client + typing (`omp.mail.typein`)",
         "`import libtmux`",
         "lifecycle (`omp.tmux.lifecycle`, libtmux)",
     ]

@@ -526,8 +526,9 @@ def test_find_inbox_path(tmp_path: Path) -> None:
 
 
 def test_against_the_real_team_api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from omp.mail import bootstrap
     from omp.store.paths import StatePaths
-    from omp.team import bootstrap, setup
+    from omp.team import setup
 
     root = tmp_path / "proj"
     root.mkdir()

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from omp import __version__, clock, doctor
+from omp import __version__, clock
+from omp.doctor import checks as doctor
 from omp.invocation import omp_command
 from omp.store import fs
 from omp.store.paths import StatePaths
@@ -235,7 +236,7 @@ def test_team_with_a_gone_pane_warns(
 ) -> None:
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
-    from omp.team import config as team_config
+    from omp.record import config as team_config
     from omp.team.launch import LaunchRequest, launch
     from omp.team.shutdown import shutdown
     from omp.tmux import Tmux
@@ -317,8 +318,8 @@ def test_pane_check_runs_this_omp_in_a_login_shell(proj: Path, tmp_path: Path) -
     """A login shell whose profile drops PATH still runs the omp every text names."""
     if shutil.which("tmux") is None or shutil.which("bash") is None:
         pytest.skip("tmux and bash are needed")
-    from omp import doctor_pane
     from omp.agents import BUILTIN_PROFILES
+    from omp.doctor import pane as doctor_pane
 
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)

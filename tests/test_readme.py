@@ -139,8 +139,8 @@ def _console_commands() -> list[list[str]]:
 
 
 def test_every_command_shown_exists() -> None:
+    from omp.api.operations import OPERATIONS
     from omp.cli.app import app
-    from omp.team.api import OPERATIONS
 
     root: Any = typer.main.get_command(app)
     shown = _console_commands()

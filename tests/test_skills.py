@@ -206,8 +206,8 @@ def test_skill_documents_the_leader_commands() -> None:
 
 
 def test_every_command_in_the_skill_exists() -> None:
+    from omp.api.operations import OPERATIONS
     from omp.cli.app import app
-    from omp.team.api import OPERATIONS
 
     root = typer.main.get_command(app)
     for words in _commands():

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from omp.team import bootstrap
-from omp.team.nudge import nudge_text
+from omp.mail import bootstrap
+from omp.mail.nudge import nudge_text
 from tests.helpers import call_api, isolate, make_project, make_team
 
 TEAM = "haiku"
@@ -147,7 +147,7 @@ def test_nudge_command_works_as_written(root: Path, capsys: pytest.CaptureFixtur
 
 
 def test_idle_prompt() -> None:
-    policy = pytest.importorskip("omp.team.monitor_policy")
+    policy = pytest.importorskip("omp.monitor.policy")
     assert policy.IDLE_PROMPT == (
         "Continue working on your assigned task and report concrete progress (not ACK-only)."
     )

@@ -177,7 +177,7 @@ _PROBE = """
 import sys
 from pathlib import Path
 from omp.tmux import Tmux
-import omp.team.monitor, omp.team.panes, omp.team.status, omp.team.typein, omp.team.wait
+import omp.monitor.loop, omp.mail.panes, omp.views.status, omp.mail.typein, omp.views.wait
 t = Tmux(socket_name="omp-probe-never-started")
 assert t.server_identity() is None and t.pane_states(["%1"]) == {"%1": None}
 assert t.capture_many([]) == {} and t.identity_of("%1") is None
@@ -208,7 +208,7 @@ try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-print(sorted(m for m in ("libtmux", "omp.tmux.lifecycle", "omp.team.typein") if m in sys.modules))
+print(sorted(m for m in ("libtmux", "omp.tmux.lifecycle", "omp.mail.typein") if m in sys.modules))
 """
 
 
@@ -230,4 +230,4 @@ def test_a_send_that_types_its_nudge_never_imports_libtmux(
         check=True,
     ).stdout.splitlines()
     assert json.loads(out[0])["ok"] is True, out
-    assert out[1] == "['omp.team.typein']"  # the nudge was typed, with the thin client only
+    assert out[1] == "['omp.mail.typein']"  # the nudge was typed, with the thin client only

@@ -10,7 +10,7 @@ from omp.cli import output
 from omp.errors import EXIT_OK, EXIT_USAGE, OmpError
 
 if TYPE_CHECKING:
-    from omp.team.api_spec import Reply
+    from omp.api.spec import Reply
 
 # Shown once per read of mail, in text and JSON: peer text must never pass for the user's word.
 PEER_NOTICE = (
@@ -29,8 +29,8 @@ def _usage() -> str:
 
 
 def _help() -> str:
-    from omp.team.api import declared
-    from omp.team.api_doc import summary
+    from omp.api.doc import summary
+    from omp.api.operations import declared
 
     ops = declared()
     lines = [_usage(), "", "Subcommands (input fields -> output):"]
@@ -164,7 +164,7 @@ def _call(argv: list[str]) -> tuple[str, Reply[Any]]:
             raise OmpError("usage", f"no subcommand given. {_usage()}")
         sys.stderr.write(_help() + "\n")
         raise SystemExit(EXIT_USAGE)
-    from omp.team.api import OPERATIONS
+    from omp.api.operations import OPERATIONS
 
     op = OPERATIONS.get(sub)
     if op is None:

@@ -31,14 +31,14 @@ def demo(
 
     def body() -> dict[str, Any]:
         from omp.errors import OmpError
+        from omp.record import config as team_config
         from omp.store.paths import StatePaths, find_root
-        from omp.team import config as team_config
         from omp.team.launch import LaunchRequest, launch
-        from omp.team.status import collect, status
+        from omp.views.status import collect, status
 
         if not 1 <= workers <= 8:
             raise OmpError("invalid_input", f"--workers must be 1-8, got {workers}")
-        from omp.cli.team import progress as say
+        from omp.cli.output import progress as say
 
         name = f"demo-{time.strftime('%H%M%S')}"
         res = launch(

@@ -27,7 +27,7 @@ def doctor(
     """
 
     def body() -> dict[str, Any]:
-        from omp.doctor import diagnose
+        from omp.doctor.checks import diagnose
         from omp.store.paths import find_root
 
         return diagnose(find_root(Path.cwd()), agent=agent)
@@ -36,7 +36,7 @@ def doctor(
 
 
 def doctor_text(r: dict[str, Any]) -> str:
-    from omp.doctor import summary
+    from omp.doctor.checks import summary
 
     lines = []
     for c in r["checks"]:

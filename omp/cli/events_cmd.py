@@ -24,8 +24,8 @@ def events_loop(
     poll: float = POLL_SECONDS,
 ) -> NoReturn:
     from omp.invocation import team_command
-    from omp.team import config as team_config
-    from omp.team import history
+    from omp.record import config as team_config
+    from omp.record import history
 
     printed = 0
     try:

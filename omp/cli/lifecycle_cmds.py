@@ -22,7 +22,7 @@ def _project() -> StatePaths:
 
 
 def _config(team: str) -> Any:
-    from omp.team import config as team_config
+    from omp.record import config as team_config
 
     return team_config.load(_project().team(team))
 
@@ -44,7 +44,7 @@ def register(team_app: typer.Typer) -> None:
         as_json: bool = JsonOpt,
     ) -> None:
         """Add workers to a running team, in its window, with the next free names."""
-        from omp.cli.team import progress
+        from omp.cli.output import progress
         from omp.cli.team_text import add_text
 
         def body() -> dict[str, Any]:

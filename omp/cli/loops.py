@@ -18,7 +18,7 @@ from omp.cli.options import JsonOpt
 from omp.cli.output import Result, run
 from omp.store.paths import StatePaths, find_root
 
-_MONITOR_MODULE = "omp.team.monitor_ctl"
+_MONITOR_MODULE = "omp.monitor.ctl"
 
 
 def _paths() -> StatePaths:

@@ -47,9 +47,9 @@ def register(team_app: typer.Typer) -> None:
         from omp.cli.team_text import wait_text
 
         def body() -> dict[str, Any]:
+            from omp.record import config as team_config
             from omp.store.paths import StatePaths, find_root
-            from omp.team import config as team_config
-            from omp.team.wait import wait as do_wait
+            from omp.views.wait import wait as do_wait
 
             project = StatePaths(find_root(Path.cwd()))
             cfg = team_config.load(project.team(team))
@@ -63,6 +63,6 @@ def register(team_app: typer.Typer) -> None:
         token: Annotated[str, typer.Option("--token", help="Owner-lock token to adopt.")],
     ) -> None:
         """The project monitor's process (started by `omp team launch` and loop starts)."""
-        from omp.team.monitor import serve
+        from omp.monitor.loop import serve
 
         raise SystemExit(serve(root, token))

@@ -131,3 +131,8 @@ def invocation() -> str:
     from omp.invocation import omp_command
 
     return omp_command()
+
+
+def progress(msg: str) -> None:
+    """Launch progress, on stderr: with --json, stdout stays exactly one JSON object."""
+    write_err(f"omp: {msg}\n")

@@ -11,6 +11,6 @@ from omp.cli.output import run
 def status_once(team: str | None, *, as_json: bool) -> None:
     from omp.cli.team_text import status_text
     from omp.store.paths import StatePaths, find_root
-    from omp.team.status import status
+    from omp.views.status import status
 
     run(lambda: status(StatePaths(find_root(Path.cwd())), team), as_json=as_json, human=status_text)

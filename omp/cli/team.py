@@ -9,25 +9,18 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from omp.cli.options import JsonOpt
-from omp.cli.output import run
+from omp.cli.output import progress, run
 from omp.invocation import hint
 
 if TYPE_CHECKING:
+    from omp.record.config import TeamConfig
     from omp.store.paths import StatePaths
-    from omp.team.config import TeamConfig
 
 app = typer.Typer(
     help="Create, launch and follow a team of agent workers.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-
-def progress(msg: str) -> None:
-    """Launch progress, on stderr: with --json, stdout stays exactly one JSON object."""
-    from omp.cli.output import write_err
-
-    write_err(f"omp: {msg}\n")
 
 
 @app.command("launch")
@@ -112,7 +105,7 @@ def status(
     if watch:
         from omp.cli.team_text import status_text
         from omp.cli.watch import watch_loop
-        from omp.team.status import status as do_status
+        from omp.views.status import status as do_status
 
         # with --json: one JSON object per line, a line per frame (JSON Lines), nothing else
         watch_loop(lambda: do_status(_project(), team), status_text, as_json=as_json)
@@ -130,7 +123,7 @@ def collect(
     """Each worker's outcome with its result. Read-only."""
 
     def body() -> dict[str, Any]:
-        from omp.team.status import collect as do_collect
+        from omp.views.status import collect as do_collect
 
         return do_collect(_config(team))
 
@@ -192,8 +185,8 @@ def list_(as_json: bool = JsonOpt) -> None:
 
     def body() -> dict[str, Any]:
         from omp.errors import OmpError
+        from omp.record import config as team_config
         from omp.store import fs
-        from omp.team import config as team_config
 
         project = _project()
         rows: list[dict[str, Any]] = []
@@ -262,7 +255,7 @@ def _project() -> StatePaths:
 
 def _config(team: str | None) -> TeamConfig:
     from omp.errors import OmpError
-    from omp.team import config as team_config
+    from omp.record import config as team_config
 
     project = _project()
     if team is None:

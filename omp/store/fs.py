@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from omp.errors import OmpError
+from omp.store.tree import in_state_tree
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -46,13 +47,6 @@ def _unsafe(path: Path, why: str) -> OmpError:
 def storage_error(path: Path, exc: OSError) -> OmpError:
     reason = exc.strerror or str(exc)
     return OmpError("storage_error", f"cannot write {path}: {reason}", path=str(path))
-
-
-def in_state_tree(path: Path) -> bool:
-    """True for `<root>/.omp/state` and everything below it: the private part of the tree."""
-    from omp.store.paths import in_state_tree as inside  # paths imports this module
-
-    return inside(path)
 
 
 def _check_stat(path: Path, st: os.stat_result, *, want_dir: bool) -> None:

@@ -21,7 +21,6 @@ them as they are.
 
 from __future__ import annotations
 
-import itertools
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -29,17 +28,13 @@ from typing import NamedTuple
 from omp.errors import OmpError
 from omp.store import fs
 from omp.store.names import recipient_name, team_name, worker_name
+from omp.store.tree import OMP_DIR, STATE_DIR, in_state_tree
 
-OMP_DIR, STATE_DIR = ".omp", "state"
+__all__ = ["in_state_tree"]  # the test for the private part of the tree, named with the map
+
 ROOT_MARKERS = (OMP_DIR, ".git")
 TOMB_PREFIX = ".tomb-"
 _LOCK, _JSON, _JSONL = ".lock", ".json", ".jsonl"
-
-
-def in_state_tree(path: Path) -> bool:
-    """True for `<root>/.omp/state` and everything below it: the private part of the tree."""
-    parts = path.parts
-    return any(a == OMP_DIR and b == STATE_DIR for a, b in itertools.pairwise(parts))
 
 
 def _stem(name: str, suffix: str) -> str | None:

@@ -1,1 +1,4 @@
-"""The domain: team config, mailbox, tasks, launch, status, monitor."""
+"""A team's life: setup, launch, growing, membership, removal and shutdown.
+
+Imports: monitor, mail, tasks, record and below.
+"""

@@ -27,10 +27,12 @@ from typing import TYPE_CHECKING, Any
 from omp import clock
 from omp.errors import OmpError
 from omp.invocation import hint, team_command
+from omp.record import config as team_config
+from omp.record import history
+from omp.record.config import TeamConfig
 from omp.store.names import worker_name
-from omp.team import config as team_config
-from omp.team import history, setup, tasks
-from omp.team.config import TeamConfig
+from omp.tasks import tasks
+from omp.team import setup
 from omp.team.launch import MAX_WORKERS, Launch, LaunchRequest, Progress
 from omp.team.membership import members_locked, removed_names
 
@@ -106,7 +108,7 @@ class AddWorkers(Launch):
 
     def _window(self) -> tuple[Tmux, str, str] | None:
         """(tmux, window, the pane to split) for a team with panes; None for a headless one."""
-        from omp.team.panes import tmux_identity
+        from omp.mail.panes import tmux_identity
 
         cfg = self.cfg
         ident = tmux_identity(cfg)

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 from omp import clock
 from omp.errors import OmpError
 from omp.invocation import hint, omp_argv
+from omp.mail import bootstrap
+from omp.record import config as team_config
 from omp.store import fs, names
 from omp.store.paths import StatePaths, TeamPaths, find_root
-from omp.team import bootstrap, setup
-from omp.team import config as team_config
+from omp.team import setup
 
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
@@ -473,7 +474,7 @@ class Launch:
         first = self._ready_since.setdefault(w, time.monotonic())
         if time.monotonic() - first < profile.ready_settle:
             return False
-        from omp.team.typein import type_line
+        from omp.mail.typein import type_line
 
         return type_line(tmux, pane, bootstrap.trigger_line(inbox), profile, lock_dir=lock_dir).ok
 
@@ -544,7 +545,7 @@ def launch(
 
 def _ensure_monitor(root: Path) -> None:
     try:
-        from omp.team.monitor_ctl import ensure_monitor
+        from omp.monitor.ctl import ensure_monitor
 
         ensure_monitor(root)
     except Exception:

@@ -26,12 +26,15 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.mail import mailbox
+from omp.monitor import sweep
+from omp.record import config as team_config
+from omp.record import history
+from omp.record.config import TeamConfig
 from omp.store import locks
 from omp.store.names import worker_name
 from omp.store.paths import TeamPaths
-from omp.team import config as team_config
-from omp.team import conversations, history, mailbox, sweep
-from omp.team.config import TeamConfig
+from omp.tasks import conversations
 
 
 @contextlib.contextmanager
@@ -63,7 +66,7 @@ def require_worker(cfg: TeamConfig, name: str) -> dict[str, Any]:
 
 
 def _pane_state(cfg: TeamConfig, name: str) -> str:
-    from omp.team.status import pane_views
+    from omp.mail.panes import pane_views
 
     view = pane_views(cfg).get(name)
     return view.state if view is not None else "none"
@@ -71,7 +74,7 @@ def _pane_state(cfg: TeamConfig, name: str) -> str:
 
 def _close_pane(cfg: TeamConfig, name: str) -> str | None:
     """Kill the worker's pane if it is still the one recorded; returns the pane killed."""
-    from omp.team.panes import tmux_for, tmux_identity
+    from omp.mail.panes import tmux_for, tmux_identity
 
     pane = cfg.pane_of(name)
     ident = tmux_identity(cfg)

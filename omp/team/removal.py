@@ -23,11 +23,11 @@ from typing import Any
 from omp import clock
 from omp.errors import OmpError
 from omp.invocation import team_command
+from omp.mail.mailbox import Mailbox
+from omp.record import config as team_config
 from omp.store import fs
 from omp.store.names import is_valid_name
 from omp.store.paths import TOMB_PREFIX, StatePaths, TeamPaths, recipient_of_mailbox
-from omp.team import config as team_config
-from omp.team.mailbox import Mailbox
 
 DEFAULT_OLDER_THAN = "7d"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -177,7 +177,7 @@ def unread_mail(team: TeamPaths) -> list[dict[str, Any]]:
 
 def live_panes(cfg: team_config.TeamConfig) -> list[dict[str, str]]:
     """Workers whose pane is alive (or cannot be proven otherwise) right now."""
-    from omp.team.status import pane_views
+    from omp.mail.panes import pane_views
 
     views = pane_views(cfg)
     return [

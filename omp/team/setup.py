@@ -9,11 +9,12 @@ from typing import Any
 from omp import clock
 from omp.errors import OmpError
 from omp.invocation import hint
+from omp.record import config as team_config
+from omp.record import history
 from omp.store import fs, names
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths, find_root
-from omp.team import config as team_config
-from omp.team import history, tasks
+from omp.tasks import tasks
 
 
 def task_description(task: str, i: int, n: int) -> str:

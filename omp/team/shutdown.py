@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.mail.panes import tmux_for, tmux_identity
+from omp.record import history
+from omp.record.config import TeamConfig
 from omp.store import fs
 from omp.store.paths import TeamPaths
-from omp.team import history, tasks
-from omp.team.config import TeamConfig
-from omp.team.panes import tmux_for, tmux_identity
+from omp.tasks import tasks
 
 if TYPE_CHECKING:
     from omp.tmux import Tmux

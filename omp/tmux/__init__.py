@@ -16,7 +16,7 @@
 Why two: importing libtmux costs far more than the work of a per-call path. Measured on this
 machine (2 cores shared with other work; `benchmarks/bench_tmux_import.py --runs 21`, fresh
 interpreters, the import alone, min / median, load average ~4): the thin client (`omp.tmux`)
-37 / 45 ms, with typing (`omp.team.typein`) 50 / 59 ms; `import libtmux` 74 / 85 ms, the
+37 / 45 ms, with typing (`omp.mail.typein`) 50 / 59 ms; `import libtmux` 74 / 85 ms, the
 lifecycle module 81 / 103 ms (it loads libtmux's pane, window, session and options modules);
 the interpreter itself starts in 11 / 14 ms. At load ~7 the same rows read 45 / 97, 62 / 127,
 110 / 210 and 98 / 232 ms. A launch takes about a second (more per worker), so libtmux is
@@ -28,13 +28,12 @@ own untimed runner never runs; tests/team/test_events.py pins what an API call i
 `identity` holds the one tmux identity type (`TmuxIdentity`: a team's server incarnation,
 session and window, as config.json's `tmuxIdentity` records it; `PaneIdentity`: one pane of it).
 Typing a line into an agent (paste, pause, key, verify on screen) is not here: it is the team's
-business, in `omp.team.typein`, built on this client's primitives.
+business, in `omp.mail.typein`, built on this client's primitives.
 """
 
+from omp.tmux.args import NO_SERVER, NO_TARGET
 from omp.tmux.client import (
     MAX_LITERAL_BYTES,
-    NO_SERVER,
-    NO_TARGET,
     PaneInfo,
     PaneState,
     Tmux,

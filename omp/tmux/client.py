@@ -21,7 +21,6 @@ import contextlib
 import os
 import re
 import secrets
-import shlex
 import shutil
 import stat
 import subprocess
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from omp.errors import OmpError
+from omp.tmux.args import CONTROL, NO_SERVER, NO_TARGET, SEP
 from omp.tmux.identity import PaneIdentity, ServerInfo
 
 if TYPE_CHECKING:
@@ -38,12 +38,8 @@ if TYPE_CHECKING:
 
 MAX_LITERAL_BYTES = 4000  # tmux refuses a whole command over ~16 KB; omp types short lines only
 
-SEP = "\x1f"  # unit separator: cannot occur in ids, numbers or command names
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _KEY = re.compile(r"(?:[CMS]-)*(?:[A-Za-z][A-Za-z0-9]*|[!-~])")
 _PANE_ID = re.compile(r"%\d+")
-NO_SERVER = ("no server running on", "error connecting to", "server exited unexpectedly")
-NO_TARGET = ("can't find pane", "can't find window", "can't find session")
 
 
 @dataclass(frozen=True)
@@ -105,7 +101,7 @@ def check_literal(text: str) -> None:
     """Refuse what must never be typed: empty, multi-line, control characters, oversize."""
     if not text:
         raise OmpError("invalid_text", "refusing to type an empty line")
-    if _CONTROL.search(text):
+    if CONTROL.search(text):
         raise OmpError("invalid_text", "refusing to type text with a newline or control character")
     try:
         size = len(text.encode("utf-8"))
@@ -459,29 +455,3 @@ def same_socket(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return os.path.realpath(a) == os.path.realpath(b)
-
-
-def env_args(env: Mapping[str, str] | None) -> list[str]:
-    args: list[str] = []
-    for key, value in (env or {}).items():
-        if not key or "=" in key or _CONTROL.search(key):
-            raise OmpError("invalid_input", f"invalid environment variable name {key!r}")
-        args += ["-e", f"{key}={value}"]
-    return args
-
-
-def command_args(command: Sequence[str] | None, env: Mapping[str, str] | None = None) -> list[str]:
-    if not command:
-        return []
-    path = (env or {}).get("PATH")
-    if path:
-        # tmux 3.3a gives a new pane the PATH of the tmux client, whatever `-e PATH=` says, so the
-        # command sets it itself (`env` execs the program: the pane's process is still the agent).
-        # `env` by absolute path: it is looked up on the very PATH that may lack it.
-        env_prog = "/usr/bin/env" if os.path.exists("/usr/bin/env") else "env"
-        command = [env_prog, f"PATH={path}", *command]
-    # tmux runs several arguments directly but a single one through the default shell: quote it
-    # (a path with spaces stays one word) and exec it, or the pane's foreground process would be
-    # the shell and the agent would look like it had exited.
-    words = [f"exec {shlex.quote(command[0])}"] if len(command) == 1 else list(command)
-    return ["--", *words]

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from libtmux import Server, exc
 from libtmux.common import tmux_cmd
@@ -42,10 +42,20 @@ from libtmux.pane import Pane
 from libtmux.window import Window
 
 from omp.errors import OmpError
-from omp.tmux.client import NO_SERVER, NO_TARGET, SEP, command_args, env_args
+from omp.tmux.args import NO_SERVER, NO_TARGET, SEP, command_args, env_args
 
-if TYPE_CHECKING:
-    from omp.tmux.client import Tmux
+
+class Client(Protocol):
+    """What the lifecycle needs of the thin client (`omp.tmux.client.Tmux`): its server and its
+    timed runner. A protocol, so this module never imports the client that imports it."""
+
+    socket_name: str | None
+    socket_path: str | None
+    config_file: str | None
+    binary: str
+
+    def _exec(self, args: Sequence[str]) -> tuple[int, str, str]: ...
+
 
 _SESSION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,99}")
 _IDS_FMT = SEP.join(["#{session_id}", "#{window_id}", "#{pane_id}"])
@@ -69,7 +79,7 @@ class OmpServer(Server):
     """libtmux's `Server` whose commands (its own, and every `Session`/`Window`/`Pane` object's
     made on it) run through omp's thin client: timed, escaped, the same socket and config."""
 
-    def __init__(self, client: Tmux) -> None:
+    def __init__(self, client: Client) -> None:
         super().__init__(
             socket_name=client.socket_name,
             socket_path=client.socket_path,
@@ -107,7 +117,7 @@ def _checked(proc: tmux_cmd, what: str) -> list[str]:
 class Lifecycle:
     """The pane lifecycle on one tmux server (the `Tmux` client's socket and config)."""
 
-    def __init__(self, client: Tmux) -> None:
+    def __init__(self, client: Client) -> None:
         self.server = OmpServer(client)
 
     def pane(self, pane_id: str) -> Pane:

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from omp.agents import BUILTIN_PROFILES
-from omp.team import bootstrap
-from omp.team import config as team_config
+from omp.mail import bootstrap
+from omp.mail.nudge import nudge_text
+from omp.record import config as team_config
 from omp.team.launch import worker_env
-from omp.team.nudge import nudge_text
 from tests.agents.scripted_model import Reply, ScriptedModel, ToolCall
 from tests.agents.worker_policy import Inbox, WorkerPolicy, parse_api_line
 from tests.helpers import child_env, mailbox_file, make_project, make_team, records, run_api

@@ -16,7 +16,7 @@ import pytest
 from pytest_mock import MockerFixture
 from ulid import ULID
 
-from omp.team.mailbox import Mailbox, new_message
+from omp.mail.mailbox import Mailbox, new_message
 from tests.helpers import (
     ISO_MS,
     MESSAGE_KEYS,
@@ -629,7 +629,7 @@ def test_refusals_in_a_real_process_are_one_json_object(root: Path, env: dict[st
 def test_an_internal_error_exits_3_with_one_json_object(
     root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from omp.team import api as team_api
+    from omp.api import operations as team_api
 
     def boom(inp: dict[str, Any]) -> Any:
         raise RuntimeError("kaboom")

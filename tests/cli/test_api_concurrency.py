@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from ulid import ULID
 
+from omp.mail.mailbox import Mailbox
 from omp.store.paths import StatePaths
-from omp.team.mailbox import Mailbox
 from tests.helpers import (
     append_worker,
     child_env,

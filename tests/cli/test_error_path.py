@@ -49,7 +49,7 @@ def test_the_fast_paths_are_one_table() -> None:
 def test_ctrl_c_in_an_api_call_is_130(
     root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, as_json: bool
 ) -> None:
-    from omp.team import api as team_api
+    from omp.api import operations as team_api
 
     monkeypatch.setitem(team_api.OPERATIONS, "list-tasks", _ctrl_c)
     r = call_api(capsys, "list-tasks", {"team_name": "t"}, as_json=as_json)
@@ -60,7 +60,7 @@ def test_ctrl_c_in_a_fast_path_status_is_130(
     root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from omp import cli
-    from omp.team import status
+    from omp.views import status
 
     monkeypatch.setattr(status, "status", _ctrl_c)
     assert _exit_code(lambda: cli.main(["team", "status", "t"])) == 130

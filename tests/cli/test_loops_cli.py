@@ -26,15 +26,15 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def monitor(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """A stand-in for omp.team.monitor_ctl that records each ensure_monitor call."""
+    """A stand-in for omp.monitor.ctl that records each ensure_monitor call."""
     calls: list[Any] = []
-    fake = types.ModuleType("omp.team.monitor_ctl")
+    fake = types.ModuleType("omp.monitor.ctl")
 
     def ensure_monitor(paths: Any) -> None:
         calls.append(paths)
 
     fake.ensure_monitor = ensure_monitor  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "omp.team.monitor_ctl", fake)
+    monkeypatch.setitem(sys.modules, "omp.monitor.ctl", fake)
     return calls
 
 
@@ -78,9 +78,9 @@ def test_ralph_start_status_cancel(
 def test_start_json_is_one_object_even_if_the_monitor_prints(
     root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake = types.ModuleType("omp.team.monitor_ctl")
+    fake = types.ModuleType("omp.monitor.ctl")
     fake.ensure_monitor = lambda paths: print("monitor chatter")  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "omp.team.monitor_ctl", fake)
+    monkeypatch.setitem(sys.modules, "omp.monitor.ctl", fake)
     code, out, err = omp(capsys, "ultrawork", "start", "ship it", "--task-count", "4", "--json")
     assert code == 0
     got = json.loads(out)  # exactly one JSON document on stdout
@@ -115,13 +115,13 @@ def test_status_and_cancel_never_start_the_monitor(
 def test_a_failing_monitor_never_fails_start(
     root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake = types.ModuleType("omp.team.monitor_ctl")
+    fake = types.ModuleType("omp.monitor.ctl")
 
     def boom(paths: Any) -> None:
         raise RuntimeError("tmux exploded")
 
     fake.ensure_monitor = boom  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "omp.team.monitor_ctl", fake)
+    monkeypatch.setitem(sys.modules, "omp.monitor.ctl", fake)
     code, out, err = omp(capsys, "ultraqa", "start", "green", "--json")
     assert code == 0 and json.loads(out)["active"] is True
     assert "loop monitor not started: RuntimeError: tmux exploded" in err

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omp.team import monitor
-from omp.team.monitor_policy import IDLE_PROMPT, Intervals
+from omp.monitor import loop as monitor
+from omp.monitor.policy import IDLE_PROMPT, Intervals
 
 FAKE_SERVER = {
     "socket_path": "/nonexistent/omp-fault.sock",

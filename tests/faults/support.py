@@ -87,14 +87,14 @@ RECIPIENTS = ("leader", "worker-9", "worker-10", "worker-11")
 
 
 def sender(root: str, slot: int, first: int, total: int, acks: str, tear_at: int) -> None:
-    """Send messages `first..total-1` of sender slot `slot` through `omp.team.api`.
+    """Send messages `first..total-1` of sender slot `slot` through `omp.api.operations`.
 
     An id goes to the side file `acks` only after `send_message` returned ok. With
     `tear_at >= 0`, send number `tear_at` writes half of its mailbox line and then SIGKILLs
     this process mid-line (the worst moment a writer can die).
     """
+    from omp.api import operations as api
     from omp.store import jsonl
-    from omp.team import api
 
     if tear_at >= 0:
         real = jsonl._write_all
@@ -139,7 +139,7 @@ def api_reader(argv: list[str], out: str, die_before_receipts: bool) -> None:
     """
     _stdout_to(out)
     if die_before_receipts:
-        from omp.team import mailbox
+        from omp.mail import mailbox
 
         mailbox.Mailbox.mark = lambda self, ids: die()  # type: ignore[assignment,method-assign,return-value]
     from omp.cli import main

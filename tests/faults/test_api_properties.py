@@ -1,6 +1,6 @@
 """Fault: whatever an agent passes to `omp team api`, property-based (hypothesis).
 
-For every subcommand (read from `omp.team.api.OPERATIONS`, so a new one is covered at once) the
+For every subcommand (read from `omp.api.operations.OPERATIONS`: a new one is covered at once) the
 input is a random mix of: valid values that reach deep into the code, random JSON of every type
 (huge ints, NaN, nested objects, lists), strings with control characters and lone surrogates,
 path-like names, missing and unknown fields, inputs that are not objects or not JSON at all.
@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from omp.api.operations import OPERATIONS, SUMMARIES
 from omp.errors import USAGE_CODES
-from omp.team import tasks
-from omp.team.api import OPERATIONS, SUMMARIES
-from omp.team.events import EVENTS
-from omp.team.tasks import STATUSES
+from omp.mail.events import EVENTS
+from omp.tasks import tasks
+from omp.tasks.tasks import STATUSES
 from tests.helpers import call_api, isolate, make_project, make_team, snapshot_tree
 
 EXAMPLES = 60

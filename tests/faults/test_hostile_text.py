@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
+from omp.mail.mailbox import Mailbox, new_message
 from omp.store import fs
 from omp.store.paths import StatePaths
-from omp.team import tasks
-from omp.team.mailbox import Mailbox, new_message
+from omp.tasks import tasks
 from omp.textsafe import inline, visible
 from tests.helpers import child_env, isolate, make_project, make_team
 
@@ -158,7 +158,7 @@ def test_watch_frames_and_launch_progress_are_safe(
     from omp.cli.team import progress
     from omp.cli.team_text import status_text
     from omp.cli.watch import watch_loop
-    from omp.team.status import status
+    from omp.views.status import status
 
     monkeypatch.chdir(root)
     with pytest.raises(SystemExit):

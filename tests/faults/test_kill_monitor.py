@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 
 from omp import clock, modes
+from omp.mail.mailbox import Mailbox, new_message
+from omp.monitor import ctl as ctl
+from omp.monitor.policy import IDLE_MAX, UNREAD_MAX, Tracker
+from omp.record import config as team_config
 from omp.store.paths import StatePaths
-from omp.team import config as team_config
-from omp.team import monitor_ctl as ctl
-from omp.team.mailbox import Mailbox, new_message
-from omp.team.monitor_policy import IDLE_MAX, UNREAD_MAX, Tracker
 from tests.faults.monitor_child import FAKE_SERVER
 from tests.faults.support import complete_lines
 from tests.helpers import isolate, make_project, make_team, poll

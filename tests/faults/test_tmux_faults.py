@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 
 from omp.invocation import omp_command
+from omp.mail.mailbox import Mailbox
+from omp.mail.nudge import nudge_text
 from omp.store.paths import StatePaths
-from omp.team import status as team_status
-from omp.team import tasks
+from omp.tasks import tasks
 from omp.team.launch import LaunchRequest, launch
-from omp.team.mailbox import Mailbox
-from omp.team.nudge import nudge_text
 from omp.tmux import Tmux
+from omp.views import status as team_status
 from tests.helpers import call_api, child_env, make_project, poll, run_api, run_omp, snapshot_tree
 
 pytestmark = pytest.mark.tmux

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 
 from omp.errors import OmpError
+from omp.record import config as team_config
 from omp.store import fs, jsonl
 from omp.store.paths import StatePaths
-from omp.team import config as team_config
 from omp.team.shutdown import shutdown
 from tests.helpers import (
     OmpRun,
@@ -404,7 +404,7 @@ def test_shutdown_never_deletes_through_a_symlinked_tasks_directory(
 def test_collect_never_reads_through_a_symlinked_worker_directory(
     root: Path, tmp_path: Path
 ) -> None:
-    from omp.team.status import collect
+    from omp.views.status import collect
 
     wdir = root / TEAM / "workers" / "worker-1"
     elsewhere = tmp_path / "elsewhere"

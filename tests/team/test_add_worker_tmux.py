@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from omp.record import config as team_config
 from omp.store.paths import StatePaths
-from omp.team import config as team_config
 from omp.tmux import Tmux
 from tests.helpers import (
     child_env,

@@ -1,4 +1,4 @@
-"""`omp team api` is declared once (omp.team.api_spec): the checks, and through omp.team.api_doc
+"""`omp team api` is declared once (omp.api.spec): the checks, and through omp.api.doc
 `--help` and the README's table, all come from the declarations."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from omp.api.doc import readme_table
+from omp.api.operations import OPERATIONS, SUMMARIES, declared
+from omp.api.spec import KINDS
 from omp.errors import OmpError
-from omp.team.api import OPERATIONS, SUMMARIES, declared
-from omp.team.api_doc import readme_table
-from omp.team.api_spec import KINDS
 from tests.helpers import REPO, isolate, make_project, make_team
 
 

@@ -14,13 +14,13 @@ import pytest
 
 from omp.cli.team_text import collect_markdown, status_text, wait_text
 from omp.errors import OmpError
+from omp.record import config as team_config
 from omp.store.paths import StatePaths
-from omp.team import config as team_config
-from omp.team import tasks
+from omp.tasks import tasks
 from omp.team.shutdown import force_shutdown
-from omp.team.status import collect, status
-from omp.team.wait import wait
 from omp.tmux import Tmux
+from omp.views.status import collect, status
+from omp.views.wait import wait
 from tests.helpers import call_api, child_env, isolate, make_project, make_team, run_omp
 
 
@@ -68,7 +68,7 @@ def test_every_read_command_shows_a_broken_task_naming_its_file(
     assert [t["id"] for t in api.json["tasks"]] == ["1"]
     api_text = call_api(capsys, "list-tasks", {"team_name": "t"}, as_json=False).stdout
     assert all(f in api_text for f in files)
-    from omp.doctor import check_teams
+    from omp.doctor.checks import check_teams
 
     warned = " ".join(c.message for c in check_teams(StatePaths(root)))
     assert all(f in warned for f in files)

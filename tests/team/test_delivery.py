@@ -1,4 +1,4 @@
-"""The send path's nudge decision (`omp.team.delivery`): typed, deferred, not needed, no pane,
+"""The send path's nudge decision (`omp.mail.delivery`): typed, deferred, not needed, no pane,
 unreachable; at most one nudge outstanding per pane. The pane is faked at `deliver_line`; the
 real-tmux side is in test_monitor_tmux.py."""
 
@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from omp.mail import delivery
+from omp.mail.mailbox import Mailbox, new_message
+from omp.mail.typein import Delivery
+from omp.record import config as team_config
+from omp.record.config import TeamConfig
 from omp.store.paths import StatePaths
-from omp.team import config as team_config
-from omp.team import delivery
-from omp.team.config import TeamConfig
-from omp.team.mailbox import Mailbox, new_message
-from omp.team.typein import Delivery
 from tests.helpers import isolate, make_project, make_team
 
 
@@ -45,7 +45,7 @@ def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TeamConfig, F
     )
     team_config.write(tp, raw)
     fake = FakePane()
-    monkeypatch.setattr("omp.team.panes.deliver_line", fake)
+    monkeypatch.setattr("omp.mail.panes.deliver_line", fake)
     return team_config.load(StatePaths(root).team("t")), fake
 
 

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from omp.api import operations as team_api
 from omp.errors import USAGE_CODES, OmpError
+from omp.mail import events
 from omp.store.paths import StatePaths, TeamPaths
-from omp.team import api as team_api
-from omp.team import conversations, events
+from omp.tasks import conversations
 from tests.helpers import (
     MESSAGE_KEYS,
     NO_LIMITS_TOML,
@@ -481,7 +482,7 @@ try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-heavy = ("omp.team.events", "omp.team.conversations", "omp.team.sweep")
+heavy = ("omp.mail.events", "omp.tasks.conversations", "omp.monitor.sweep")
 print(sorted(m for m in heavy if m in sys.modules))
 """
 
@@ -507,13 +508,13 @@ def test_a_plain_send_does_not_import_the_conversation_machinery(
     plain = {"team_name": "t", "from": "leader", "to": "worker-1", "body": "plain"}
     assert loaded(plain) == []
     assert loaded({**plain, "body": "labelled", "event": "info_only"}) == [
-        "omp.team.conversations",
-        "omp.team.events",
+        "omp.mail.events",
+        "omp.tasks.conversations",
     ]
 
 
 _COSTLY = _PROBE.replace(
-    'heavy = ("omp.team.events", "omp.team.conversations", "omp.team.sweep")',
+    'heavy = ("omp.mail.events", "omp.tasks.conversations", "omp.monitor.sweep")',
     # what no API call on a headless team needs; each costs ~10-100 ms of start-up
     'heavy = ("typer", "libtmux", "ulid", "dataclasses", "inspect", "tempfile")',
 )

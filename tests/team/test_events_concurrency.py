@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from omp.api import operations as team_api
 from omp.errors import OmpError
 from omp.store.paths import StatePaths
-from omp.team import api as team_api
-from omp.team import conversations, presence
+from omp.tasks import conversations, presence
 from tests.helpers import isolate, make_project, make_team, records
 
 pytestmark = pytest.mark.slow  # racing processes

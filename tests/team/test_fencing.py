@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from omp.errors import USAGE_CODES
+from omp.record import config as team_config
 from omp.store.paths import StatePaths, TeamPaths
-from omp.team import config as team_config
 from tests.helpers import OmpRun, call_api, isolate, make_project, make_team, snapshot_tree
 
 TOKEN = "lt-now"
@@ -179,8 +179,8 @@ def test_a_claim_token_is_shown_only_to_its_claimant_and_the_leader(
 def test_status_collect_and_wait_never_show_a_claim_token(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from omp.team.status import collect, status
-    from omp.team.wait import wait
+    from omp.views.status import collect, status
+    from omp.views.wait import wait
 
     tok = _claim(capsys, "2", "worker-2")
     team = StatePaths(root).team("t")

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
+from omp.monitor import sweep
+from omp.record import config as team_config
 from omp.store.paths import StatePaths, TeamPaths
-from omp.team import config as team_config
-from omp.team import presence, sweep
+from omp.tasks import presence
 from tests.helpers import (
     MESSAGE_KEYS,
     OmpRun,

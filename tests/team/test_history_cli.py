@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from omp.record import config as team_config
 from omp.store.paths import StatePaths
-from omp.team import config as team_config
-from omp.team import presence
+from omp.tasks import presence
 from tests.helpers import (
     child_env,
     isolate,
@@ -174,7 +174,7 @@ def test_a_worker_going_offline_and_back(root: Path, env: dict[str, str]) -> Non
 
 
 def test_a_deleted_team_is_never_recreated_by_a_late_writer(root: Path) -> None:
-    from omp.team import history
+    from omp.record import history
 
     tp = StatePaths(root).team("t")
     os.rename(tp.dir, tp.dir.with_name(".gone"))
@@ -214,7 +214,7 @@ def test_follow_prints_new_events_as_they_come(root: Path, env: dict[str, str]) 
 def test_reading_a_block_at_a_time_misses_nothing_and_stops_before_a_torn_line(
     root: Path,
 ) -> None:
-    from omp.team import history
+    from omp.record import history
 
     tp = StatePaths(root).team("t")
     for i in range(50):

@@ -14,12 +14,12 @@ import pytest
 
 from omp.errors import OmpError
 from omp.invocation import omp_command
+from omp.record import config as team_config
 from omp.store.paths import StatePaths
-from omp.team import config as team_config
-from omp.team import status as team_status
 from omp.team.launch import LaunchRequest, launch
 from omp.team.shutdown import shutdown
 from omp.tmux import Tmux
+from omp.views import status as team_status
 from tests.helpers import child_env, poll, run_api, run_omp, snapshot_tree
 
 pytestmark = [pytest.mark.tmux, pytest.mark.slow]  # real launches
@@ -73,7 +73,7 @@ def _status(root: Path, team: str = "t1") -> dict[str, Any]:
 
 def _settled(root: Path, team: str = "t1") -> bool:
     """All tasks done and every demo worker's closing message to the leader written."""
-    from omp.team.mailbox import Mailbox
+    from omp.mail.mailbox import Mailbox
 
     st = _status(root, team)
     box = Mailbox(StatePaths(root).team(team), "leader")

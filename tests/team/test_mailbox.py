@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from ulid import ULID
 
 from omp.errors import OmpError
+from omp.mail.mailbox import Mailbox, new_message
 from omp.store import jsonl
-from omp.team.mailbox import Mailbox, new_message
 from tests.helpers import (
     ISO_MS,
     MESSAGE_KEYS,
@@ -450,7 +450,7 @@ def _mixed_history(box: Mailbox) -> list[str]:
 def test_reading_history_from_bytes_agrees_with_parsing_every_line(
     box: Mailbox, root: Path, monkeypatch: pytest.MonkeyPatch, block: int
 ) -> None:
-    from omp.team import mailbox
+    from omp.mail import mailbox
 
     monkeypatch.setattr(mailbox, "SCAN_BLOCK", block)  # blocks that cut through lines
     unread = _mixed_history(box)
@@ -475,7 +475,7 @@ def test_reading_history_from_bytes_agrees_with_parsing_every_line(
 def test_marking_in_history_without_an_index_finds_only_real_message_ids(
     box: Mailbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from omp.team import mailbox
+    from omp.mail import mailbox
 
     monkeypatch.setattr(mailbox, "SCAN_BLOCK", 200)
     _mixed_history(box)
@@ -500,7 +500,7 @@ def test_marking_in_history_without_an_index_finds_only_real_message_ids(
 def test_mailbox_read_keeps_the_index_it_rebuilt_and_read_only_calls_do_not(
     box: Mailbox, root: Path
 ) -> None:
-    from omp.team import mailbox
+    from omp.mail import mailbox
 
     items: list[dict[str, Any] | bytes] = []
     for i in range(600):  # ~100 KiB of history: more than a read parses without keeping it
@@ -569,7 +569,7 @@ def _line(kind: str, mid: str, i: int) -> bytes:
 def test_any_history_reads_the_same_from_bytes_as_parsed_line_by_line(
     box: Mailbox, monkeypatch: pytest.MonkeyPatch, history: list[tuple[str, str]], indexed_at: int
 ) -> None:
-    from omp.team import mailbox
+    from omp.mail import mailbox
 
     monkeypatch.setattr(mailbox, "SCAN_BLOCK", 97)
     box.team.project.ensure(box.team.mailbox_dir)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from omp.record import config as team_config
 from omp.store.paths import StatePaths
-from omp.team import config as team_config
 from tests.helpers import child_env, isolate, make_project, make_team, records, run_omp
 
 
@@ -132,12 +132,13 @@ def test_a_process_still_holding_the_removed_identity_is_refused(
 
 def test_a_live_pane_is_refused_without_force(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from omp.errors import OmpError
-    from omp.team import membership, status
-    from omp.team.status import PaneView
+    from omp.mail import panes
+    from omp.mail.panes import PaneView
+    from omp.team import membership
     from tests.helpers import snapshot_tree
 
     monkeypatch.setattr(
-        status, "pane_views", lambda cfg: {w: PaneView("alive") for w in cfg.worker_names}
+        panes, "pane_views", lambda cfg: {w: PaneView("alive") for w in cfg.worker_names}
     )
     cfg = team_config.load(StatePaths(root).team("t"))
     before = snapshot_tree(root / ".omp")
@@ -152,7 +153,7 @@ def _remove_dying_before_the_config(root: str, worker: str) -> None:
     import os
 
     from omp.cli import main
-    from omp.team import config as cfg_mod
+    from omp.record import config as cfg_mod
     from tests.faults.support import die
 
     os.chdir(root)

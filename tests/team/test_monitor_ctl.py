@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from omp import clock
+from omp.monitor import ctl as ctl
+from omp.monitor.loop import run_monitor
+from omp.monitor.policy import Intervals
+from omp.record import config as team_config
 from omp.store import fs
 from omp.store.paths import StatePaths
-from omp.team import config as team_config
-from omp.team import monitor_ctl as ctl
-from omp.team.monitor import run_monitor
-from omp.team.monitor_policy import Intervals
-from omp.team.status import status
 from omp.tmux import Tmux
+from omp.views.status import status
 from tests.helpers import child_env, isolate, make_project, make_team, poll, snapshot_tree
 from tests.team.test_monitor_policy import FakeClock, FakePane, FakeTmux, live_config
 from tests.team.test_monitor_tmux import (
@@ -323,7 +323,7 @@ def test_ten_concurrent_starts_leave_exactly_one_monitor(live_root: Path) -> Non
     go = time.time() + 1.0
     code = (
         "import json, time\n"
-        "from omp.team.monitor_ctl import ensure_monitor\n"
+        "from omp.monitor.ctl import ensure_monitor\n"
         f"while time.time() < {go}: pass\n"
         f"print(json.dumps(ensure_monitor({str(root)!r})))\n"
     )

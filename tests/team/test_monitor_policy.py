@@ -17,16 +17,17 @@ from omp import clock as omp_clock
 from omp import modes
 from omp.errors import OmpError
 from omp.invocation import omp_command
+from omp.mail import delivery
+from omp.mail.mailbox import Mailbox, new_message
+from omp.mail.nudge import nudge_text
+from omp.monitor import ctl as ctl
+from omp.monitor import policy as policy
+from omp.monitor.loop import Monitor, run_monitor
+from omp.monitor.policy import IDLE_PROMPT, Intervals, Observation, Tracker, Unread
+from omp.record import config as team_config
 from omp.store import fs
 from omp.store.paths import StatePaths
-from omp.team import config as team_config
-from omp.team import delivery, tasks
-from omp.team import monitor_ctl as ctl
-from omp.team import monitor_policy as policy
-from omp.team.mailbox import Mailbox, new_message
-from omp.team.monitor import Monitor, run_monitor
-from omp.team.monitor_policy import IDLE_PROMPT, Intervals, Observation, Tracker, Unread
-from omp.team.nudge import nudge_text
+from omp.tasks import tasks
 from tests.helpers import isolate, make_project, make_team
 
 SOCK = "/tmp/omp-fake-socket"
@@ -796,7 +797,8 @@ def test_target_ids_differ_per_generation_and_server() -> None:
 
 
 def test_a_scan_turns_a_dead_workers_claimed_task_into_interrupted(world: World) -> None:
-    from omp.team import mailbox, tasks
+    from omp.mail import mailbox
+    from omp.tasks import tasks
 
     team = world.paths.team("t")
     tasks.claim(team, "2", "worker-2")
@@ -819,7 +821,7 @@ def test_a_scan_turns_a_dead_workers_claimed_task_into_interrupted(world: World)
 
 
 def test_a_vanished_server_is_swept_only_after_two_scans(world: World) -> None:
-    from omp.team import tasks
+    from omp.tasks import tasks
 
     team = world.paths.team("t")
     tasks.claim(team, "1", "worker-1")
@@ -832,7 +834,7 @@ def test_a_vanished_server_is_swept_only_after_two_scans(world: World) -> None:
 
 
 def test_a_scan_records_presence_in_heartbeats(world: World) -> None:
-    from omp.team import presence
+    from omp.tasks import presence
 
     mon = world.monitor()
     mon.scan()

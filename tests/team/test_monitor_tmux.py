@@ -16,11 +16,11 @@ import pytest
 
 from omp import clock
 from omp.invocation import omp_command
+from omp.mail import bootstrap
+from omp.mail.mailbox import Mailbox, new_message
+from omp.monitor import ctl as ctl
+from omp.record import config as team_config
 from omp.store.paths import StatePaths
-from omp.team import bootstrap
-from omp.team import config as team_config
-from omp.team import monitor_ctl as ctl
-from omp.team.mailbox import Mailbox, new_message
 from omp.tmux import Tmux, TmuxIdentity
 from tests.helpers import child_env, make_project, make_team, poll, run_api
 

@@ -14,11 +14,11 @@ import pytest
 
 from omp import clock
 from omp.cli.team_text import status_text
+from omp.monitor import alive as monitor_alive
+from omp.monitor import ctl as ctl
 from omp.store import fs
 from omp.store.paths import StatePaths
-from omp.team import monitor_alive
-from omp.team import monitor_ctl as ctl
-from omp.team.status import status
+from omp.views.status import status
 from tests.helpers import call_api, isolate, make_project, snapshot_tree
 from tests.team.test_monitor_policy import live_config
 

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from omp import clock
+from omp.record import config as team_config
 from omp.store.paths import StatePaths, TeamPaths
-from omp.team import config as team_config
-from omp.team import presence, status
-from omp.team.presence import Heartbeat
+from omp.tasks import presence
+from omp.tasks.presence import Heartbeat
+from omp.views import status
 from tests.helpers import call_api, isolate, make_project, make_team, snapshot_tree
 
 T0 = 1_900_000_000.0

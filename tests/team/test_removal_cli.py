@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from omp.mail.mailbox import Mailbox, new_message
 from omp.store.paths import StatePaths
-from omp.team.mailbox import Mailbox, new_message
 from tests.faults.support import die, start
 from tests.helpers import (
     child_env,

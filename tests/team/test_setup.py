@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from omp.record import config as team_config
 from omp.store.paths import StatePaths
-from omp.team import config as team_config
-from omp.team import status as team_status
-from omp.team import tasks
+from omp.tasks import tasks
 from omp.team.setup import create_team
 from omp.team.shutdown import shutdown
+from omp.views import status as team_status
 from tests.helpers import finish_task, isolate, make_project, make_team
 
 
@@ -45,7 +45,7 @@ def test_a_relaunch_starts_clean_and_keeps_the_old_run_aside(root: Path) -> None
 
 
 def test_a_relaunch_starts_with_no_unread_leader_mail_from_the_last_run(root: Path) -> None:
-    from omp.team.mailbox import Mailbox, new_message
+    from omp.mail.mailbox import Mailbox, new_message
 
     team = make_team(root, "rm", 2, task="first job")
     Mailbox(team, "leader").append_messages([new_message("worker-1", "leader", "old news")])

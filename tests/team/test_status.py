@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from omp.cli.team_text import status_text
+from omp.record import config as team_config
 from omp.store.paths import StatePaths
-from omp.team import config as team_config
-from omp.team import status as team_status
+from omp.views import status as team_status
 from tests.helpers import finish_task, isolate, make_project, make_team
 
 

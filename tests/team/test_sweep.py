@@ -13,10 +13,11 @@ import pytest
 
 from omp import clock
 from omp.errors import OmpError
+from omp.mail.panes import PaneView
+from omp.monitor import sweep
+from omp.record import config as team_config
 from omp.store.paths import StatePaths, TeamPaths
-from omp.team import config as team_config
-from omp.team import conversations, presence, sweep
-from omp.team.status import PaneView
+from omp.tasks import conversations, presence
 from tests.helpers import call_api, isolate, make_project, make_team, records, snapshot_tree
 
 T0 = 1_900_000_000.0

@@ -11,7 +11,7 @@ import pytest
 
 from omp.errors import OmpError
 from omp.store.paths import StatePaths
-from omp.team import tasks
+from omp.tasks import tasks
 from tests.helpers import (
     ISO_MS,
     call_api,

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from omp.cli.team_text import status_text, wait_text
+from omp.mail.panes import why_unreachable
+from omp.record import config as team_config
 from omp.store.paths import StatePaths
-from omp.team import config as team_config
-from omp.team.panes import why_unreachable
 from omp.team.shutdown import shutdown
-from omp.team.status import status
-from omp.team.wait import EXIT_GONE, wait
+from omp.views.status import status
+from omp.views.wait import EXIT_GONE, wait
 from tests.helpers import child_env, isolate, make_project, make_team, run_omp
 from tests.team.test_monitor_policy import live_config
 

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 
 from omp import clock
+from omp.record import config as team_config
 from omp.store import fs
 from omp.store.paths import StatePaths
-from omp.team import config as team_config
-from omp.team import presence
+from omp.tasks import presence
 from tests.helpers import call_api, isolate, make_project, make_team
 
 
@@ -68,7 +68,7 @@ def test_a_group_writable_mailbox_of_a_private_group_is_accepted(
     assert send(capsys, "two").rc == 0
     read = call_api(capsys, "mailbox-read", {"team_name": "t", "worker": "worker-1"})
     assert [m["body"] for m in read.json["messages"]] == ["one", "two"]
-    from omp.team.status import status
+    from omp.views.status import status
 
     assert status(StatePaths(root), "t")["teams"][0]["team"] == "t"
 

@@ -1,4 +1,4 @@
-"""Typing a line into an agent (omp.team.typein) on a real private tmux server: a stand-in agent
+"""Typing a line into an agent (omp.mail.typein) on a real private tmux server: a stand-in agent
 that behaves as Codex and the demo agent do, the per-pane lock, the refusals."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from omp.agents import BUILTIN_PROFILES, AgentProfile, classify_screen
 from omp.errors import OmpError
-from omp.team.typein import Delivery, Timing, pane_lock, type_line
+from omp.mail.typein import Delivery, Timing, pane_lock, type_line
 from omp.tmux import Tmux
 from tests.helpers import poll
 

@@ -16,13 +16,13 @@ from typer.testing import CliRunner
 
 from omp.cli.team_text import wait_text
 from omp.invocation import omp_command
+from omp.mail.mailbox import Mailbox, new_message
+from omp.record import config as team_config
+from omp.record.config import TeamConfig
 from omp.store.paths import StatePaths
-from omp.team import config as team_config
-from omp.team import tasks
-from omp.team import wait as wait_mod
-from omp.team.config import TeamConfig
-from omp.team.mailbox import Mailbox, new_message
-from omp.team.wait import EXIT_ALL_DONE, EXIT_EVENT, EXIT_SHUTDOWN, EXIT_TIMEOUT, wait
+from omp.tasks import tasks
+from omp.views import wait as wait_mod
+from omp.views.wait import EXIT_ALL_DONE, EXIT_EVENT, EXIT_SHUTDOWN, EXIT_TIMEOUT, wait
 from tests.helpers import isolate, make_project, make_team, snapshot_tree
 
 

@@ -36,12 +36,13 @@ from typing import Any, NamedTuple
 
 from omp import clock
 from omp.errors import OmpError
+from omp.mail import mailbox
+from omp.record.config import TeamConfig
 from omp.store import project_config
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths, task_id_of_lock
-from omp.team import conversations, mailbox, presence, tasks
-from omp.team.config import TeamConfig
-from omp.team.conversations import Conversation
+from omp.tasks import conversations, presence, tasks
+from omp.tasks.conversations import Conversation
 
 Action = dict[str, Any]
 

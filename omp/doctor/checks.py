@@ -6,7 +6,7 @@ Checks, in order: the project root; tmux (present, and 3.2 or later: omp passes 
 foreign owner anywhere under `.omp/state`, which omp refuses to use, and private modes, 0700/0600);
 the monitor's owner lock (stale when pending past its grace, or running with an old heartbeat or a
 dead pid); live teams whose worker panes are dead or gone; and whether a worker's pane, started
-as launch starts it, runs this omp by the command every agent text names (`omp.doctor_pane`).
+as launch starts it, runs this omp by the command every agent text names (`omp.doctor.pane`).
 
 Each check is `ok`, `warn` or `fail`; the verdict is good (exit 0) only without a `fail`. A
 `fail` means the default agent's team cannot launch or run; a `warn` means something else is off
@@ -21,11 +21,11 @@ import os
 import re
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omp import clock, invocation
+from omp.doctor.check import Check
 from omp.errors import OmpError
 from omp.store.paths import StatePaths
 
@@ -48,17 +48,6 @@ def provider_of(agent: str) -> str | None:
     """The model provider set for `agent` in this environment (launch forwards it), or None."""
     var = PROVIDER_VARS.get(agent)
     return os.environ.get(var) or None if var else None
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: str  # ok | warn | fail
-    message: str
-    fix: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "message": self.message, "fix": self.fix}
 
 
 # ---- tmux -----------------------------------------------------------------------------------
@@ -244,8 +233,8 @@ def _ago(seconds: float) -> str:
 
 
 def check_monitor(project: StatePaths, now: float | None = None) -> Check:
-    from omp.team import monitor_ctl
-    from omp.team.monitor_policy import Intervals
+    from omp.monitor import ctl as monitor_ctl
+    from omp.monitor.policy import Intervals
 
     now = clock.now() if now is None else now
     lock = project.monitor_owner
@@ -291,9 +280,9 @@ def check_monitor(project: StatePaths, now: float | None = None) -> Check:
 
 
 def check_teams(project: StatePaths) -> list[Check]:
-    from omp.team import config as team_config
-    from omp.team import tasks
-    from omp.team.status import pane_views
+    from omp.mail.panes import pane_views
+    from omp.record import config as team_config
+    from omp.tasks import tasks
 
     out: list[Check] = []
     for name in team_config.list_teams(project):
@@ -359,8 +348,8 @@ def _pane_check(root: Path, agent: str, earlier: list[Check]) -> list[Check]:
     """Only with a usable tmux and a known agent: the pane check needs both."""
     if any(c.name == "tmux" and c.status == "fail" for c in earlier):
         return []
-    from omp import doctor_pane
     from omp.agents import load_profiles
+    from omp.doctor import pane as doctor_pane
 
     profile = load_profiles(root).get(agent)
     return [] if profile is None else [doctor_pane.check(root, profile)]

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from omp.team.config import TeamConfig
+from omp.record.config import TeamConfig
 
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
-    from omp.team.typein import Delivery
-    from omp.tmux import PaneIdentity, Tmux, TmuxIdentity
+    from omp.mail.typein import Delivery
+    from omp.tmux import PaneIdentity, PaneState, Tmux, TmuxIdentity
 
 
 def tmux_identity(cfg: TeamConfig) -> TmuxIdentity | None:
@@ -56,7 +57,7 @@ def deliver_line(
     only_idle: bool = False,
 ) -> Delivery:
     """Type one fixed line into a member's pane, judged by that member's agent profile, and
-    verify it was submitted (`omp.team.typein.type_line`; `only_idle` types only at an idle
+    verify it was submitted (`omp.mail.typein.type_line`; `only_idle` types only at an idle
     prompt).
 
     Refuses (reason `pane_mismatch`) when the pane id no longer names the pane recorded at
@@ -67,7 +68,7 @@ def deliver_line(
     import time
 
     from omp.errors import OmpError
-    from omp.team.typein import Delivery, type_line
+    from omp.mail.typein import Delivery, type_line
 
     expected = expected_identity(cfg, pane)
     if expected is None:
@@ -124,3 +125,46 @@ def why_unreachable(cfg: TeamConfig) -> str | None:
     if dead:
         return "every worker pane is dead (its agent exited)"
     return "every worker pane is gone (closed or killed)"
+
+
+@dataclass
+class PaneView:
+    state: str  # alive | dead | gone | unknown | none (a headless worker: no pane at all)
+    dead_status: int | None = None
+
+
+def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
+    """Each worker's pane as tmux sees it now, checked against the identity in the config.
+
+    A pane id that a restarted server handed to someone else reads as `gone`, never `alive`.
+    One tmux call for all panes; no server is started.
+    """
+    panes = {w: cfg.pane_of(w) for w in cfg.worker_names}
+    # "none": a headless worker never had a pane (not one that went away)
+    out = {w: PaneView("unknown" if p else "none") for w, p in panes.items()}
+    wanted = [p for p in panes.values() if p]
+    if not wanted or not cfg.tmux:
+        return out
+    try:
+        ident = tmux_identity(cfg)
+        if ident is None:
+            return out
+        tmux = tmux_for(cfg)
+        server = tmux.server_identity()
+        if not ident.same_server(server):
+            return {w: PaneView("gone" if p else "none") for w, p in panes.items()}
+        states = tmux.pane_states(wanted)
+    except Exception:
+        return out
+    for w, p in panes.items():
+        if p:
+            out[w] = _view(states.get(p), ident)
+    return out
+
+
+def _view(st: PaneState | None, ident: TmuxIdentity) -> PaneView:
+    if st is None or not ident.holds(st):  # not in the team's window: someone else's pane
+        return PaneView("gone")
+    if st.dead:
+        return PaneView("dead", st.dead_status)
+    return PaneView("alive")

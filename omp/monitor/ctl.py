@@ -33,11 +33,13 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.monitor.alive import MAX_RESTARTS, RESTART_WINDOW, judge
+from omp.monitor.alive import json_file as alive_json
+from omp.monitor.alive import pid_alive as pid_alive  # the one copy, shared with status
+from omp.monitor.policy import Intervals
 from omp.store import fs, locks
 from omp.store.names import is_valid_name
 from omp.store.paths import StatePaths, TeamPaths
-from omp.team.monitor_alive import pid_alive as pid_alive  # the one copy, shared with status
-from omp.team.monitor_policy import Intervals
 
 SCHEMA = 1
 MAX_EVENTS = 200
@@ -365,3 +367,33 @@ def ensure_monitor(
             return {"started": False, "reason": "spawn-failed", "message": str(exc)}
         return {"started": True, "reason": "started", "token": token, "pid": pid}
     return {"started": False, "reason": "contended"}
+
+
+def revive(paths: StatePaths, now: float | None = None) -> dict[str, Any] | None:
+    """Restart a dead monitor (a writing API call's epilogue). Fail-open, never raises.
+
+    Bounded: at most `MAX_RESTARTS` restarts per `RESTART_WINDOW` seconds per project (recorded
+    in `team-monitor/restarts.json`), and `ensure_monitor`'s exclusive lock keeps it
+    one monitor per project however many calls race. Returns what `ensure_monitor` said, or None
+    when nothing was tried.
+    """
+    try:
+        if os.environ.get("OMP_NO_MONITOR", "") not in ("", "0"):
+            return None
+        t = clock.now() if now is None else now
+        if judge(paths, t)["state"] != "dead":
+            return None  # running or starting; or stopped on its own, or never started here
+        record = alive_json(paths.monitor_restarts) or {}
+        at = record.get("at")
+        recent = [
+            x for x in (at if isinstance(at, list) else []) if isinstance(x, (int, float))
+            and t - x < RESTART_WINDOW
+        ]  # fmt: skip
+        if len(recent) >= MAX_RESTARTS:
+            return None
+        result = ensure_monitor(paths)
+        if result.get("started"):
+            fs.write_json_atomic(paths.monitor_restarts, {"at": [*recent, t]})
+        return result
+    except Exception:
+        return None  # the call already succeeded; a monitor is best effort

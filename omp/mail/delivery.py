@@ -23,9 +23,9 @@ import os
 from typing import NamedTuple
 
 from omp import clock
+from omp.record.config import TeamConfig
 from omp.store import fs
 from omp.store.names import LEADER
-from omp.team.config import TeamConfig
 
 UNREAD_REPEAT = 60.0  # seconds between nudges about the same unread mail
 UNREAD_REPEAT_ENV = "OMP_MONITOR_UNREAD_REPEAT_SECONDS"
@@ -128,7 +128,7 @@ def _nudge_now(cfg: TeamConfig, recipient: str, omp: str) -> Outcome:
     pane, why = pane_for(cfg, recipient)
     if pane is None:
         return Outcome(NO_PANE, why)
-    from omp.team.mailbox import Mailbox
+    from omp.mail.mailbox import Mailbox
 
     msgs, _ = Mailbox(cfg.paths, recipient).undelivered()
     ids = tuple(str(m.get("id")) for m in msgs)
@@ -137,8 +137,8 @@ def _nudge_now(cfg: TeamConfig, recipient: str, omp: str) -> Outcome:
     now = clock.now()
     if outstanding(read_record(cfg, recipient), ids, now):
         return Outcome(NOT_NEEDED, "a nudge for this mail is still outstanding")
-    from omp.team.nudge import nudge_text
-    from omp.team.panes import deliver_line
+    from omp.mail.nudge import nudge_text
+    from omp.mail.panes import deliver_line
 
     text = nudge_text(cfg.name, recipient, len(ids), omp)
     res = deliver_line(cfg, recipient, pane, text, only_idle=True)
@@ -146,11 +146,10 @@ def _nudge_now(cfg: TeamConfig, recipient: str, omp: str) -> Outcome:
         write_record(cfg, recipient, ids, now)
         return Outcome(TYPED)
     if res.reason in ("gone", "dead", "pane_mismatch", "server_gone"):
-        from omp.team.panes import why_unreachable
+        from omp.mail.panes import why_unreachable
 
         why = why_unreachable(cfg) if res.reason in ("gone", "server_gone") else None
         return Outcome(UNREACHABLE, why or _UNREACHABLE.get(res.reason, res.reason))
-    _ensure_monitor(cfg)
     return Outcome(DEFERRED, _DEFERRED.get(res.reason, res.reason))
 
 
@@ -171,11 +170,10 @@ _DEFERRED = {
 }
 
 
-def _ensure_monitor(cfg: TeamConfig) -> None:
-    """A deferred nudge needs a monitor to deliver it (fail-open, bounded)."""
-    try:
-        from omp.team import monitor_ctl
+def nudge(cfg: TeamConfig, recipient: str) -> Outcome:
+    """After a message is stored: type the unread-count line if the recipient's pane is idle,
+    else leave it to the monitor (a `deferred` outcome: the caller sees that a monitor runs).
+    Never raises."""
+    from omp.invocation import team_command
 
-        monitor_ctl.ensure_monitor(cfg.paths.project.root)
-    except Exception:
-        pass
+    return nudge_now(cfg, recipient, team_command(cfg.raw))

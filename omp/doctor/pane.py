@@ -20,7 +20,7 @@ from omp import __version__, invocation
 
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
-    from omp.doctor import Check
+    from omp.doctor.check import Check
 
 MARK = "OMPDOCTOR"
 TIMEOUT = 15.0
@@ -75,7 +75,7 @@ def probe(root: Path, profile: AgentProfile, *, timeout: float = TIMEOUT) -> dic
 
 
 def check(root: Path, profile: AgentProfile) -> Check:
-    from omp.doctor import Check
+    from omp.doctor.check import Check
 
     omp = invocation.omp_command()
     seen = probe(root, profile)

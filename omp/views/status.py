@@ -7,67 +7,23 @@ not the monitor, not a tmux server. Tests pin the state tree byte-identical, mti
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.mail import mailbox
+from omp.mail.panes import PaneView, pane_views
+from omp.record import config as team_config
+from omp.record.config import TeamConfig
 from omp.store import fs
 from omp.store.paths import StatePaths, TeamPaths
-from omp.team import config as team_config
-from omp.team import mailbox, presence, tasks
-from omp.team.config import TeamConfig
+from omp.tasks import presence, tasks
 
 if TYPE_CHECKING:
-    from omp.tmux import PaneState, TmuxIdentity
+    pass
 
 MAX_RESULT_CHARS = 4000
-
-
-@dataclass
-class PaneView:
-    state: str  # alive | dead | gone | unknown | none (a headless worker: no pane at all)
-    dead_status: int | None = None
-
-
-def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
-    """Each worker's pane as tmux sees it now, checked against the identity in the config.
-
-    A pane id that a restarted server handed to someone else reads as `gone`, never `alive`.
-    One tmux call for all panes; no server is started.
-    """
-    panes = {w: cfg.pane_of(w) for w in cfg.worker_names}
-    # "none": a headless worker never had a pane (not one that went away)
-    out = {w: PaneView("unknown" if p else "none") for w, p in panes.items()}
-    wanted = [p for p in panes.values() if p]
-    if not wanted or not cfg.tmux:
-        return out
-    try:
-        from omp.team.panes import tmux_for, tmux_identity
-
-        ident = tmux_identity(cfg)
-        if ident is None:
-            return out
-        tmux = tmux_for(cfg)
-        server = tmux.server_identity()
-        if not ident.same_server(server):
-            return {w: PaneView("gone" if p else "none") for w, p in panes.items()}
-        states = tmux.pane_states(wanted)
-    except Exception:
-        return out
-    for w, p in panes.items():
-        if p:
-            out[w] = _view(states.get(p), ident)
-    return out
-
-
-def _view(st: PaneState | None, ident: TmuxIdentity) -> PaneView:
-    if st is None or not ident.holds(st):  # not in the team's window: someone else's pane
-        return PaneView("gone")
-    if st.dead:
-        return PaneView("dead", st.dead_status)
-    return PaneView("alive")
 
 
 def _last_activity(team: TeamPaths, worker: str) -> str | None:
@@ -161,7 +117,7 @@ def monitor_summary(project: StatePaths) -> dict[str, Any] | None:
     """What the monitor last wrote about itself, with `state` judged now (`running` only when
     its pid is alive and it scanned recently; see `monitor_alive.judge`), or None when no monitor
     ever ran here. Never starts or touches it."""
-    from omp.team.monitor_alive import judge
+    from omp.monitor.alive import judge
 
     try:
         if not project.check(project.monitor):

@@ -36,7 +36,7 @@ class Delivery:
 
     reason: delivered | gone | dead | copy_mode | agent_not_running | not_ready | busy (with
     `only_idle`) | lock_timeout | no_echo (the text never showed in the input box) | unverified
-    (still there after all rounds); from `omp.team.panes.deliver_line` also no_identity,
+    (still there after all rounds); from `omp.mail.panes.deliver_line` also no_identity,
     pane_mismatch, server_gone or an error code.
     """
 

@@ -41,16 +41,16 @@ from omp import clock as omp_clock
 from omp import modes
 from omp.errors import OmpError
 from omp.invocation import team_command
+from omp.mail import delivery
+from omp.mail.mailbox import Mailbox
+from omp.monitor import ctl as ctl
+from omp.monitor import policy as policy
+from omp.monitor.trackers import Trackers
+from omp.record.config import TeamConfig
 from omp.store import fs
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths
-from omp.team import delivery
-from omp.team import monitor_ctl as ctl
-from omp.team import monitor_policy as policy
-from omp.team.config import TeamConfig
-from omp.team.mailbox import Mailbox
-from omp.team.monitor_trackers import Trackers
-from omp.team.tasks import TERMINAL
+from omp.tasks.tasks import TERMINAL
 from omp.tmux.identity import TmuxIdentity
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class PaneLike(Protocol):
 
 class Adapter(Protocol):
     """The part of tmux the monitor uses: the thin client plus typing
-    (`omp.team.typein.TypingTmux`); tests hand in a fake."""
+    (`omp.mail.typein.TypingTmux`); tests hand in a fake."""
 
     def server_identity(self) -> Mapping[str, Any] | None: ...
 
@@ -114,7 +114,7 @@ def _nudged_members(cfg: TeamConfig) -> list[str]:
 
 
 def tmux_adapter(socket_path: str) -> Adapter:
-    from omp.team.typein import TypingTmux
+    from omp.mail.typein import TypingTmux
 
     return TypingTmux(socket_path=socket_path)
 
@@ -375,7 +375,8 @@ class Monitor:
 
         Both write only when something changed, so an idle team costs a few stats per scan.
         """
-        from omp.team import presence, sweep
+        from omp.monitor import sweep
+        from omp.tasks import presence
 
         now = self.wall()
         seen: dict[str, PaneLike | None] = {}
@@ -425,7 +426,7 @@ class Monitor:
 
     def _all_done(self, team: TeamPaths) -> bool:
         """Every task terminal (and at least one): idle prompts would only disturb."""
-        from omp.team import tasks
+        from omp.tasks import tasks
 
         found = tasks.list_all(team)
         return bool(found) and all(t.get("status") in TERMINAL for t in found)
@@ -574,7 +575,7 @@ class Monitor:
             return "skipped"
         if os.path.lexists(t.cfg.paths.shutdown):
             return "skipped"
-        from omp.team.panes import expected_identity
+        from omp.mail.panes import expected_identity
 
         try:
             expected = expected_identity(t.cfg, pane)

@@ -7,7 +7,7 @@ ended on its own and said why), `dead` (since its last sign of life), or `none` 
 
 Read-only and cheap (two small files, one `kill(0)`, one `/proc` read; standard library only):
 it runs on the `omp team api` path, where a writing call uses it to restart a dead monitor
-(`revive`, fail-open and bounded; one monitor per project is kept by `monitor_ctl`'s lock).
+(`omp.monitor.ctl.revive`, fail-open and bounded; one monitor per project is kept by its lock).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def pid_alive(pid: int, token: str) -> bool:
     return token.encode() in cmdline.split(b"\0")
 
 
-def _json(path: Path) -> dict[str, Any] | None:
+def json_file(path: Path) -> dict[str, Any] | None:
     try:
         data = fs.read_bytes(path)
         obj = json.loads(data) if data else None
@@ -87,8 +87,8 @@ def judge(paths: StatePaths, now: float | None = None) -> dict[str, Any]:
         return {"state": "none"}
     stale = _seconds("OMP_MONITOR_RUNNING_STALE_SECONDS", RUNNING_STALE)
     scan = _seconds("OMP_MONITOR_SCAN_SECONDS", SCAN)
-    owner = _json(paths.monitor_owner)
-    status = _json(paths.monitor_status) or {}
+    owner = json_file(paths.monitor_owner)
+    status = json_file(paths.monitor_status) or {}
     last_scan = _time(status.get("updatedAt"))
     since = status.get("updatedAt") if last_scan is not None else None
     if owner is None:
@@ -114,35 +114,3 @@ def judge(paths: StatePaths, now: float | None = None) -> dict[str, Any]:
         return {"state": "dead", "since": since or owner.get("updatedAt"), "pid": pid,
                 "why": "no scan recently (hung)"}  # fmt: skip
     return {"state": "running", "since": status.get("startedAt"), "pid": pid}
-
-
-def revive(paths: StatePaths, now: float | None = None) -> dict[str, Any] | None:
-    """Restart a dead monitor (a writing API call's epilogue). Fail-open, never raises.
-
-    Bounded: at most `MAX_RESTARTS` restarts per `RESTART_WINDOW` seconds per project (recorded
-    in `team-monitor/restarts.json`), and `monitor_ctl.ensure_monitor`'s exclusive lock keeps it
-    one monitor per project however many calls race. Returns what `ensure_monitor` said, or None
-    when nothing was tried.
-    """
-    try:
-        if os.environ.get("OMP_NO_MONITOR", "") not in ("", "0"):
-            return None
-        t = clock.now() if now is None else now
-        if judge(paths, t)["state"] != "dead":
-            return None  # running or starting; or stopped on its own, or never started here
-        record = _json(paths.monitor_restarts) or {}
-        at = record.get("at")
-        recent = [
-            x for x in (at if isinstance(at, list) else []) if isinstance(x, (int, float))
-            and t - x < RESTART_WINDOW
-        ]  # fmt: skip
-        if len(recent) >= MAX_RESTARTS:
-            return None
-        from omp.team.monitor_ctl import ensure_monitor  # only now: it costs an import
-
-        result = ensure_monitor(paths)
-        if result.get("started"):
-            fs.write_json_atomic(paths.monitor_restarts, {"at": [*recent, t]})
-        return result
-    except Exception:
-        return None  # the call already succeeded; a monitor is best effort

@@ -19,9 +19,9 @@ import time
 from typing import Any, NamedTuple
 
 from omp.errors import OmpError
+from omp.mail import mailbox
 from omp.store import project_config
 from omp.store.paths import StatePaths
-from omp.team import mailbox
 
 # Answers that always fit a full mailbox: refusing them would leave a requester waiting forever.
 ANSWER_EVENTS = frozenset({"task_done", "task_fail", "task_clarify_res", "task_cancel_ack"})

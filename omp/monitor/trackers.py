@@ -15,9 +15,9 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.monitor import policy as policy
 from omp.store import fs, locks
 from omp.store.paths import StatePaths, target_id_of
-from omp.team import monitor_policy as policy
 
 
 class Trackers:

@@ -1,6 +1,6 @@
 """The documented side of `omp team api`: each operation's reply as a TypedDict, and the
 summaries (`omp team api --help`) and README table built from the declarations
-(`omp.team.api_spec.Operation`).
+(`omp.api.spec.Operation`).
 
 Imported for type checking, and at run time only to document: creating these classes costs
 about 2 ms, too much for every call. No `from __future__ import annotations` here: Python 3.11
@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 if TYPE_CHECKING:
-    from omp.team.api_spec import Operation
+    from omp.api.spec import Operation
 
 
 class NudgeFields(TypedDict):
@@ -27,7 +27,7 @@ class SendReply(TypedDict):
     nudged: bool
     nudge: str
     nudgeReason: NotRequired[str]
-    # a message carrying an event (omp.team.events)
+    # a message carrying an event (omp.mail.events)
     event: NotRequired[str]
     taskId: NotRequired[str]
     status: NotRequired[str]

@@ -1,15 +1,15 @@
 """The declared shape of `omp team api`: each operation's input fields (kind, required) and reply.
 
-One declaration per operation (`Operation`, listed in `omp.team.api.OPERATIONS`) gives:
+One declaration per operation (`Operation`, listed in `omp.api.operations.OPERATIONS`) gives:
 - the input checks, run in the declared order before the operation touches anything
   (`Operation.read`), each kind by one checker (`KINDS`);
-- the reply type, a TypedDict of `omp.team.api_doc` named by the declaration (its keys, and
+- the reply type, a TypedDict of `omp.api.doc` named by the declaration (its keys, and
   which are optional, are the documented output);
 - the one-line summaries of `omp team api --help` and the README's table, built by
-  `omp.team.api_doc` (tests/team/test_api_spec.py compares the table with README.md).
+  `omp.api.doc` (tests/team/test_api_spec.py compares the table with README.md).
 
 This module is on the per-call path: no dataclasses, no inspect (plain classes with
-`__slots__`); what only documents lives in `omp.team.api_doc`, imported for `--help` and tests.
+`__slots__`); what only documents lives in `omp.api.doc`, imported for `--help` and tests.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def flag_field(inp: Result, key: str, required: bool = False) -> bool:
 
 
 def raw_field(inp: Result, key: str, required: bool = False) -> Any:
-    """Passed on as given: checked by the operation (event fields, by `omp.team.events.parse`)."""
+    """Passed on as given: checked by the operation (event fields, by `omp.mail.events.parse`)."""
     return inp.get(key)
 
 

@@ -2,7 +2,7 @@
 
 Two kinds of line go into a worker's pane:
 
-- the unread-count line (`omp.team.nudge.nudge_text`) when the worker has undelivered mail and its
+- the unread-count line (`omp.mail.nudge.nudge_text`) when the worker has undelivered mail and its
   screen is idle: at most `UNREAD_MAX` times for one unread batch (a message the worker has not
   been told about starts a new batch), at least `unread_repeat` seconds after the batch's newest
   message (whose own send already nudged once) and between repeats;
@@ -27,8 +27,8 @@ from typing import Any, Literal
 
 from omp.errors import OmpError
 from omp.invocation import omp_command
-from omp.team.delivery import UNREAD_REPEAT, UNREAD_REPEAT_ENV
-from omp.team.nudge import nudge_text
+from omp.mail.delivery import UNREAD_REPEAT, UNREAD_REPEAT_ENV
+from omp.mail.nudge import nudge_text
 
 IDLE_PROMPT = "Continue working on your assigned task and report concrete progress (not ACK-only)."
 IDLE_MAX = 3

@@ -30,12 +30,13 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.mail import limits, mailbox
+from omp.record.config import TeamConfig
 from omp.store.names import TASK_ID_RE
 from omp.store.names import task_id as check_task_id
 from omp.store.paths import TeamPaths
-from omp.team import conversations, limits, mailbox, presence
-from omp.team.config import TeamConfig
-from omp.team.conversations import Conversation
+from omp.tasks import conversations, presence
+from omp.tasks.conversations import Conversation
 
 EVENTS = (
     "broadcast",

@@ -91,7 +91,7 @@ def member(team: TeamPaths, worker: str, change: str, reason: str | None = None)
 
 def loop(project: StatePaths, mode: str, change: str) -> None:
     """A loop started or ended: recorded in every team that is not shut down."""
-    from omp.team.config import list_teams
+    from omp.record.config import list_teams
 
     for name in list_teams(project):
         team = project.team(name)

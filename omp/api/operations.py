@@ -8,10 +8,10 @@ A worker's pane carries its identity (OMP_TEAM, OMP_WORKER, OMP_LAUNCH_TOKEN): a
 names someone else is refused (`sender_mismatch`), and so is one from a pane of an earlier launch
 (`stale_generation`). A worker's successful writing call refreshes its heartbeat; the read-only
 operations (`mailbox-list`, `list-tasks`, `roster`) write nothing at all. A message with an event
-goes through `omp.team.events`, imported only then, which keeps a plain send fast.
+goes through `omp.mail.events`, imported only then, which keeps a plain send fast.
 
-Each operation is declared once, at the end (`omp.team.api_spec.Operation`): its input fields
-in the order they are checked, its reply type (`omp.team.api_doc`) and a note. The checks,
+Each operation is declared once, at the end (`omp.api.spec.Operation`): its input fields
+in the order they are checked, its reply type (`omp.api.doc`) and a note. The checks,
 `omp team api --help` and the README's table come from those declarations.
 """
 
@@ -21,16 +21,17 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from omp.api.spec import TEAM, Args, Field, Operation, Reply, Result, text_field
 from omp.errors import OmpError
+from omp.mail import delivery, limits, mailbox
+from omp.record import config as team_config
+from omp.record.config import TeamConfig
 from omp.store import names
 from omp.store.names import LEADER
-from omp.team import config as team_config
-from omp.team import limits, mailbox, nudge, presence, tasks
-from omp.team.api_spec import TEAM, Args, Field, Operation, Reply, Result, text_field
-from omp.team.config import TeamConfig
+from omp.tasks import presence, tasks
 
 if TYPE_CHECKING:
-    from omp.team.api_doc import (
+    from omp.api.doc import (
         BroadcastReply,
         ClaimReply,
         MailReply,
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
         TasksReply,
     )
 
-# send-message fields that make a message an event (see omp.team.events, imported only for them)
+# send-message fields that make a message an event (see omp.mail.events, imported only for them)
 EVENT_FIELDS = ("event", "intent", "need_reply", "task_id", "ref_message_id", "detail")
 
 
@@ -161,19 +162,31 @@ def _beat(cfg: TeamConfig, who: str | None) -> None:
         pass  # presence never fails a call that already succeeded
 
 
-def _revive(cfg: TeamConfig) -> Callable[[], None]:
-    """A writing call's epilogue (after its answer is printed): restart the project's monitor if
-    it died while this team still has panes to watch. Cheap when it runs (two small reads);
-    fail-open and bounded (`omp.team.monitor_alive.revive`)."""
+def _revive(cfg: TeamConfig, deferred: bool = False) -> Callable[[], None]:
+    """A writing call's epilogue (after its answer is printed): make sure the project's monitor
+    runs while this team still has panes to watch. A nudge left to the monitor (`deferred`)
+    starts one if none runs; otherwise only a monitor that died is restarted. Cheap when it runs
+    (two small reads); fail-open and bounded (`omp.monitor.ctl`, imported only when needed)."""
 
     def run() -> None:
-        if cfg.tmux is None or os.path.lexists(cfg.paths.shutdown):
-            return
-        if not any(cfg.pane_of(w) for w in cfg.worker_names):
-            return
-        from omp.team.monitor_alive import revive
+        try:
+            if cfg.tmux is None or os.path.lexists(cfg.paths.shutdown):
+                return
+            if not any(cfg.pane_of(w) for w in cfg.worker_names) and not deferred:
+                return
+            from omp.monitor import alive
 
-        revive(cfg.paths.project)
+            state = alive.judge(cfg.paths.project)["state"]
+            if state in ("running", "starting") or (state != "dead" and not deferred):
+                return
+            from omp.monitor import ctl
+
+            if deferred:
+                ctl.ensure_monitor(cfg.paths.project.root)
+            else:
+                ctl.revive(cfg.paths.project)
+        except Exception:
+            pass  # the call already succeeded; a monitor is best effort
 
     return run
 
@@ -188,7 +201,7 @@ def _send_message(a: Args) -> Reply[SendReply]:
     body: str = a["body"]
     fields = None
     if any(a[k] is not None for k in EVENT_FIELDS):
-        from omp.team import events  # the conversation machinery, only for messages that need it
+        from omp.mail import events  # the conversation machinery, only for messages that need it
 
         fields = events.parse(a, team.project.root, a["cwd"])
     cfg = team_config.load(team)
@@ -204,16 +217,16 @@ def _send_message(a: Args) -> Reply[SendReply]:
         mailbox.Mailbox(team, to).append_messages([msg], check)
         result = cast("SendReply", {"ok": True, "messageId": msg["id"], **_nudge_fields(cfg, to)})
     else:
-        from omp.team import events
+        from omp.mail import events
 
         outcome = events.send(cfg, sender, to, body, fields, lim)
         # The recipient's nudge is the one reported; others (auto-replies) are best-effort.
         for r, _ in outcome.nudges:
             if r != to:
-                nudge.nudge(cfg, r)
+                delivery.nudge(cfg, r)
         result = cast("SendReply", {**outcome.result, **_nudge_fields(cfg, to)})
     _beat(cfg, who)
-    return Reply(result, [_revive(cfg)])
+    return Reply(result, [_revive(cfg, result.get("nudge") == delivery.DEFERRED)])
 
 
 def _broadcast(a: Args) -> Reply[BroadcastReply]:
@@ -248,7 +261,7 @@ def _broadcast(a: Args) -> Reply[BroadcastReply]:
             errors=errors,
             recipients=[],
         )
-    nudges = {to: nudge.nudge(cfg, to) for to in sent}
+    nudges = {to: delivery.nudge(cfg, to) for to in sent}
     out: BroadcastReply = {
         "ok": True,
         "recipients": sent,
@@ -260,13 +273,14 @@ def _broadcast(a: Args) -> Reply[BroadcastReply]:
         out["errors"] = errors
     if ids:
         _beat(cfg, who)
-    return Reply(out, [_revive(cfg)])
+    deferred = any(o.state == delivery.DEFERRED for o in nudges.values())
+    return Reply(out, [_revive(cfg, deferred)])
 
 
 def _nudge_fields(cfg: TeamConfig, to: str) -> NudgeFields:
     """`nudged` (typed, as before) and what happened: `nudge` typed | deferred | not_needed |
     no_pane | unreachable, and `nudgeReason` when it was not typed."""
-    o = nudge.nudge(cfg, to)
+    o = delivery.nudge(cfg, to)
     out: NudgeFields = {"nudged": o.typed, "nudge": o.state}
     if o.reason:
         out["nudgeReason"] = o.reason
@@ -546,7 +560,7 @@ def declared() -> list[Operation]:
 
 def __getattr__(name: str) -> Any:
     if name == "SUMMARIES":  # built on demand: `--help` and tests, never a plain call
-        from omp.team.api_doc import summary
+        from omp.api.doc import summary
 
         return {op.name: summary(op) for op in declared()}
     raise AttributeError(name)

@@ -31,9 +31,9 @@ from typing import Any
 
 from omp import clock, ids
 from omp.errors import OmpError
+from omp.record import history
 from omp.store import fs, jsonl, locks
 from omp.store.paths import TeamPaths
-from omp.team import history
 
 INDEX_VERSION = 1
 Check = Callable[[int, "MailState"], None]

@@ -31,11 +31,11 @@ from typing import Any
 
 from omp.errors import OmpError
 from omp.invocation import team_command
+from omp.mail.mailbox import Mailbox
+from omp.mail.nudge import read_command
+from omp.record.config import TeamConfig
 from omp.store.names import LEADER
-from omp.team import tasks
-from omp.team.config import TeamConfig
-from omp.team.mailbox import Mailbox
-from omp.team.nudge import read_command
+from omp.tasks import tasks
 
 EXIT_EVENT = 0  # unread mail for the leader, or a task changed status
 EXIT_ALL_DONE = 10  # every task is completed, failed or interrupted
@@ -125,7 +125,7 @@ def wait(
 ) -> dict[str, Any]:
     """Wait as described in the module docstring; `timeout` None or 0 waits without limit.
 
-    `unreachable` (default `omp.team.panes.why_unreachable`) says why the team's panes can no
+    `unreachable` (default `omp.mail.panes.why_unreachable`) says why the team's panes can no
     longer be reached; asked every `GONE_EVERY` seconds, it ends the wait with event `gone`.
     `exit_codes`: `exitCode` is the event's own code (`EXIT_CODES`), else 0 but for `gone`."""
     gone = unreachable or _why_unreachable
@@ -171,7 +171,7 @@ def wait(
 
 
 def _why_unreachable(cfg: TeamConfig) -> str | None:
-    from omp.team.panes import why_unreachable  # tmux, only for a team that has panes
+    from omp.mail.panes import why_unreachable  # tmux, only for a team that has panes
 
     return why_unreachable(cfg)
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.record import history
 from omp.store import fs, jsonl, locks
 from omp.store.names import task_id as check_task_id
 from omp.store.paths import TeamPaths, task_id_of_lock, task_id_of_record
-from omp.team import history
 
 STATUSES = ("pending", "in_progress", "completed", "failed", "interrupted")
 TERMINAL = frozenset({"completed", "failed", "interrupted"})

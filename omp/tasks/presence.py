@@ -27,10 +27,10 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.record.config import TeamConfig
 from omp.store import fs
 from omp.store.names import LEADER
 from omp.store.paths import TeamPaths
-from omp.team.config import TeamConfig
 
 LIVE_SECONDS = 45.0
 # The monitor's look rewrites a live heartbeat at most this often: every scan would be churn.
@@ -124,7 +124,7 @@ def pid_alive(pid: int) -> bool:
 def classify(hb: Heartbeat | None, now: float, pane: str | None = None) -> str:
     """live, stalled, offline or unknown, from a heartbeat and (if known) the pane's state.
 
-    `pane` is a `status.PaneView.state`: alive, dead, gone or unknown (None: not looked at).
+    `pane` is a `panes.PaneView.state`: alive, dead, gone or unknown (None: not looked at).
     """
     if pane in DEAD_PANES:
         return "offline"
@@ -228,7 +228,7 @@ def observe_pane(
         and (was == "offline") != (hb.state == "offline")
         and not os.path.lexists(team.shutdown)  # after a shutdown, going offline is no news
     ):
-        from omp.team import history
+        from omp.record import history
 
         history.member(team, worker, "offline" if hb.state == "offline" else "online")
     return written
@@ -289,7 +289,7 @@ def member_states(
     task_list: list[dict[str, Any]] | None = None,
 ) -> dict[str, MemberState]:
     """Presence and status of members (default: every worker and the leader). Read-only."""
-    from omp.team import conversations, tasks
+    from omp.tasks import conversations, tasks
 
     team = cfg.paths
     wanted = list(cfg.recipients if names is None else names)
