@@ -456,7 +456,7 @@ send_message = Operation(
         *(Field(k, "raw", required=False) for k in EVENT_FIELDS),
     ),
     "SendReply",
-    "event to detail: a task conversation's message (README: Task conversations)",
+    "event to detail: a task conversation's message (docs/commands.md: Task conversations)",
 )
 broadcast = Operation(
     "broadcast",
