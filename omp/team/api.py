@@ -12,7 +12,7 @@ goes through `omp.team.events`, imported only then, which keeps a plain send fas
 
 Each operation is declared once, at the end (`omp.team.api_spec.Operation`): its input fields
 in the order they are checked, its reply type (`omp.team.api_doc`) and a note. The checks,
-`omp team api --help` and the README's table come from those declarations.
+`omp team api --help` and the table in docs/commands.md come from those declarations.
 """
 
 from __future__ import annotations
@@ -540,7 +540,7 @@ OPERATIONS: dict[str, Callable[[Result], Reply[Any]]] = {
 
 
 def declared() -> list[Operation]:
-    """The operations' declarations, in `OPERATIONS` order (for `--help` and the README)."""
+    """The operations' declarations, in `OPERATIONS` order (for `--help` and docs/commands.md)."""
     return [op for op in OPERATIONS.values() if isinstance(op, Operation)]
 
 

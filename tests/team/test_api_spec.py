@@ -30,7 +30,7 @@ def test_every_operation_is_declared() -> None:
 def test_the_readme_table_is_the_declarations() -> None:
     table = readme_table(declared())
     page = (REPO / "docs" / "commands.md").read_text(encoding="utf-8")
-    assert table in page, f"docs/commands.md's `omp team api` table is stale; it should read:\n{table}"
+    assert table in page, f"docs/commands.md's `team api` table is stale; it should read:\n{table}"
 
 
 def test_the_read_only_operations_are_declared_so() -> None:
