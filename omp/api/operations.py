@@ -9,7 +9,7 @@ nothing at all.
 
 Each operation is declared once, at the end (`omp.api.spec.Operation`): its input fields
 in the order they are checked, its reply type (`omp.api.doc`) and a note. The checks,
-`omp team api --help` and the README's table come from those declarations.
+`omp team api --help` and the table in docs/commands.md come from those declarations.
 """
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ send_message = Operation(
         *(Field(k, "raw", required=False) for k in EVENT_FIELDS),
     ),
     "SendReply",
-    "event to detail: a task conversation's message (README: Task conversations)",
+    "event to detail: a task conversation's message (docs/commands.md: Task conversations)",
 )
 broadcast = Operation(
     "broadcast",
@@ -312,7 +312,7 @@ OPERATIONS: dict[str, Callable[[Result], Reply[Any]]] = {
 
 
 def declared() -> list[Operation]:
-    """The operations' declarations, in `OPERATIONS` order (for `--help` and the README)."""
+    """The operations' declarations, in `OPERATIONS` order (for `--help` and docs/commands.md)."""
     return [op for op in OPERATIONS.values() if isinstance(op, Operation)]
 
 
