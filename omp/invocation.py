@@ -17,7 +17,10 @@ import os
 import shlex
 import sys
 from collections.abc import Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 ENV_VAR = "OMP_COMMAND"  # set in every worker pane: the exact words that run the team's omp
 

@@ -17,17 +17,12 @@ escapes instead (`json_safe`), so a JSON answer shown on a terminal is safe too.
 
 from __future__ import annotations
 
-import re
-
 # Bidi: ALM, LRM, RLM, embeddings/overrides (LRE RLE PDF LRO RLO), isolates (LRI RLI FSI PDI).
-_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}]")
-_UNSAFE_INLINE = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}]")
-_JSON_UNSAFE = re.compile(f"[\x7f-\x9f{_BIDI}]")  # json.dumps already escapes C0
+_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+_C1 = range(0x7F, 0xA0)  # DEL and the C1 controls
 
 
-def _escape(m: re.Match[str]) -> str:
-    c = ord(m.group())
+def _escape(c: int) -> str:
     if c == 0x0A:
         return "\\n"
     if c == 0x09:
@@ -37,27 +32,37 @@ def _escape(m: re.Match[str]) -> str:
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
+# `str.translate` tables rather than regular expressions: compiling them cost ~0.7 ms of every
+# `omp team api` call, and a table maps each character exactly as the substitution did.
+_UNSAFE = {c: _escape(c) for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *_C1, *_BIDI)}
+_UNSAFE_INLINE = {c: _escape(c) for c in (*range(0x00, 0x20), *_C1, *_BIDI)}
+_JSON_UNSAFE = {c: f"\\u{c:04x}" for c in (*_C1, *_BIDI)}  # json.dumps already escapes C0
+_DROP = dict.fromkeys(_UNSAFE)
+
+
 def visible(text: str) -> str:
     """`text` with every control character but newline and tab escaped, visibly."""
-    return _UNSAFE.sub(_escape, text)
+    return text.translate(_UNSAFE)
 
 
 def inline(text: str) -> str:
     """`visible`, and newline and tab escaped too: for a field that must stay on its row (a
     table cell, a name), so text cannot forge the lines after it."""
-    return _UNSAFE_INLINE.sub(_escape, text)
+    return text.translate(_UNSAFE_INLINE)
 
 
 def json_safe(dumped: str) -> str:
     """A `json.dumps(..., ensure_ascii=False)` text with C1, DEL and bidi characters written as
     `\\u` escapes: the same JSON value, no raw control character on the wire. (These characters
     can only stand inside JSON strings, where the escape means exactly them.)"""
-    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", dumped)
+    if dumped.isascii() and "\x7f" not in dumped:
+        return dumped
+    return dumped.translate(_JSON_UNSAFE)
 
 
 # `clean` drops instead of escaping: for a screen that shows only what the text says (the demo
 # agent's). omp's own human output uses `visible`, so a reader sees that something was there.
-_ESCAPES = re.compile(
+_ESCAPES = (
     r"\x1b\[[0-?]*[ -/]*[@-~]"
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
     r"|\x9b[0-?]*[ -/]*[@-~]"
@@ -68,7 +73,9 @@ _ESCAPES = re.compile(
 
 def clean(text: str) -> str:
     """`text` with escape sequences and controls (but newline and tab) removed, bidi too."""
-    return _UNSAFE.sub("", _ESCAPES.sub("", text))
+    import re  # compiled on first use (re's cache): the per-call paths never clean
+
+    return re.sub(_ESCAPES, "", text).translate(_DROP)
 
 
 def one_line(text: str, width: int) -> str:

@@ -10,13 +10,14 @@ import os
 from collections.abc import Callable
 
 from omp.record.config import TeamConfig
-from omp.tasks import presence
 
 
 def beat(cfg: TeamConfig, who: str | None) -> None:
     """A writing call by a worker is a sign of life: refresh its heartbeat (best-effort)."""
-    if who is None:
-        return
+    if who is None or who not in cfg.worker_names:
+        return  # the leader, or a name that is no worker: no heartbeat to refresh
+    from omp.tasks import presence  # imported for a worker's calls only
+
     try:
         presence.touch(cfg, who)
     except Exception:

@@ -15,20 +15,21 @@ in the order they are checked, its reply type (`omp.api.doc`) and a note. The ch
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from omp.api import authorize, epilogue, send
 from omp.api.send import EVENT_FIELDS
-from omp.api.spec import TEAM, Args, Field, Operation, Reply, Result, text_field
+from omp.api.spec import TEAM, Field, Operation, Reply, text_field
 from omp.errors import OmpError
 from omp.mail import mailbox
 from omp.record import config as team_config
 from omp.record.config import TeamConfig
 from omp.store import names
 from omp.store.names import LEADER
-from omp.tasks import presence, tasks
 
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     from omp.api.doc import (
         ClaimReply,
         MailReply,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         TaskReply,
         TasksReply,
     )
+    from omp.api.spec import Args, Result
 
 
 # ---- messaging ----------------------------------------------------------------------------
@@ -95,7 +97,7 @@ def _mark_quietly(box: mailbox.Mailbox, ids: list[str]) -> None:
         pass  # marked by a concurrent reader, or the mailbox vanished: nothing to lose
 
 
-# ---- tasks --------------------------------------------------------------------------------
+# ---- tasks (`omp.tasks` is imported by these operations only: a send never loads it) -------
 
 
 def _worker(cfg: TeamConfig, worker: str | None) -> str | None:
@@ -113,6 +115,8 @@ def _worker(cfg: TeamConfig, worker: str | None) -> str | None:
 
 
 def _claim_task(a: Args) -> Reply[ClaimReply]:
+    from omp.tasks import tasks
+
     team = a["team_name"]
     cfg = team_config.load(team)
     worker = text_field(a, "worker")
@@ -128,6 +132,8 @@ def _claim_task(a: Args) -> Reply[ClaimReply]:
 
 
 def _transition_task_status(a: Args) -> Reply[TaskReply]:
+    from omp.tasks import tasks
+
     team = a["team_name"]
     cfg = team_config.load(team)
     worker = text_field(a, "worker", required=False)
@@ -149,6 +155,8 @@ def _transition_task_status(a: Args) -> Reply[TaskReply]:
 
 
 def _list_tasks(a: Args) -> Reply[TasksReply]:
+    from omp.tasks import tasks
+
     team = a["team_name"]
     viewer = authorize.fence(team_config.load(team), None)
     found = tasks.read_all(team)
@@ -166,6 +174,7 @@ DESCRIPTION_WIDTH = 120
 def _roster(a: Args) -> Reply[RosterReply]:
     """Every member but the caller: role, status, presence, one line about it. Read-only."""
     from omp import clock
+    from omp.tasks import presence, tasks
     from omp.textsafe import one_line
 
     team = a["team_name"]

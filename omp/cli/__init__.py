@@ -17,14 +17,45 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
     from typer import Typer
 
 
+def _pathlib_without_urllib() -> None:
+    """Import `pathlib` without `urllib.parse` (and the `ipaddress` it loads): ~2 ms of the
+    ~30 ms an `omp team api` call may cost. pathlib takes one function from it, for
+    `Path.as_uri`; it gets a stand-in that imports the real one when called. Only in the
+    console script's own process (never when omp is imported as a library), and only when
+    neither module is loaded yet (tests/cli/test_hot_path.py checks both sides)."""
+    if "pathlib" in sys.modules or "urllib.parse" in sys.modules:
+        return
+    stand_in = type(sys)("urllib.parse")
+
+    def quote_from_bytes(bs: bytes, safe: str = "/") -> str:
+        from urllib.parse import quote_from_bytes as real
+
+        return real(bs, safe)
+
+    stand_in.quote_from_bytes = quote_from_bytes  # type: ignore[attr-defined]
+    sys.modules["urllib.parse"] = stand_in
+    try:
+        import pathlib  # noqa: F401
+    except ImportError:
+        pass  # another Python's pathlib wants more of it: imported normally below
+    finally:
+        if sys.modules.get("urllib.parse") is stand_in:
+            del sys.modules["urllib.parse"]
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if argv is None:  # the console script (or `python -m omp`): this process is omp's own
+        _pathlib_without_urllib()
+        from omp.cli import output
+
+        output.OWN_PROCESS = True
     try:
         for prefix, fast in FAST_PATHS.items():
             if tuple(args[: len(prefix)]) == prefix:

@@ -12,13 +12,17 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
 
 from omp.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, OmpError
 from omp.textsafe import json_safe, visible
 
-Result = dict[str, Any]
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any, NoReturn, TypeVar
+
+    T = TypeVar("T")
+
+Result = dict[str, "Any"]
 
 
 def dumps(obj: Any) -> str:
@@ -54,6 +58,30 @@ def write_bytes(data: bytes) -> None:
     else:
         out.write(data)
         out.flush()
+
+
+# Set by `omp.cli.main` when this process is the console script's own (never when omp runs
+# inside another program, a test's for one): only then may `finish` end it at once.
+OWN_PROCESS = False
+
+
+def finish(code: int) -> NoReturn:
+    """Exit with `code` once the reply is out. In omp's own process, skip the interpreter's
+    teardown (freeing every module and object: ~2-3 ms of a ~30 ms `omp team api` call) with
+    `os._exit`, after flushing stdout and stderr ourselves: omp writes its files with `os`
+    calls, holds no buffered file open and registers no exit handler. Under coverage, or if a
+    flush fails (a closed pipe), the normal exit runs as always."""
+    if OWN_PROCESS and "coverage" not in sys.modules:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        else:
+            import os
+
+            os._exit(code)
+    raise SystemExit(code)
 
 
 def fail(err: OmpError, as_json: bool) -> NoReturn:

@@ -18,14 +18,18 @@ On the `omp team api` path: no dataclasses, no tmux import unless a pane is to b
 
 from __future__ import annotations
 
-import math
 import os
-from typing import NamedTuple
 
 from omp import clock
 from omp.record.config import TeamConfig
 from omp.store import fs
 from omp.store.names import LEADER
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from omp.typelite import NamedTuple
 
 UNREAD_REPEAT = 60.0  # seconds between nudges about the same unread mail
 UNREAD_REPEAT_ENV = "OMP_MONITOR_UNREAD_REPEAT_SECONDS"
@@ -58,7 +62,7 @@ def unread_repeat() -> float:
         value = float(raw) if raw else UNREAD_REPEAT
     except ValueError:
         return UNREAD_REPEAT
-    return value if math.isfinite(value) and value > 0 else UNREAD_REPEAT
+    return value if 0 < value < float("inf") else UNREAD_REPEAT  # not NaN, not infinite
 
 
 def read_record(cfg: TeamConfig, recipient: str) -> Record | None:
@@ -78,7 +82,7 @@ def write_record(cfg: TeamConfig, recipient: str, ids: tuple[str, ...], now: flo
     try:
         fs.write_json_atomic(
             cfg.paths.nudge_record(recipient),
-            {"typedAt": math.floor(now * 1000), "ids": list(ids)},
+            {"typedAt": int(now * 1000), "ids": list(ids)},  # now > 0: floor
             pretty=False,
         )
     except Exception:
@@ -115,16 +119,17 @@ def pane_for(cfg: TeamConfig, recipient: str) -> tuple[str | None, str | None]:
     return pane, None
 
 
-def nudge_now(cfg: TeamConfig, recipient: str, omp: str) -> Outcome:
-    """The send path: type the nudge (naming `omp`, the team's command) if the pane is idle and
-    mail is still unread, else say why not. Never raises."""
+def nudge_now(cfg: TeamConfig, recipient: str, omp: str | None) -> Outcome:
+    """The send path: type the nudge (naming `omp`, the team's command; None: the one its
+    config records) if the pane is idle and mail is still unread, else say why not. Never
+    raises."""
     try:
         return _nudge_now(cfg, recipient, omp)
     except Exception as exc:  # the message is already safe on disk; a nudge is best-effort
         return Outcome(DEFERRED, f"nudge failed ({type(exc).__name__}); the monitor retries")
 
 
-def _nudge_now(cfg: TeamConfig, recipient: str, omp: str) -> Outcome:
+def _nudge_now(cfg: TeamConfig, recipient: str, omp: str | None) -> Outcome:
     pane, why = pane_for(cfg, recipient)
     if pane is None:
         return Outcome(NO_PANE, why)
@@ -140,6 +145,10 @@ def _nudge_now(cfg: TeamConfig, recipient: str, omp: str) -> Outcome:
     from omp.mail.nudge import nudge_text
     from omp.mail.panes import deliver_line
 
+    if omp is None:
+        from omp.invocation import team_command
+
+        omp = team_command(cfg.raw)
     text = nudge_text(cfg.name, recipient, len(ids), omp)
     res = deliver_line(cfg, recipient, pane, text, only_idle=True)
     if res.ok:
@@ -174,6 +183,4 @@ def nudge(cfg: TeamConfig, recipient: str) -> Outcome:
     """After a message is stored: type the unread-count line if the recipient's pane is idle,
     else leave it to the monitor (a `deferred` outcome: the caller sees that a monitor runs).
     Never raises."""
-    from omp.invocation import team_command
-
-    return nudge_now(cfg, recipient, team_command(cfg.raw))
+    return nudge_now(cfg, recipient, None)

@@ -26,14 +26,16 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
 
 from omp import clock, ids
 from omp.errors import OmpError
 from omp.record import history
 from omp.store import fs, jsonl, locks
 from omp.store.paths import TeamPaths
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 INDEX_VERSION = 1
 Check = Callable[[int, "MailState"], None]
@@ -373,14 +375,11 @@ class Mailbox:
         _catch_up(fd, state)
         self._save(fd, state)
 
-    @contextmanager
-    def _writing(self, *, create: bool) -> Iterator[int]:
+    def _writing(self, *, create: bool) -> _Writing:
         """The mailbox's lock, refused (nothing written) if its index was tampered with: a
         symlinked or widened index is left exactly as it is found, like any unsafe path."""
         fs.check_entry(self.index_path, want_dir=False)
-        with jsonl.locked(self.path, create=create) as fd:
-            fs.check_entry(self.index_path, want_dir=False)  # again, now that we hold the lock
-            yield fd
+        return _Writing(self, create)
 
     def _save(self, fd: int, state: MailState) -> None:
         state.probe = _probe(fd, state.offset)
@@ -388,6 +387,25 @@ class Mailbox:
             fs.write_json_atomic(self.index_path, state.to_json(), pretty=False)
         except (OSError, OmpError):
             pass  # the index is a cache: the next reader rescans; the message itself is safe
+
+
+class _Writing(jsonl.locked):
+    """`jsonl.locked` on the mailbox, its index checked again once the lock is held."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, box: Mailbox, create: bool) -> None:
+        super().__init__(box.path, create=create)
+        self._index = box.index_path
+
+    def __enter__(self) -> int:
+        fd = super().__enter__()
+        try:
+            fs.check_entry(self._index, want_dir=False)  # again, now that we hold the lock
+        except BaseException:
+            self.__exit__()
+            raise
+        return fd
 
 
 def new_message(

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
-from omp.invocation import omp_command
 from omp.store import fs
 from omp.store.names import LEADER, is_valid_name, worker_name
 from omp.store.paths import StatePaths, TeamPaths
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_WORKERS = 32
 
@@ -147,6 +149,8 @@ def new_config(
     task: str = "",
     role: str = "",
 ) -> dict[str, Any]:
+    from omp.invocation import omp_command  # team creation only: not on the per-call paths
+
     if not 1 <= workers <= MAX_WORKERS:
         raise OmpError(
             "invalid_input", f"workers must be between 1 and {MAX_WORKERS}, got {workers}"

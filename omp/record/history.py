@@ -25,13 +25,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
 from omp.store import fs, jsonl
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def path(team: TeamPaths) -> Path:

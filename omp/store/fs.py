@@ -19,16 +19,18 @@ symlinks, foreign owners and the wrong kind of entry are refused there.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
 
 from omp.errors import OmpError
 from omp.store.tree import in_state_tree
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -251,5 +253,7 @@ def write_json_atomic(path: Path, obj: Any, *, pretty: bool = True) -> None:
 
 
 def _unlink_quietly(path: Path) -> None:
-    with contextlib.suppress(OSError):
+    try:
         os.unlink(path)
+    except OSError:
+        pass

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from omp.store import fs, locks
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # One encoder, built once: json.dumps with non-default arguments builds a new one per call.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -31,18 +33,30 @@ def encode(record: dict[str, Any]) -> bytes:
     return (_ENCODER.encode(record) + "\n").encode()
 
 
-@contextmanager
-def locked(path: Path, *, create: bool = True) -> Iterator[int]:
-    """An O_APPEND descriptor of `path` holding the exclusive flock for a compound update."""
-    try:
-        fd = fs.open_file(path, os.O_RDWR | os.O_APPEND, create=create)
-    except OSError as exc:
-        raise fs.storage_error(path, exc) from exc
-    try:
-        locks.acquire(fd)
-        yield fd
-    finally:
-        os.close(fd)  # closing the last descriptor releases the flock
+class locked:
+    """An O_APPEND descriptor of `path` holding the exclusive flock for a compound update.
+    (A class rather than a `contextlib` generator: see `omp.store.locks`.)"""
+
+    __slots__ = ("_create", "_fd", "path")
+
+    def __init__(self, path: Path, *, create: bool = True) -> None:
+        self.path, self._create, self._fd = path, create, -1
+
+    def __enter__(self) -> int:
+        try:
+            fd = fs.open_file(self.path, os.O_RDWR | os.O_APPEND, create=self._create)
+        except OSError as exc:
+            raise fs.storage_error(self.path, exc) from exc
+        try:
+            locks.acquire(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return fd
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._fd)  # closing the last descriptor releases the flock
 
 
 def append_locked(fd: int, data: bytes, path: Path, *, clean_end: int = -1) -> int:

@@ -9,13 +9,17 @@ tables are cached per process by the file's (inode, size, mtime): the monitor as
 from __future__ import annotations
 
 import os
-from typing import Any, TypeVar
 
 from omp.errors import OmpError
 from omp.store import fs
 from omp.store.paths import StatePaths
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
+
 _CACHE: dict[tuple[str, str], tuple[tuple[int, int, int], Any]] = {}
 
 
@@ -33,12 +37,18 @@ def load_section(project: StatePaths, section: str, cls: type[T], what: str) -> 
     if cached is not None and cached[0] == key:
         return cached[1]  # type: ignore[no-any-return]
     data = fs.read_bytes(path) or b""
-    import tomllib  # only when the project has a config file
-
     try:
-        doc = tomllib.loads(data.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise OmpError("invalid_config", f"{path}: {exc}") from None
+    doc = plain_toml(text)
+    if doc is None:
+        import tomllib  # anything beyond plain tables of numbers (~3 ms of imports)
+
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise OmpError("invalid_config", f"{path}: {exc}") from None
     table = doc.get(section, {})
     if not isinstance(table, dict):
         raise OmpError("invalid_config", f"{path}: [{section}] must be a table")
@@ -56,3 +66,50 @@ def load_section(project: StatePaths, section: str, cls: type[T], what: str) -> 
     result = cls(**values)
     _CACHE[(str(path), section)] = (key, result)
     return result
+
+
+_BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_DIGITS = frozenset("0123456789")
+
+
+def plain_toml(text: str) -> dict[str, Any] | None:
+    """What `tomllib.loads` reads from a file of plain tables of numbers, or None for anything
+    else: comments, blank lines, `[table]` headers and `key = number` lines with bare names and
+    decimal numbers (`8`, `-1`, `2.5`). The config file is read on every `omp team api` call,
+    and `tomllib` costs ~3 ms of imports; any other line, a repeated key or table, a control
+    character leaves the file to `tomllib` (tests/store/test_project_config.py compares)."""
+    doc: dict[str, Any] = {}
+    table = doc
+    for line in text.split("\n"):
+        if not line.replace("\t", " ").isprintable():
+            return None  # control characters (a CR too): tomllib's rules, tomllib's messages
+        code = line.partition("#")[0].strip(" \t")
+        if not code:
+            continue
+        if code[0] == "[":
+            name = code[1:-1].strip(" \t") if code[-1] == "]" else ""
+            if not _bare(name) or name in doc:
+                return None
+            table = doc[name] = {}
+            continue
+        key, eq, raw = code.partition("=")
+        key = key.strip(" \t")
+        value = _number(raw.strip(" \t"))
+        if not eq or not _bare(key) or key in table or value is None:
+            return None
+        table[key] = value
+    return doc
+
+
+def _bare(name: str) -> bool:
+    return bool(name) and _BARE.issuperset(name)
+
+
+def _number(raw: str) -> int | float | None:
+    digits = raw[1:] if raw[:1] in ("+", "-") else raw
+    whole, dot, frac = digits.partition(".")
+    if not whole or not _DIGITS.issuperset(whole) or (len(whole) > 1 and whole[0] == "0"):
+        return None
+    if dot:
+        return float(raw) if frac and _DIGITS.issuperset(frac) else None
+    return int(raw)

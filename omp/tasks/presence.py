@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
@@ -31,6 +30,10 @@ from omp.record.config import TeamConfig
 from omp.store import fs
 from omp.store.names import LEADER
 from omp.store.paths import TeamPaths
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 LIVE_SECONDS = 45.0
 # The monitor's look rewrites a live heartbeat at most this often: every scan would be churn.
