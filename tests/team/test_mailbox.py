@@ -446,13 +446,16 @@ def _mixed_history(box: Mailbox) -> list[str]:
     return _oracle(box.path)[0]
 
 
-@pytest.mark.parametrize("block", [64, 333, 1 << 20])
+# (block size, tail size parsed without the pattern): blocks that cut through lines, of one
+# line or many, read from their bytes; and a small tail parsed line by line
+@pytest.mark.parametrize(("block", "small"), [(64, 0), (333, 0), (1 << 20, 0), (1 << 20, 1 << 20)])
 def test_reading_history_from_bytes_agrees_with_parsing_every_line(
-    box: Mailbox, root: Path, monkeypatch: pytest.MonkeyPatch, block: int
+    box: Mailbox, root: Path, monkeypatch: pytest.MonkeyPatch, block: int, small: int
 ) -> None:
     from omp.mail import mailbox
 
-    monkeypatch.setattr(mailbox, "SCAN_BLOCK", block)  # blocks that cut through lines
+    monkeypatch.setattr(mailbox, "SCAN_BLOCK", block)
+    monkeypatch.setattr(mailbox, "SMALL", small)
     unread = _mixed_history(box)
     want, messages, bad = _oracle(box.path)
     assert not {"torn-1", "dup-type", "c-3", "c-0", "spaced-1"} & set(unread)
@@ -565,13 +568,22 @@ def _line(kind: str, mid: str, i: int) -> bytes:
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(history=_HISTORY, indexed_at=st.integers(min_value=0, max_value=40))
+@given(
+    history=_HISTORY,
+    indexed_at=st.integers(min_value=0, max_value=40),
+    block=st.sampled_from([97, 600, 1 << 20]),
+)
 def test_any_history_reads_the_same_from_bytes_as_parsed_line_by_line(
-    box: Mailbox, monkeypatch: pytest.MonkeyPatch, history: list[tuple[str, str]], indexed_at: int
+    box: Mailbox,
+    monkeypatch: pytest.MonkeyPatch,
+    history: list[tuple[str, str]],
+    indexed_at: int,
+    block: int,
 ) -> None:
     from omp.mail import mailbox
 
-    monkeypatch.setattr(mailbox, "SCAN_BLOCK", 97)
+    monkeypatch.setattr(mailbox, "SCAN_BLOCK", block)  # blocks of one line, of a few, all
+    monkeypatch.setattr(mailbox, "SMALL", 0)  # every block read from its bytes
     box.team.project.ensure(box.team.mailbox_dir)
     for f in (box.path, box.index_path):
         f.unlink(missing_ok=True)
@@ -585,3 +597,33 @@ def test_any_history_reads_the_same_from_bytes_as_parsed_line_by_line(
     msgs, got_bad = box.undelivered()
     assert [m["id"] for m in msgs] == want and got_bad == bad
     assert box.listing(undelivered_only=False, limit=0)[1] == messages
+
+
+@pytest.mark.parametrize("separators", [(",", ":"), (", ", ": "), (" , ", " : ")])
+def test_lines_with_blanks_between_tokens_are_read_from_their_bytes(
+    separators: tuple[str, str],
+) -> None:
+    from omp.mail import mailbox
+
+    msg = ts_message("m-1", "worker-1", "worker-2", "hi")
+    for rec, group in ((msg, 1), (receipt("m-1"), 2)):
+        line = (json.dumps(rec, separators=separators) + "\n").encode()
+        m = mailbox._line_re().fullmatch(line)
+        assert m is not None and m.group(group) == b"m-1", line
+
+
+def test_unread_messages_far_from_the_end_of_a_block_are_placed_right(
+    box: Mailbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from omp.mail import mailbox
+
+    monkeypatch.setattr(mailbox, "SMALL", 0)
+    items: list[dict[str, Any] | bytes] = [ts_message("early", "worker-1", "worker-2", "first")]
+    for i in range(100):  # 200 lines after it: its place is found from every line's length
+        items += [ts_message(f"m-{i}", "worker-1", "worker-2", f"{i}"), receipt(f"m-{i}")]
+    items.append(ts_message("late", "worker-1", "worker-2", "last"))
+    box.team.project.ensure(box.team.mailbox_dir)
+    write_raw(box.path, *items)
+    msgs, bad = box.undelivered()
+    assert [m["id"] for m in msgs] == ["early", "late"] and bad == 0
+    assert [m["body"] for m in msgs] == ["first", "last"]
