@@ -350,6 +350,23 @@ class Mailbox:
         finally:
             locks.release(fd)
 
+    def keep_index(self) -> bool:
+        """For a writer that runs anyway (the monitor's scan): catch the index up if the file
+        holds more than `KEEP_AFTER` bytes past it, and save it when the lock is free (never
+        waits). True if it read that much."""
+        if not self._exists():
+            return False
+        fd = fs.open_file(self.path, os.O_RDONLY)
+        try:
+            state = self._fd_state(fd)
+            if os.fstat(fd).st_size - state.offset <= KEEP_AFTER:
+                return False
+            _catch_up(fd, state)
+            self._keep(fd, state)
+            return True
+        finally:
+            os.close(fd)
+
     def unread_count(self) -> int:
         if not self._exists():
             return 0

@@ -204,6 +204,7 @@ class Monitor:
         self._adapters: dict[str, Adapter] = {}
         self._configs: dict[str, tuple[tuple[int, int, int], Any]] = {}
         self._mail: dict[tuple[str, str], tuple[tuple[int, int, int], policy.Unread]] = {}
+        self._indexed: dict[tuple[str, str], tuple[int, int, int]] = {}  # see _keep_indexes
         self._screens: dict[tuple[str, str], _Screen] = {}
         self.trackers = Trackers(self.paths, self.iv.target_ttl)
         self._profiles: dict[str, AgentProfile] | None = None
@@ -398,6 +399,7 @@ class Monitor:
                 )
             except Exception as exc:
                 report.diagnostics.append(f"team {t.name} {w}: presence: {_why(exc)}")
+        self._keep_indexes(t, report)
         try:
             actions = sweep.sweep_team(t.cfg, now, seen)
         except Exception as exc:
@@ -408,6 +410,22 @@ class Monitor:
                 self.paths, "sweep", now=self.clock(), token=self.token, team=t.name,
                 action=action,
             )  # fmt: skip
+
+    def _keep_indexes(self, t: _Team, report: ScanReport) -> None:
+        """Catch up the index of every mailbox of the team that history no omp writer has
+        indexed yet (the TypeScript tool's, a lost index): `status` and the other read-only
+        calls, which may not write, then start from it instead of reading it all. A mailbox
+        unchanged since it was last checked costs one stat."""
+        for name in t.cfg.recipients:
+            key = _stat_key(t.cfg.paths.mailbox(name), self.wall())
+            if key is None or self._indexed.get((t.name, name)) == key:
+                continue
+            try:
+                Mailbox(t.cfg.paths, name).keep_index()
+            except Exception as exc:
+                report.diagnostics.append(f"team {t.name} {name}: mailbox index: {_why(exc)}")
+                continue
+            self._indexed[(t.name, name)] = key
 
     def _live_panes(
         self, t: _Team, states: Mapping[str, PaneLike | None]

@@ -923,3 +923,30 @@ def test_mail_sent_while_the_monitor_was_dead_is_nudged_when_it_is_back(world: W
     assert world.fake.to("%1") == []
     world.monitor().scan()  # the restarted monitor's first scan
     assert world.fake.to("%1") == [nudge_text("t", "worker-1", 1, OMP)]
+
+
+def test_the_scan_keeps_an_index_for_history_no_omp_writer_indexed(world: World) -> None:
+    from omp.mail import mailbox
+    from tests.helpers import receipt, ts_message, write_raw
+
+    team = world.paths.team("t")
+    box = Mailbox(team, "leader")
+    items: list[dict[str, Any] | bytes] = []
+    for i in range(500):  # ~100 KiB the TypeScript tool wrote: more than KEEP_AFTER, no index
+        items += [ts_message(f"m-{i}", "worker-1", "leader", "x" * 150), receipt(f"m-{i}")]
+    items.append(ts_message("m-new", "worker-1", "leader", "unread"))
+    team.project.ensure(team.mailbox_dir)
+    write_raw(box.path, *items)
+    assert box.path.stat().st_size > mailbox.KEEP_AFTER
+    old = time.time() - 60  # settled: no writer is mid-append
+    os.utime(box.path, (old, old))
+    data = box.path.read_bytes()
+    mon = world.monitor()
+    mon.scan()
+    kept = json.loads(box.index_path.read_text())
+    assert kept["offset"] == len(data) and [u[0] for u in kept["undelivered"]] == ["m-new"]
+    assert box.path.read_bytes() == data  # the mailbox itself untouched
+    assert box.unread_count() == 1
+    stamp = box.index_path.stat().st_mtime_ns
+    mon.scan()  # unchanged since: not read again
+    assert box.index_path.stat().st_mtime_ns == stamp
