@@ -31,7 +31,12 @@ def events_loop(
     try:
         cfg = team_config.load(project.team(team))
         offset = history.parse_cursor(since)
-        for evs, end in history.iter_since(cfg.paths, offset):
+        if as_json:
+            for data, chunk in history.iter_chunks(cfg.paths, offset):
+                _print_lines(data, chunk)
+                printed += len(chunk.records)
+                offset = chunk.end
+        for evs, end in history.iter_since(cfg.paths, offset):  # (all of it, for people)
             _print(evs, as_json)
             printed += len(evs)
             offset = end
@@ -78,6 +83,42 @@ def _print(evs: list[dict[str, object]], as_json: bool) -> None:
         output.write_text("".join(output.dumps(e) + "\n" for e in evs))
     else:
         output.write_text("".join(describe(e) + "\n" for e in evs))
+
+
+def _print_lines(data: bytes, chunk: Any) -> None:
+    """`_print(..., as_json=True)` of a block of the log without encoding its lines again: a
+    line as omp wrote it is already the JSON `output.dumps` makes of it, so it is passed
+    through with its cursor added. One that holds a `"cursor"` key of its own, or is not an
+    object with members, is encoded as before; and text beyond ASCII goes through the same
+    `json_safe` (or, not being UTF-8, the old way)."""
+    from omp.textsafe import json_safe
+
+    out: list[bytes] = []
+    dumped: list[str] = []  # the same lines the old way, built only if they are needed
+    for off, length, rec in chunk.records:
+        at = off - chunk.start
+        line = data[at : at + length].rstrip()
+        end = off + length
+        if rec and line.endswith(b"}") and b'"cursor"' not in line:
+            out.append(b'%s,"cursor":"%d"}\n' % (line[:-1], end))
+        else:
+            rec["cursor"] = str(end)
+            out.append(output.dumps(rec).encode("utf-8", "surrogatepass") + b"\n")
+    if not out:
+        return
+    blob = b"".join(out)
+    if blob.isascii() and b"\x7f" not in blob:
+        output.write_bytes(blob)
+        return
+    try:
+        text = blob.decode("utf-8")
+    except UnicodeDecodeError:  # a lone surrogate: as `_print` shows it
+        for off, length, rec in chunk.records:
+            rec["cursor"] = str(off + length)
+            dumped.append(output.dumps(rec) + "\n")
+        output.write_text("".join(dumped))
+        return
+    output.write_bytes(json_safe(text).encode("utf-8"))
 
 
 def describe(ev: dict[str, Any]) -> str:

@@ -132,6 +132,19 @@ def iter_since(
     team: TeamPaths, offset: int, block: int = 1 << 20
 ) -> Iterator[tuple[list[dict[str, Any]], int]]:
     """(events, cursor) a block at a time: memory follows the block, not the log. Read-only."""
+    for _, chunk in iter_chunks(team, offset, block):
+        evs = []
+        for off, length, rec in chunk.records:
+            rec["cursor"] = str(off + length)
+            evs.append(rec)
+        yield evs, chunk.end
+
+
+def iter_chunks(
+    team: TeamPaths, offset: int, block: int = 1 << 20
+) -> Iterator[tuple[bytes, jsonl.Chunk]]:
+    """(the bytes read, their parsed lines) a block at a time, from `offset`: `chunk.start` is
+    where the bytes begin, `chunk.end` the cursor after them. Read-only."""
     p = path(team)
     try:
         fd = fs.open_file(p, os.O_RDONLY)
@@ -153,12 +166,8 @@ def iter_since(
                 jsonl.parse_lines(data, pos, chunk)
                 if chunk.end == pos:
                     break  # a last line still being written
-            evs = []
-            for off, length, rec in chunk.records:
-                rec["cursor"] = str(off + length)
-                evs.append(rec)
             pos = chunk.end
-            yield evs, pos
+            yield data, chunk
     finally:
         os.close(fd)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from json.scanner import make_scanner
 from pathlib import Path
 
 from omp.store import fs, locks
@@ -159,6 +160,26 @@ class Chunk:
         self.reset = False  # the file was shorter than the cursor, so it was read from 0
 
 
+# json.loads's own C scanner, without its wrappers (typeshed types its argument oddly)
+_SCAN = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+def loads_line(raw: bytes) -> Any:
+    """`json.loads(raw)` for one line, about twice as fast for the usual one (an object with no
+    blank around it, UTF-8): the scanner straight away, without json.loads's encoding
+    detection and whitespace checks. Anything else, and any failure, is json.loads's to judge,
+    so values and errors are exactly its own."""
+    if raw[:1] == b"{" and raw[-1:] == b"}":
+        try:
+            text = raw.decode("utf-8", "surrogatepass")
+            obj, end = _SCAN(text, 0)
+            if end == len(text):
+                return obj
+        except (ValueError, StopIteration):
+            pass
+    return json.loads(raw)
+
+
 def parse_lines(data: bytes, base: int, chunk: Chunk) -> None:
     """Parse complete lines of `data` (which starts at file offset `base`) into `chunk`."""
     pos = 0
@@ -170,7 +191,7 @@ def parse_lines(data: bytes, base: int, chunk: Chunk) -> None:
         raw = data[pos:nl]
         if raw.strip():
             try:
-                rec = json.loads(raw)
+                rec = loads_line(raw)
             except ValueError:
                 rec = None
             if isinstance(rec, dict):

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pytest_mock import MockerFixture
 
 from omp.errors import OmpError
@@ -329,3 +331,33 @@ def test_an_appender_keeps_its_descriptor_and_still_repairs_a_foreign_fragment(
     chunk = jsonl.read_from(path)
     assert [r["n"] for _, _, r in chunk.records] == [1, 2, 4] and chunk.bad == 1
     assert app.fd == -1  # closed by the context manager
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+
+
+@given(
+    st.dictionaries(st.text(max_size=4), _JSON_VALUES, max_size=4),
+    st.sampled_from([(",", ":"), (", ", ": ")]),
+    st.booleans(),
+    st.binary(max_size=3),
+    st.integers(min_value=0, max_value=40),
+)
+def test_loads_line_is_json_loads(
+    obj: dict[str, Any], seps: tuple[str, str], ascii_only: bool, junk: bytes, at: int
+) -> None:
+    line = json.dumps(obj, separators=seps, ensure_ascii=ascii_only).encode()
+    for raw in (line, line[:at] + junk + line[at:], b" " + line, line + junk):
+        try:
+            want: Any = ("ok", json.loads(raw))
+        except ValueError as exc:
+            want = ("error", type(exc), str(exc))
+        try:
+            got: Any = ("ok", jsonl.loads_line(raw))
+        except ValueError as exc:
+            got = ("error", type(exc), str(exc))
+        assert repr(got) == repr(want)  # repr: NaN equals itself there

@@ -276,3 +276,38 @@ def test_polling_events_never_loads_typer(root: Path, env: dict[str, str], args:
     # help and anything unusual still go through typer
     r = omp(root, env, "team", "events", "--help")
     assert r.rc == 0 and "--follow" in r.stdout
+
+
+def test_events_json_passes_lines_through_as_the_json_it_would_write(
+    root: Path, env: dict[str, str]
+) -> None:
+    from omp.cli.output import dumps
+    from omp.record import history
+
+    tp = StatePaths(root).team("t")
+    history.member(tp, "worker-1", "online", "é \u202e \x85 done")  # as omp writes it
+    odd = [
+        b'{"type": "note", "spaced": [1, 2.50]}',  # another writer's blanks and numbers
+        b'{"type":"note","cursor":"mine"}',  # a key the output sets
+        b"{}",
+        b'{"type":"note","text":"\\ud800 alone"}',  # a lone surrogate, escaped
+        b"not json",
+    ]
+    with open(history.path(tp), "ab") as f:
+        f.write(b"\n".join(odd) + b"\n")
+    for raw_surrogate in (False, True):  # passed through; then the old way for the block
+        if raw_surrogate:
+            with open(history.path(tp), "ab") as f:
+                f.write(b'{"type":"note","raw":"\xed\xa0\x80"}\n')  # bytes UTF-8 cannot hold
+        whole, _ = history.read_since(tp, 0)
+        r = omp(root, env, "team", "events", "t", "--json")
+        assert r.rc == 0, r
+        lines = r.stdout.splitlines()
+        assert len(lines) == len(whole)
+        n = len(whole) - (2 if raw_surrogate else 0)  # the old way shows a surrogate as "?"
+        assert [json.loads(x) for x in lines[:n]] == whole[:n]
+        assert not any(0x7F <= ord(c) <= 0x9F or c == "\u202e" for c in r.stdout)
+        # omp's own lines come out exactly as encoding them again would write them
+        ours = [i for i, ev in enumerate(whole) if ev.get("type") not in ("note", None)]
+        assert [lines[i] for i in ours] == [dumps(whole[i]) for i in ours]
+        assert json.loads(lines[-1])["cursor"] == whole[-1]["cursor"]
