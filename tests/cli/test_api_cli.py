@@ -1,7 +1,8 @@
 """`omp team api`: JSON in, one JSON object out, exit codes, refusals that change nothing.
 
-Most cases run the dispatcher in this process (`call_api`, fast); the behaviour only a real
-process shows (exit status, stderr, stdin, console encoding) runs `python -m omp` (`run_api`).
+Most cases run the dispatcher in this process (`call_api`, `run_cli`: fast); the behaviour only
+a real process shows (exit status, stderr, stdin, console encoding) runs `python -m omp`
+(`run_api`, `run_omp`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tests.helpers import (
     receipt,
     records,
     run_api,
+    run_cli,
     run_omp,
     snapshot_tree,
     tree_modes,
@@ -566,7 +568,7 @@ USAGE_CASES = [
 def test_usage_errors_exit_2_without_a_traceback(
     root: Path, env: dict[str, str], argv: list[str], code: str
 ) -> None:
-    r = run_omp("team", "api", *argv, cwd=root, env=env)
+    r = run_cli("team", "api", *argv, cwd=root, env=env)
     assert r.rc == 2, r
     assert "Traceback" not in r.stderr
     assert r.stdout or r.stderr
@@ -577,13 +579,13 @@ def test_usage_errors_under_json_are_one_json_object(
     root: Path, env: dict[str, str], argv: list[str], code: str
 ) -> None:
     # --json first: after a trailing --input it would be taken as the input's value
-    r = run_omp("team", "api", "--json", *argv, cwd=root, env=env)
+    r = run_cli("team", "api", "--json", *argv, cwd=root, env=env)
     assert r.rc == 2, r
     assert_one_json_error(r, code)
 
 
 def test_help_exits_0(env: dict[str, str], root: Path) -> None:
-    r = run_omp("team", "api", "--help", cwd=root, env=env)
+    r = run_cli("team", "api", "--help", cwd=root, env=env)
     assert r.rc == 0
     for sub in (
         "send-message",

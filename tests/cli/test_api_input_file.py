@@ -16,7 +16,7 @@ from tests.helpers import (
     make_project,
     make_team,
     records,
-    run_omp,
+    run_cli,
     snapshot_tree,
 )
 
@@ -40,12 +40,12 @@ def test_at_path_reads_the_input_from_a_file(root: Path, env: dict[str, str]) ->
         json.dumps({"team_name": "demo", "from": "worker-1", "to": "worker-2", "body": body})
     )
     # relative to the working directory, like curl's @file
-    r = run_omp("team", "api", "send-message", "--input", "@msg.json", "--json", cwd=root, env=env)
+    r = run_cli("team", "api", "send-message", "--input", "@msg.json", "--json", cwd=root, env=env)
     assert r.rc == 0, r
     assert records(mailbox_file(root, "worker-2"))[0]["body"] == body
     # the --input=@path spelling and an absolute path work too
     (root / "list.json").write_text(json.dumps({"team_name": "demo", "worker": "worker-2"}))
-    r = run_omp(
+    r = run_cli(
         "team", "api", "mailbox-list", f"--input=@{root / 'list.json'}", "--json", cwd=root, env=env
     )
     assert r.rc == 0, r
@@ -82,13 +82,13 @@ def test_a_bad_input_file_is_refused_with_its_own_code(
     elif make == "empty-name":
         arg = "@"
     before = snapshot_tree(root / ".omp")
-    r = run_omp("team", "api", "send-message", "--input", arg, "--json", cwd=root, env=env)
+    r = run_cli("team", "api", "send-message", "--input", arg, "--json", cwd=root, env=env)
     assert r.rc == rc, r
     assert r.json["ok"] is False and r.json["error"] == code, r.json
     assert "Traceback" not in r.stderr
     assert snapshot_tree(root / ".omp") == before
     # the human form names the code on stderr, nothing on stdout
-    r = run_omp("team", "api", "send-message", "--input", arg, cwd=root, env=env)
+    r = run_cli("team", "api", "send-message", "--input", arg, cwd=root, env=env)
     assert r.rc == rc and r.stdout == "" and f"[{code}]" in r.stderr
 
 
@@ -97,6 +97,6 @@ def test_an_unreadable_input_file_is_refused(root: Path, env: dict[str, str]) ->
     target = root / "secret.json"
     target.write_text("{}")
     target.chmod(0)
-    r = run_omp("team", "api", "list-tasks", "--input", f"@{target}", "--json", cwd=root, env=env)
+    r = run_cli("team", "api", "list-tasks", "--input", f"@{target}", "--json", cwd=root, env=env)
     assert r.rc == 2 and r.json["error"] == "input_unreadable", r
     assert "Permission denied" in r.json["message"]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from omp.invocation import omp_command
-from tests.helpers import call_api, child_env, isolate, make_project, make_team, run_omp
+from tests.helpers import call_api, child_env, isolate, make_project, make_team, run_cli
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def env(root: Path) -> dict[str, str]:
     ],
 )
 def test_a_usage_error_under_json_is_one_json_object(root: Path, args: list[str]) -> None:
-    r = run_omp(*args, "--json", cwd=root, env=env(root))
+    r = run_cli(*args, "--json", cwd=root, env=env(root))
     assert r.rc == 2, r
     assert r.json is not None and r.json["ok"] is False and r.json["error"] == "usage", r
     assert r.stdout.count("\n") == 1 and r.json["message"]
@@ -50,7 +50,7 @@ def test_a_usage_error_under_json_is_one_json_object(root: Path, args: list[str]
 
 
 def test_a_usage_error_without_json_is_usage_on_stderr_and_sanitised(root: Path) -> None:
-    r = run_omp("team", "status", "--bogus\x1b]0;owned\x07", cwd=root, env=env(root))
+    r = run_cli("team", "status", "--bogus\x1b]0;owned\x07", cwd=root, env=env(root))
     assert r.rc == 2 and r.stdout == ""
     assert "Usage: omp team status" in r.stderr and "\x1b" not in r.stderr
     assert "\\x1b]0;owned" in r.stderr

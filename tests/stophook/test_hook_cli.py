@@ -1,4 +1,5 @@
-"""`omp hook stop` end to end through a process: stdin in, the CLI's answer out, state on disk."""
+"""`omp hook stop` end to end: stdin in, the CLI's answer out, state on disk. Run in this process
+(`run_cli`); concurrent fires and the fast path's imports run real processes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import REPO, child_env, run_omp
+from tests.helpers import REPO, child_env, run_cli
 
 FIX = REPO / "tests" / "fixtures" / "hooks"
 SESSION = "90dd62ff-1c2e-4a8b-9d7e-3f1a2b3c4d5e"
@@ -44,7 +45,7 @@ def payload(name: str, proj: Path, **over: Any) -> dict[str, Any]:
 
 def hook(proj: Path, stdin: dict[str, Any] | str, **env: str) -> tuple[int, str, str]:
     raw = stdin if isinstance(stdin, str) else json.dumps(stdin)
-    r = run_omp("hook", "stop", input=raw, cwd=proj, env=env_for(proj, **env))
+    r = run_cli("hook", "stop", input=raw, cwd=proj, env=env_for(proj, **env))
     return r.rc, r.stdout, r.stderr
 
 
@@ -55,7 +56,7 @@ def answer(out: str) -> dict[str, Any]:
 
 
 def start(proj: Path, *args: str) -> None:
-    r = run_omp(*args, cwd=proj, env=env_for(proj))
+    r = run_cli(*args, cwd=proj, env=env_for(proj))
     assert r.rc == 0, r.stderr
 
 
@@ -402,23 +403,23 @@ def test_claude_without_last_assistant_message_falls_back_to_its_transcript(proj
 def test_status_commands_show_the_step_and_the_last_decision(proj: Path) -> None:
     e = env_for(proj)
     start(proj, "ralph", "start", "write the haiku", "--max-iterations", "4")
-    r = run_omp("team", "status", "--json", cwd=proj, env=e)
+    r = run_cli("team", "status", "--json", cwd=proj, env=e)
     assert r.json["loops"] == [{"mode": "ralph", "step": 0, "max": 4, "lastDecision": None}]
     hook(proj, claude(proj, "draft"))
     before = {p: p.read_bytes() for p in (proj / ".omp").rglob("*") if p.is_file()}
-    r = run_omp("team", "status", cwd=proj, env=e)
+    r = run_cli("team", "status", cwd=proj, env=e)
     assert r.rc == 0
     assert "loop ralph: step 1/4, last stop: blocked the stop at 20" in r.stdout
-    r = run_omp("ralph", "status", cwd=proj, env=e)
+    r = run_cli("ralph", "status", cwd=proj, env=e)
     assert r.stdout.startswith('ralph active: iteration 1/4 — "write the haiku"\n')
     assert "  last stop: blocked the stop at step 1/4, " in r.stdout and "(claude)" in r.stdout
     after = {p: p.read_bytes() for p in (proj / ".omp").rglob("*") if p.is_file()}
     assert after == before  # status commands are read-only
     hook(proj, claude(proj, "done\nRALPH_COMPLETE"))
-    r = run_omp("ralph", "status", cwd=proj, env=e)
+    r = run_cli("ralph", "status", cwd=proj, env=e)
     assert r.stdout.startswith("ralph inactive (completed 20")
     assert "saw the completion word at step 1/4" in r.stdout
-    assert run_omp("team", "status", "--json", cwd=proj, env=e).json["loops"] == []
+    assert run_cli("team", "status", "--json", cwd=proj, env=e).json["loops"] == []
 
 
 def test_copilots_limit_of_8_blocks_in_a_row_pauses_the_loop_without_counting(proj: Path) -> None:

@@ -21,7 +21,7 @@ from omp.team.shutdown import force_shutdown
 from omp.tmux import Tmux
 from omp.views.status import collect, status
 from omp.views.wait import wait
-from tests.helpers import call_api, child_env, isolate, make_project, make_team, run_omp
+from tests.helpers import call_api, child_env, isolate, make_project, make_team, run_cli
 
 
 @pytest.fixture
@@ -129,15 +129,15 @@ def test_every_read_command_names_a_corrupt_config(root: Path) -> None:
     tp.config.write_text("{corrupt")
     env = child_env(Path(os.environ["HOME"]), OMP_NO_MONITOR="1")
     for args in (["team", "status"], ["team", "list"], ["doctor", "--agent", "demo"]):
-        r = run_omp(*args, cwd=root, env=env)
+        r = run_cli(*args, cwd=root, env=env)
         assert str(tp.config) in r.stdout, (args, r)
     for args in (["team", "status", "t"], ["team", "collect", "t"], ["team", "wait", "t"]):
-        r = run_omp(*args, "--json", cwd=root, env=env)
+        r = run_cli(*args, "--json", cwd=root, env=env)
         assert r.json["error"] == "invalid_config" and str(tp.config) in r.json["message"]
-    r = run_omp("team", "shutdown", "t", cwd=root, env=env)
+    r = run_cli("team", "shutdown", "t", cwd=root, env=env)
     assert r.rc == 1 and "team shutdown --force t" in r.stderr
     env["TMUX_TMPDIR"] = str(root.parent)  # never the user's default tmux server
-    r = run_omp("team", "shutdown", "--force", "t", "--json", cwd=root, env=env)
+    r = run_cli("team", "shutdown", "--force", "t", "--json", cwd=root, env=env)
     assert r.rc == 0 and r.json["forced"] is True and tp.shutdown.exists(), r
     assert tp.config.read_text() == "{corrupt"
 

@@ -21,7 +21,7 @@ from tests.helpers import (
     make_project,
     make_team,
     poll,
-    run_omp,
+    run_cli,
     snapshot_tree,
 )
 
@@ -40,7 +40,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def omp(root: Path, env: dict[str, str], *args: str) -> Any:
-    return run_omp(*args, cwd=root, env=env)
+    return run_cli(*args, cwd=root, env=env)
 
 
 def api(root: Path, env: dict[str, str], sub: str, **fields: Any) -> Any:

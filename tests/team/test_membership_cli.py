@@ -11,7 +11,7 @@ import pytest
 
 from omp.record import config as team_config
 from omp.store.paths import StatePaths
-from tests.helpers import child_env, isolate, make_project, make_team, records, run_omp
+from tests.helpers import child_env, isolate, make_project, make_team, records, run_cli
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def omp(root: Path, env: dict[str, str], *args: str) -> Any:
-    return run_omp(*args, cwd=root, env=env)
+    return run_cli(*args, cwd=root, env=env)
 
 
 def api(root: Path, env: dict[str, str], sub: str, **fields: Any) -> Any:
@@ -122,7 +122,7 @@ def test_a_process_still_holding_the_removed_identity_is_refused(
         ("list-tasks", {}),
         ("claim-task", {"task_id": "1", "worker": "worker-3"}),
     ]:
-        r = run_omp(
+        r = run_cli(
             "team", "api", sub, "--input", json.dumps({"team_name": "t", **fields}), "--json",
             cwd=root, env=pane_env,
         )  # fmt: skip

@@ -19,7 +19,7 @@ from tests.helpers import (
     isolate,
     make_project,
     make_team,
-    run_omp,
+    run_cli,
     snapshot_tree,
 )
 
@@ -36,7 +36,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def omp(root: Path, env: dict[str, str], *args: str) -> Any:
-    return run_omp(*args, cwd=root, env=env)
+    return run_cli(*args, cwd=root, env=env)
 
 
 def teams_dir(root: Path) -> Path:
