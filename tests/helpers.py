@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeVar
 
@@ -155,7 +155,7 @@ def run_cli(
     texts = []
     for stream in (out, err):
         stream.flush()
-        raw = stream.buffer.getvalue()  # type: ignore[attr-defined]
+        raw = stream.buffer.getvalue()
         texts.append(raw.decode("utf-8", "replace"))
     return OmpRun(rc, texts[0], texts[1], _parse_one(texts[0]))
 
@@ -210,6 +210,16 @@ def call_api(
     out, err = capsys.readouterr()
     rc = code if isinstance(code, int) else (0 if code is None else 1)
     return OmpRun(rc, out, err, _parse_one(out))
+
+
+def assert_reply(obj: Mapping[str, Any], td: Any, where: str = "") -> None:
+    """`obj` has every required key of the TypedDict `td` and no key it does not name."""
+    required: frozenset[str] = td.__required_keys__
+    optional: frozenset[str] = td.__optional_keys__
+    keys = set(obj)
+    assert required <= keys, f"{where or td.__name__}: missing {sorted(required - keys)}"
+    extra = sorted(keys - required - optional)
+    assert not extra, f"{where or td.__name__}: undocumented {extra}"
 
 
 # ---- projects and teams -----------------------------------------------------------------------

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
 from omp.cli.options import JsonOpt
 from omp.cli.output import invocation, run
+
+if TYPE_CHECKING:
+    from omp.cli.replies import DemoReply
 
 
 def register(app: typer.Typer) -> None:
@@ -29,7 +32,7 @@ def demo(
 ) -> None:
     """Launch a demo team in its own tmux session, follow it until done, show the results."""
 
-    def body() -> dict[str, Any]:
+    def body() -> DemoReply:
         from omp.errors import OmpError
         from omp.record import config as team_config
         from omp.store.paths import StatePaths, find_root
@@ -69,7 +72,7 @@ def demo(
                 break
             time.sleep(0.25)
         result = collect(team_config.load(project.team(name)))
-        return {**res, "allDone": done, "collect": result}
+        return cast("DemoReply", {**res, "allDone": done, "collect": result})
 
     def human(r: dict[str, Any]) -> str:
         col = r["collect"]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
 from omp.cli.options import JsonOpt
 from omp.cli.output import run
+
+if TYPE_CHECKING:
+    from omp.cli.replies import DoctorReply
 
 
 def register(app: typer.Typer) -> None:
@@ -26,11 +29,11 @@ def doctor(
     Exit 0 when everything the agent needs is there, 1 otherwise. Writes nothing.
     """
 
-    def body() -> dict[str, Any]:
+    def body() -> DoctorReply:
         from omp.doctor.checks import diagnose
         from omp.store.paths import find_root
 
-        return diagnose(find_root(Path.cwd()), agent=agent)
+        return cast("DoctorReply", diagnose(find_root(Path.cwd()), agent=agent))
 
     run(body, as_json=as_json, human=doctor_text, exit_code=lambda r: 0 if r["ok"] else 1)
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
 from omp.cli.options import JsonOpt
 from omp.cli.output import run
+
+if TYPE_CHECKING:
+    from omp.cli.replies import HooksReply
 
 app = typer.Typer(
     help="The stop hook that keeps an agent working while a loop is active.",
@@ -37,11 +40,13 @@ def install(
 ) -> None:
     """Write `omp hook stop` into each agent CLI's hook file, keeping everything else."""
 
-    def body() -> dict[str, Any]:
+    def body() -> HooksReply:
         from omp.stophook.install import install as do_install
         from omp.store.paths import find_root
 
-        return do_install(find_root(Path.cwd()), agent, uninstall=uninstall, force=force)
+        return cast(
+            "HooksReply", do_install(find_root(Path.cwd()), agent, uninstall=uninstall, force=force)
+        )
 
     run(body, as_json=as_json, human=install_text)
 

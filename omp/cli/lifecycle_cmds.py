@@ -4,7 +4,7 @@ added to the `team` app by `register`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
@@ -12,6 +12,7 @@ from omp.cli.options import JsonLinesOpt, JsonOpt
 from omp.cli.output import run
 
 if TYPE_CHECKING:
+    from omp.cli.replies import AddWorkerReply, DeleteReply, PruneReply, RemoveWorkerReply
     from omp.store.paths import StatePaths
 
 
@@ -47,7 +48,7 @@ def register(team_app: typer.Typer) -> None:
         from omp.cli.output import progress
         from omp.cli.team_text import add_text
 
-        def body() -> dict[str, Any]:
+        def body() -> AddWorkerReply:
             from omp.errors import OmpError
             from omp.team.grow import add_workers
 
@@ -59,13 +60,16 @@ def register(team_app: typer.Typer) -> None:
                     text = count_or_task
                 else:
                     raise OmpError("usage", f"N must be a number, got {count_or_task!r}")
-            return add_workers(
-                _config(team),
-                n,
-                agent=agent,
-                task=text,
-                ready_timeout=ready_timeout,
-                progress=progress,
+            return cast(
+                "AddWorkerReply",
+                add_workers(
+                    _config(team),
+                    n,
+                    agent=agent,
+                    task=text,
+                    ready_timeout=ready_timeout,
+                    progress=progress,
+                ),
             )
 
         run(body, as_json=as_json, human=add_text)
@@ -80,10 +84,10 @@ def register(team_app: typer.Typer) -> None:
         """Take a worker off a running team; its work is interrupted, its mail kept."""
         from omp.cli.team_text import remove_text
 
-        def body() -> dict[str, Any]:
+        def body() -> RemoveWorkerReply:
             from omp.team.membership import remove_worker as do_remove
 
-            return do_remove(_config(team), name, force=force)
+            return cast("RemoveWorkerReply", do_remove(_config(team), name, force=force))
 
         run(body, as_json=as_json, human=remove_text)
 
@@ -98,10 +102,10 @@ def register(team_app: typer.Typer) -> None:
         """Remove a team's whole directory. Refused while a pane is alive or mail is unread."""
         from omp.cli.team_text import delete_text
 
-        def body() -> dict[str, Any]:
+        def body() -> DeleteReply:
             from omp.team.removal import delete as do_delete
 
-            return do_delete(_project(), team, force=force)
+            return cast("DeleteReply", do_delete(_project(), team, force=force))
 
         run(body, as_json=as_json, human=delete_text)
 
@@ -119,12 +123,14 @@ def register(team_app: typer.Typer) -> None:
         """Remove archived runs and shut-down teams older than DURATION; keeps unread mail."""
         from omp.cli.team_text import prune_text
 
-        def body() -> dict[str, Any]:
+        def body() -> PruneReply:
             from omp.team.removal import parse_duration
             from omp.team.removal import prune as do_prune
 
             bound = parse_duration(older_than)
-            return do_prune(_project(), older_than=bound, dry_run=dry_run, force=force)
+            return cast(
+                "PruneReply", do_prune(_project(), older_than=bound, dry_run=dry_run, force=force)
+            )
 
         run(body, as_json=as_json, human=prune_text)
 

@@ -9,7 +9,7 @@ import contextlib
 import importlib
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -17,6 +17,9 @@ from omp import modes
 from omp.cli.options import JsonOpt
 from omp.cli.output import Result, run
 from omp.store.paths import StatePaths, find_root
+
+if TYPE_CHECKING:
+    from omp.cli.replies import LoopReply
 
 _MONITOR_MODULE = "omp.monitor.ctl"
 
@@ -118,21 +121,26 @@ def _hook_warning(paths: StatePaths) -> None:
 
 
 def _start(fn: Callable[[StatePaths], Result], as_json: bool) -> None:
-    def body() -> Result:
+    def body() -> LoopReply:
         paths = _paths()
         result = fn(paths)
         _ensure_monitor(paths)
         _hook_warning(paths)
-        return result
+        return cast("LoopReply", result)
 
     run(body, as_json=as_json, human=lambda r: f"{r['mode']} started: {describe(r)}")
+
+
+def _loop(state: Result) -> LoopReply:
+    """A loop command's reply: the loop's file with `ok` and `mode` (omp.cli.replies)."""
+    return cast("LoopReply", state)
 
 
 def _add_status_cancel(app: typer.Typer, mode: str) -> None:
     @app.command("status")
     def status(as_json: bool = JsonOpt) -> None:
         """Show whether the loop is active (read-only; exit 0 when none is)."""
-        run(lambda: modes.status(_paths(), mode), as_json=as_json, human=_status_line)
+        run(lambda: _loop(modes.status(_paths(), mode)), as_json=as_json, human=_status_line)
 
     @app.command("cancel")
     def cancel(as_json: bool = JsonOpt) -> None:
@@ -141,7 +149,7 @@ def _add_status_cancel(app: typer.Typer, mode: str) -> None:
         def human(r: Result) -> str:
             return f"{mode} cancelled" if r.get("cancelled") else f"no active {mode} loop"
 
-        run(lambda: modes.cancel(_paths(), mode), as_json=as_json, human=human)
+        run(lambda: _loop(modes.cancel(_paths(), mode)), as_json=as_json, human=human)
 
 
 def _sub_app(help_text: str) -> typer.Typer:
@@ -209,7 +217,7 @@ def ultraqa_cycle(
             return f"ultraqa passed: loop ended — {_quote(r.get('goal', ''))}"
         return f"ultraqa verdict recorded: {describe(r)}"
 
-    run(lambda: modes.record_cycle(_paths(), verdict), as_json=as_json, human=human)
+    run(lambda: _loop(modes.record_cycle(_paths(), verdict)), as_json=as_json, human=human)
 
 
 for _mode, _app in (("ralph", ralph), ("ultrawork", ultrawork), ("ultraqa", ultraqa)):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
 from omp.cli.options import JsonOpt
 from omp.cli.output import run
+
+if TYPE_CHECKING:
+    from omp.cli.replies import WaitReply
 
 
 def register(team_app: typer.Typer) -> None:
@@ -46,14 +49,17 @@ def register(team_app: typer.Typer) -> None:
         """
         from omp.cli.team_text import wait_text
 
-        def body() -> dict[str, Any]:
+        def body() -> WaitReply:
             from omp.record import config as team_config
             from omp.store.paths import StatePaths, find_root
             from omp.views.wait import wait as do_wait
 
             project = StatePaths(find_root(Path.cwd()))
             cfg = team_config.load(project.team(team))
-            return do_wait(cfg, since=since, timeout=timeout or None, exit_codes=exit_codes)
+            return cast(
+                "WaitReply",
+                do_wait(cfg, since=since, timeout=timeout or None, exit_codes=exit_codes),
+            )
 
         run(body, as_json=as_json, human=wait_text, exit_code=lambda r: int(r["exitCode"]))
 

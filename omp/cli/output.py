@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from omp.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, OmpError
 from omp.textsafe import json_safe, visible
@@ -29,7 +29,7 @@ def dumps(obj: Any) -> str:
     return json_safe(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
 
 
-def emit_json(obj: Result) -> None:
+def emit_json(obj: Mapping[str, Any]) -> None:
     text = dumps(obj)
     try:
         data = (text + "\n").encode("utf-8")
@@ -133,13 +133,14 @@ def guarded(fn: Callable[[], T], as_json: bool) -> T:
 
 
 def run(
-    fn: Callable[[], Result],
+    fn: Callable[[], Mapping[str, Any]],
     *,
     as_json: bool,
-    human: Callable[[Result], str] | None = None,
-    exit_code: Callable[[Result], int] | None = None,
+    human: Callable[[Any], str] | None = None,
+    exit_code: Callable[[Any], int] | None = None,
 ) -> NoReturn:
-    """Run one command body and print its one result; exit with the table's code."""
+    """Run one command body and print its one result; exit with the table's code. The body's
+    result is its command's reply (a TypedDict of `omp.cli.replies`)."""
     result = guarded(fn, as_json)
     code = exit_code(result) if exit_code else EXIT_OK
     if as_json:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
 from omp.cli.options import JsonOpt
 from omp.cli.output import run
+
+if TYPE_CHECKING:
+    from omp.cli.replies import SkillsReply
 
 app = typer.Typer(
     help="Agent skills that teach a leader agent to use omp.",
@@ -37,11 +40,11 @@ def install(
 ) -> None:
     """Copy omp's skills into the project; a changed file is kept unless --force."""
 
-    def body() -> dict[str, Any]:
+    def body() -> SkillsReply:
         from omp.skills import install as do_install
         from omp.store.paths import find_root
 
-        return do_install(find_root(Path.cwd()), target, force=force)
+        return cast("SkillsReply", do_install(find_root(Path.cwd()), target, force=force))
 
     run(body, as_json=as_json, human=install_text)
 

@@ -7,10 +7,21 @@ from pathlib import Path
 
 from omp.cli.output import run
 
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import cast
+
+    from omp.cli.replies import StatusReply
+else:
+    from omp.typelite import cast
+
 
 def status_once(team: str | None, *, as_json: bool) -> None:
     from omp.cli.team_text import status_text
     from omp.store.paths import StatePaths, find_root
     from omp.views.status import status
 
-    run(lambda: status(StatePaths(find_root(Path.cwd())), team), as_json=as_json, human=status_text)
+    def body() -> StatusReply:
+        return cast("StatusReply", status(StatePaths(find_root(Path.cwd())), team))
+
+    run(body, as_json=as_json, human=status_text)

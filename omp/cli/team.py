@@ -4,7 +4,7 @@ before typer; it is listed here only so `omp team --help` shows it)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
@@ -13,6 +13,15 @@ from omp.cli.output import progress, run
 from omp.invocation import hint
 
 if TYPE_CHECKING:
+    from omp.cli.replies import (
+        CollectReply,
+        CreateReply,
+        LaunchReply,
+        ListReply,
+        ListRow,
+        ShutdownReply,
+        TeamError,
+    )
     from omp.record.config import TeamConfig
     from omp.store.paths import StatePaths
 
@@ -51,7 +60,7 @@ def launch(
 ) -> None:
     """Open one tmux pane per worker, start an agent in each and hand each its task."""
 
-    def body() -> dict[str, Any]:
+    def body() -> LaunchReply:
         from omp.team.launch import LaunchRequest, parse_spec
         from omp.team.launch import launch as do_launch
 
@@ -72,7 +81,7 @@ def launch(
             cwd=Path.cwd(),
             ready_timeout=ready_timeout,
         )
-        return do_launch(req, progress=progress)
+        return cast("LaunchReply", do_launch(req, progress=progress))
 
     def human(r: dict[str, Any]) -> str:
         from omp.cli.output import invocation
@@ -122,10 +131,10 @@ def collect(
 ) -> None:
     """Each worker's outcome with its result. Read-only."""
 
-    def body() -> dict[str, Any]:
+    def body() -> CollectReply:
         from omp.views.status import collect as do_collect
 
-        return do_collect(_config(team))
+        return cast("CollectReply", do_collect(_config(team)))
 
     from omp.cli.team_text import collect_markdown
 
@@ -148,7 +157,7 @@ def shutdown(
 ) -> None:
     """Kill the team's worker panes (and its session if omp made it); keep all mail and state."""
 
-    def body() -> dict[str, Any]:
+    def body() -> ShutdownReply:
         from omp.errors import OmpError
         from omp.store.names import team_name
         from omp.team.shutdown import force_shutdown
@@ -163,8 +172,10 @@ def shutdown(
                         f"; to shut it down anyway: {hint(f'team shutdown --force {team}')}"
                     )
                 raise
-            return force_shutdown(_project().team(team_name(team)), socket=socket)
-        return do_shutdown(cfg)
+            return cast(
+                "ShutdownReply", force_shutdown(_project().team(team_name(team)), socket=socket)
+            )
+        return cast("ShutdownReply", do_shutdown(cfg))
 
     def human(r: dict[str, Any]) -> str:
         out = (
@@ -183,13 +194,13 @@ def shutdown(
 def list_(as_json: bool = JsonOpt) -> None:
     """The project's teams, one line each."""
 
-    def body() -> dict[str, Any]:
+    def body() -> ListReply:
         from omp.errors import OmpError
         from omp.record import config as team_config
         from omp.store import fs
 
         project = _project()
-        rows: list[dict[str, Any]] = []
+        rows: list[ListRow | TeamError] = []
         for n in team_config.list_teams(project):
             tp = project.team(n)
             try:
@@ -239,10 +250,10 @@ def create(
 ) -> None:
     """Write a team's config (and tasks) without tmux: for headless teams and scripts."""
 
-    def body() -> dict[str, Any]:
+    def body() -> CreateReply:
         from omp.team.setup import create_team
 
-        return create_team(Path.cwd(), name, workers, task=task)
+        return cast("CreateReply", create_team(Path.cwd(), name, workers, task=task))
 
     run(body, as_json=as_json, human=lambda r: f"created team {r['team']} ({r['config']})")
 

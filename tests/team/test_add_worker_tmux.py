@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
+from omp.cli.replies import AddWorkerReply, LaunchReply
 from omp.record import config as team_config
 from omp.store.paths import StatePaths
 from omp.tmux import Tmux
 from tests.helpers import (
+    assert_reply,
     child_env,
     isolate,
     make_project,
@@ -55,9 +57,11 @@ def test_a_worker_joins_a_running_team_and_leaves_it(
     env = env_for(omp_tmux, tmux_env)
     r = omp(project, env, "team", "launch", "2:demo", "count to 3", "--name", "g", "--json")
     assert r.rc == 0, r
+    assert_reply(r.json, LaunchReply)
     poll(lambda: status(project, env)["allDone"], timeout=60)
     r = omp(project, env, "team", "add-worker", "g", "1", "count to 4", "--json")
     assert r.rc == 0, r
+    assert_reply(r.json, AddWorkerReply)
     new = r.json["workers"][0]
     assert new["name"] == "worker-3" and new["taskId"] == "3" and new["paneId"].startswith("%")
     assert r.json["members"] == ["worker-1", "worker-2", "worker-3"]

@@ -1,0 +1,299 @@
+"""The `--json` replies of the typer commands, as TypedDicts (`omp team api`'s are in
+`omp.api.doc`): each key a reply may carry, `NotRequired` where it is there only sometimes.
+
+The command bodies in `omp/cli/` are annotated with them; tests/cli/test_replies.py runs each
+command and checks that its reply has exactly these keys (required ones always, no others).
+Every command's refusal under `--json` is `ErrorReply`. Imported for type checking and by the
+tests only: creating these classes costs ~2 ms. No `from __future__ import annotations`: Python
+3.11 sees `NotRequired` only in evaluated annotations.
+"""
+
+from typing import Any, NotRequired, TypedDict
+
+
+class ErrorReply(TypedDict):
+    """Any refusal (`omp.errors.OmpError.to_json`): its detail fields come beside these."""
+
+    ok: bool  # False
+    error: str  # a code of docs/errors.md
+    message: str
+
+
+# ---- omp team status / collect / wait / events ----------------------------------------------
+
+
+class WorkerStatus(TypedDict):
+    name: str
+    paneId: str | None
+    pane: str  # alive | dead | gone | unknown | none
+    deadStatus: int | None
+    unread: int
+    taskId: str | None
+    lastActivity: str | None
+    presence: str
+    status: str  # available | busy | inactive
+    busyWith: list[str]
+
+
+class TeamStatus(TypedDict):
+    team: str
+    agent: str | None
+    session: str | None
+    running: bool
+    notRunning: str | None  # why not
+    shutdown: dict[str, Any] | None
+    leaderUnread: int
+    tasks: list[dict[str, Any]]  # id, status, owner, result, description; or a broken file's row
+    workers: list[WorkerStatus]
+    allDone: bool
+
+
+class TeamError(TypedDict):
+    """A team of the overview that could not be read: a row saying why."""
+
+    team: str
+    error: str
+    message: str
+
+
+class LoopSummary(TypedDict):
+    mode: str
+    step: int
+    max: int
+    lastDecision: dict[str, Any] | None
+
+
+class StatusReply(TypedDict):
+    ok: bool
+    teams: list[TeamStatus | TeamError]
+    monitor: dict[str, Any] | None  # what the monitor last wrote, with `state` judged now
+    loops: list[LoopSummary]
+
+
+class CollectRow(TypedDict):
+    name: str
+    outcome: str  # done | working | failed | interrupted | dead
+    taskId: str | None
+    taskStatus: str | None
+    result: str | None
+    resultFile: str | None
+    resultMarkdown: str | None
+
+
+class RemovedRow(TypedDict):
+    name: str
+    outcome: str  # removed
+    resultFile: str
+    resultMarkdown: str
+
+
+class CollectReply(TypedDict):
+    ok: bool
+    team: str
+    workers: list[CollectRow]
+    removed: list[RemovedRow]
+    total: int
+    doneCount: int
+    allDone: bool
+    brokenTasks: list[dict[str, Any]]
+
+
+class WaitReply(TypedDict):
+    ok: bool
+    team: str
+    event: str  # mail | tasks | all_done | shutdown | gone | timeout
+    messages: dict[str, Any]  # count, senders, readCommand when there is mail
+    moved: list[dict[str, Any]]
+    tasks: NotRequired[dict[str, int]]  # tasks by status, when the team was looked at
+    cursor: str
+    brokenTasks: NotRequired[list[dict[str, Any]]]
+    why: NotRequired[str]  # gone: why the team cannot move any more
+    allDone: bool
+    exitCode: int
+    eventCode: int
+    waitedSeconds: float
+    next: str
+
+
+# ---- a team's life ----------------------------------------------------------------------------
+
+
+class LaunchedWorker(TypedDict):
+    name: str
+    paneId: str | None
+    taskId: str
+
+
+class LaunchReply(TypedDict):
+    ok: bool
+    team: str
+    agent: str
+    session: str
+    leaderPaneId: str | None
+    workers: list[LaunchedWorker]
+    config: str
+    attach: str
+
+
+class AddWorkerReply(TypedDict):
+    ok: bool
+    team: str
+    agent: str
+    workers: list[LaunchedWorker]
+    members: list[str]
+
+
+class CreateReply(TypedDict):
+    ok: bool
+    team: str
+    config: str
+    workers: int
+
+
+class ListRow(TypedDict):
+    team: str
+    workers: int
+    agent: str | None
+    shutdown: bool
+    shutdownAt: str | None
+    createdAt: str | None
+
+
+class ListReply(TypedDict):
+    ok: bool
+    teams: list[ListRow | TeamError]
+
+
+class ShutdownReply(TypedDict):
+    ok: bool
+    team: str
+    shutdownAt: str
+    killedPanes: list[str]
+    killedSession: bool
+    clearedLocks: int
+    forced: NotRequired[bool]  # --force: panes found by the identity omp gave them
+    skipped: list[dict[str, str]]
+
+
+class RemoveWorkerReply(TypedDict):
+    ok: bool
+    team: str
+    worker: str
+    killedPane: str | None  # the pane killed, if it was alive
+    interrupted: list[dict[str, Any]]
+    cancelled: list[dict[str, Any]]
+    workers: list[str]
+
+
+class DeleteReply(TypedDict):
+    ok: bool
+    team: str
+    bytes: int
+    lost: list[dict[str, Any]]
+    finished: list[dict[str, Any]]
+
+
+class PruneReply(TypedDict):
+    ok: bool
+    dryRun: bool
+    olderThanSeconds: float
+    removed: list[dict[str, Any]]
+    kept: list[dict[str, Any]]
+    bytes: int
+
+
+class DemoReply(LaunchReply):
+    allDone: bool
+    collect: CollectReply
+
+
+# ---- loops ------------------------------------------------------------------------------------
+
+
+class LoopReply(TypedDict):
+    """`omp ralph|ultrawork|ultraqa start|status|cancel` and `omp ultraqa cycle`: the loop's
+    file (shared with the TypeScript tool) with `ok` and `mode`; which fields it holds depends
+    on the mode and on where the loop is."""
+
+    ok: bool
+    mode: str
+    active: bool
+    unreadable: NotRequired[bool]  # the file is there but is no JSON object
+    cancelled: NotRequired[bool]
+    projectPath: NotRequired[str]
+    sessionId: NotRequired[str]
+    startedAt: NotRequired[str]
+    cancelledAt: NotRequired[str]
+    completedAt: NotRequired[str]
+    endedAt: NotRequired[str]
+    endReason: NotRequired[str]
+    lastDecision: NotRequired[dict[str, Any]]
+    # ralph
+    prompt: NotRequired[str]
+    iteration: NotRequired[int]
+    maxIterations: NotRequired[int]
+    completedSlices: NotRequired[int]
+    # ultrawork
+    objective: NotRequired[str]
+    taskCount: NotRequired[int]
+    taskSummary: NotRequired[str]
+    # ultraqa
+    goal: NotRequired[str]
+    cycleCount: NotRequired[int]
+    maxCycles: NotRequired[int]
+    lastVerdict: NotRequired[str]
+
+
+# ---- doctor, skills, hooks --------------------------------------------------------------------
+
+
+class DoctorReply(TypedDict):
+    ok: bool
+    agent: str
+    root: str
+    checks: list[dict[str, str]]
+    counts: dict[str, int]  # ok, warn, fail
+    error: NotRequired[str]  # doctor_failed, when a check failed
+    message: NotRequired[str]
+
+
+class SkillsReply(TypedDict):
+    ok: bool
+    target: str
+    skills: list[str]
+    files: list[dict[str, str]]
+    created: int
+    updated: int
+    unchanged: int
+
+
+class HooksReply(TypedDict):
+    ok: bool
+    root: str
+    command: str
+    uninstall: bool
+    hooks: list[dict[str, str]]
+    counts: dict[str, int]
+
+
+# The reply of each typer command with `--json` (events prints JSON lines, one event each).
+COMMANDS: dict[str, type] = {
+    "team launch": LaunchReply,
+    "team status": StatusReply,
+    "team collect": CollectReply,
+    "team shutdown": ShutdownReply,
+    "team list": ListReply,
+    "team create": CreateReply,
+    "team wait": WaitReply,
+    "team add-worker": AddWorkerReply,
+    "team remove-worker": RemoveWorkerReply,
+    "team delete": DeleteReply,
+    "team prune": PruneReply,
+    "demo": DemoReply,
+    "ralph": LoopReply,
+    "ultrawork": LoopReply,
+    "ultraqa": LoopReply,
+    "doctor": DoctorReply,
+    "skills install": SkillsReply,
+    "hooks install": HooksReply,
+}
