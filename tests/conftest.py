@@ -9,8 +9,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from omp.tmux import Tmux
+
+# Property tests: the quick loop (`-m "not slow"`) tries fewer examples of each (tests that set
+# their own `max_examples` keep it); CI, running everything, tries hypothesis's default 100.
+settings.register_profile("quick", max_examples=20)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if "not slow" in (config.getoption("markexpr") or ""):
+        settings.load_profile("quick")
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from omp.doctor import checks as doctor
 from omp.invocation import omp_command
 from omp.store import fs
 from omp.store.paths import StatePaths
-from tests.helpers import child_env, make_project, make_team, poll, run_omp, snapshot_tree
+from tests.helpers import child_env, make_project, make_team, poll, run_cli, snapshot_tree
 
 
 @pytest.fixture
@@ -276,23 +276,23 @@ def test_cli_exit_code_follows_the_default_agent(proj: Path, tmp_path: Path) -> 
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
     env = child_env(tmp_path / "home", PATH=str(_bin(tmp_path)))
-    out = run_omp("doctor", "--json", cwd=proj, env=env)
+    out = run_cli("doctor", "--json", cwd=proj, env=env)
     assert out.rc == 1, out
     assert out.json["ok"] is False and out.json["error"] == "doctor_failed"
     assert _by_name(out.json)["agent copilot"]["status"] == "fail"
     # 3 missing agent programs, and no omp stop hook for copilot
     assert out.json["message"] == "1 failed, 4 warning(s): not ready for --agent copilot"
     assert _by_name(out.json)["stop hook copilot"]["status"] == "warn"
-    demo = run_omp("doctor", "--agent", "demo", cwd=proj, env=env)
+    demo = run_cli("doctor", "--agent", "demo", cwd=proj, env=env)
     assert demo.rc == 0, demo
     assert demo.stdout.splitlines()[-1] == "0 failed, 4 warning(s): ready for --agent demo"
     _bin(tmp_path, "copilot")
-    assert run_omp("doctor", cwd=proj, env=env).rc == 0
+    assert run_cli("doctor", cwd=proj, env=env).rc == 0
 
 
 def test_cli_human_output_gives_a_fix_per_miss(proj: Path, tmp_path: Path) -> None:
     env = child_env(tmp_path / "home", PATH=str(tmp_path / "empty"))
-    out = run_omp("doctor", cwd=proj, env=env)
+    out = run_cli("doctor", cwd=proj, env=env)
     assert out.rc == 1
     lines = out.stdout.splitlines()
     assert lines[0] == f"ok    project root {proj}"
@@ -306,7 +306,7 @@ def test_doctor_writes_nothing(proj: Path, tmp_path: Path) -> None:
     make_team(proj, "t1", 2)
     _lock(proj, phase="pending", createdAt=clock.iso(clock.now() - 300))
     before = snapshot_tree(proj)
-    out = run_omp("doctor", "--json", cwd=proj, env=child_env(tmp_path / "home"))
+    out = run_cli("doctor", "--json", cwd=proj, env=child_env(tmp_path / "home"))
     assert out.json is not None and out.json["checks"]
     assert snapshot_tree(proj) == before
 

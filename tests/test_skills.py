@@ -12,7 +12,7 @@ import typer.main
 
 from omp import skills
 from omp.errors import OmpError
-from tests.helpers import REPO, child_env, make_project, run_omp
+from tests.helpers import REPO, child_env, make_project, run_cli
 
 SKILL = REPO / "skills" / "team" / "SKILL.md"
 
@@ -53,7 +53,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_install_copies_the_packaged_skill(proj: Path, tmp_path: Path) -> None:
-    out = run_omp("skills", "install", "--json", cwd=proj, env=_env(tmp_path))
+    out = run_cli("skills", "install", "--json", cwd=proj, env=_env(tmp_path))
     dest = proj / ".github/skills/team/SKILL.md"
     assert out.rc == 0, out
     assert out.json == {
@@ -71,7 +71,7 @@ def test_install_copies_the_packaged_skill(proj: Path, tmp_path: Path) -> None:
 def test_install_from_a_subdirectory_goes_to_the_project_root(proj: Path, tmp_path: Path) -> None:
     sub = proj / "src" / "pkg"
     sub.mkdir(parents=True)
-    out = run_omp("skills", "install", "--target", ".claude/skills", cwd=sub, env=_env(tmp_path))
+    out = run_cli("skills", "install", "--target", ".claude/skills", cwd=sub, env=_env(tmp_path))
     assert out.rc == 0, out
     assert (proj / ".claude/skills/team/SKILL.md").read_bytes() == _rendered()
     assert not (sub / ".claude").exists()
@@ -93,13 +93,13 @@ def test_changed_file_is_refused_then_overwritten_with_force(proj: Path, tmp_pat
     skills.install(proj)
     dest = proj / ".github/skills/team/SKILL.md"
     dest.write_text("my own notes\n")
-    out = run_omp("skills", "install", "--json", cwd=proj, env=_env(tmp_path))
+    out = run_cli("skills", "install", "--json", cwd=proj, env=_env(tmp_path))
     assert out.rc == 1
     assert out.json["error"] == "skill_changed"
     assert out.json["files"] == [str(dest)]
     assert "--force" in out.json["message"]
     assert dest.read_text() == "my own notes\n"  # the edit is kept
-    forced = run_omp("skills", "install", "--force", "--json", cwd=proj, env=_env(tmp_path))
+    forced = run_cli("skills", "install", "--force", "--json", cwd=proj, env=_env(tmp_path))
     assert forced.rc == 0 and forced.json["updated"] == 1
     assert dest.read_bytes() == _rendered()
 

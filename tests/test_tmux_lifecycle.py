@@ -148,6 +148,7 @@ def test_errors_name_the_subcommand(omp_tmux: Tmux, tmp_path: Path) -> None:
     assert bad.value.code == "invalid_input"
 
 
+@pytest.mark.slow  # each call waits out its time limit on a hung tmux
 def test_lifecycle_calls_are_bounded_in_time(tmp_path: Path) -> None:
     hung = tmp_path / "hung-tmux"
     hung.write_text("#!/bin/sh\nexec sleep 30\n")

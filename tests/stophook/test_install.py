@@ -11,7 +11,7 @@ import pytest
 from omp.errors import OmpError
 from omp.stophook import checks
 from omp.stophook.install import TARGETS, install
-from tests.helpers import child_env, run_omp
+from tests.helpers import child_env, run_cli
 
 CMD = "/opt/omp/bin/omp hook stop"
 
@@ -158,7 +158,7 @@ def test_unknown_agent_is_a_usage_error(root: Path) -> None:
 
 def test_the_cli_installs_the_running_omp_by_absolute_path(tmp_path: Path, root: Path) -> None:
     e = child_env(tmp_path / "home")
-    r = run_omp("hooks", "install", "--json", cwd=root, env=e)
+    r = run_cli("hooks", "install", "--json", cwd=root, env=e)
     assert r.rc == 0, r.stderr
     cmd = r.json["command"]
     assert cmd.endswith(" hook stop") and cmd.startswith("/")
@@ -166,10 +166,10 @@ def test_the_cli_installs_the_running_omp_by_absolute_path(tmp_path: Path, root:
     assert read(root, "copilot")["hooks"]["agentStop"][0]["bash"] == cmd
     (root / ".codex").mkdir()
     (root / ".codex" / "hooks.json").write_text("{oops")
-    bad = run_omp("hooks", "install", "--agent", "all", "--json", cwd=root, env=e)
+    bad = run_cli("hooks", "install", "--agent", "all", "--json", cwd=root, env=e)
     assert bad.rc == 1 and bad.json["error"] == "invalid_hook_config"
     assert not (root / ".claude").exists()
-    human = run_omp("hooks", "install", "--agent", "codex", cwd=root, env=e)
+    human = run_cli("hooks", "install", "--agent", "codex", cwd=root, env=e)
     assert human.rc == 1 and "[invalid_hook_config]" in human.stderr and human.stdout == ""
 
 
@@ -249,9 +249,9 @@ def test_ralph_start_warns_on_stderr_and_still_starts(tmp_path: Path, root: Path
     e = child_env(tmp_path / "home")
     for k in ("COPILOT_CLI", "CLAUDECODE", "GEMINI_CLI", "CODEX_HOME", "CODEX_SANDBOX"):
         e.pop(k, None)
-    r = run_omp("ralph", "start", "x", "--json", cwd=root, env=e)
+    r = run_cli("ralph", "start", "x", "--json", cwd=root, env=e)
     assert r.rc == 0 and r.json["active"] is True
     assert "warning: no omp stop hook for copilot" in r.stderr
-    run_omp("hooks", "install", cwd=root, env=e)
-    r = run_omp("ralph", "start", "x", "--json", cwd=root, env=e)
+    run_cli("hooks", "install", cwd=root, env=e)
+    r = run_cli("ralph", "start", "x", "--json", cwd=root, env=e)
     assert r.rc == 0 and "stop hook" not in r.stderr

@@ -22,6 +22,7 @@ from tests.helpers import (
     make_project,
     make_team,
     poll,
+    run_cli,
     run_omp,
     snapshot_tree,
 )
@@ -41,6 +42,11 @@ def env_for(tmux: Tmux, home: Path) -> dict[str, str]:
 
 def omp(project: Path, env: dict[str, str], *args: str) -> Any:
     return run_omp(*args, cwd=project, env=env, timeout=120)
+
+
+def here(project: Path, env: dict[str, str], *args: str) -> Any:
+    """A command without tmux, run in this process."""
+    return run_cli(*args, cwd=project, env=env)
 
 
 def status(project: Path, env: dict[str, str]) -> dict[str, Any]:
@@ -129,25 +135,25 @@ def test_an_add_that_fails_midway_leaves_the_team_as_it_was(
 def test_add_worker_to_a_headless_team(project: Path, tmp_path: Path) -> None:
     env = child_env(tmp_path / "home")
     make_team(project, "h", 2, task="old work")
-    r = omp(project, env, "team", "remove-worker", "h", "worker-2")
+    r = here(project, env, "team", "remove-worker", "h", "worker-2")
     assert r.rc == 0, r
-    r = omp(project, env, "team", "add-worker", "h", "2", "new work", "--agent", "demo", "--json")
+    r = here(project, env, "team", "add-worker", "h", "2", "new work", "--agent", "demo", "--json")
     assert r.rc == 0, r
     assert [(w["name"], w["taskId"]) for w in r.json["workers"]] == [
         ("worker-3", "3"),
         ("worker-4", "4"),
     ]
-    roster = omp(project, env, "team", "api", "roster", "--input",
+    roster = here(project, env, "team", "api", "roster", "--input",
                  json.dumps({"team_name": "h"}), "--json").json  # fmt: skip
     names = [m["name"] for m in roster["members"]]
     assert names == ["worker-1", "worker-3", "worker-4", "leader"]
     inbox = (project / ".omp/state/team/h/workers/worker-4/inbox.md").read_text()
     assert "new work (part 2/2)" in inbox and "worker-3" in inbox
-    tasks = omp(project, env, "team", "api", "list-tasks", "--input",
+    tasks = here(project, env, "team", "api", "list-tasks", "--input",
                 json.dumps({"team_name": "h"}), "--json").json["tasks"]  # fmt: skip
     assert [t["id"] for t in tasks] == ["1", "2", "3", "4"]
     # a plain TASK without N means one worker
-    r = omp(project, env, "team", "add-worker", "h", "review it", "--agent", "demo", "--json")
+    r = here(project, env, "team", "add-worker", "h", "review it", "--agent", "demo", "--json")
     assert r.json["workers"] == [{"name": "worker-5", "paneId": None, "taskId": "5"}]
 
 
@@ -161,12 +167,12 @@ def test_add_worker_refusals_change_nothing(project: Path, tmp_path: Path) -> No
         (("h", "1", "--agent", "nope"), "unknown_agent"),
         (("nope",), "unknown_team"),
     ]:
-        r = omp(project, env, "team", "add-worker", *args, "--json")
+        r = here(project, env, "team", "add-worker", *args, "--json")
         assert r.json["error"] == code, (args, r)
     (project / ".omp/state/team/h/shutdown.json").write_text("{}")
     os.chmod(project / ".omp/state/team/h/shutdown.json", 0o600)
     before = snapshot_tree(project / ".omp")
-    r = omp(project, env, "team", "add-worker", "h", "1", "--agent", "demo", "--json")
+    r = here(project, env, "team", "add-worker", "h", "1", "--agent", "demo", "--json")
     assert r.rc == 1 and r.json["error"] == "team_shut_down", r
     assert snapshot_tree(project / ".omp") == before
 

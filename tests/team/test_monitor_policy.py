@@ -290,6 +290,7 @@ def test_the_reservation_is_on_disk_before_the_send(world: World) -> None:
     assert {d["tracker"]["lastAttempt"]["outcome"] for d in docs} == {"sent"}
 
 
+@pytest.mark.slow  # a long simulated run (30 minutes of scans)
 def test_a_failed_send_is_not_given_back(world: World) -> None:
     world.loop()
     world.fake.deliver_ok = False
@@ -339,6 +340,7 @@ def test_busy_resets_the_idle_timer(world: World) -> None:
     assert world.fake.to("%1") == [IDLE_PROMPT]
 
 
+@pytest.mark.slow  # a long simulated run (30 minutes of scans)
 def test_copy_mode_dialogs_and_starting_screens_are_not_idle(world: World) -> None:
     world.loop()
     world.fake.panes["%1"].in_mode = True
@@ -348,6 +350,7 @@ def test_copy_mode_dialogs_and_starting_screens_are_not_idle(world: World) -> No
     assert world.fake.sent == []
 
 
+@pytest.mark.slow  # a long simulated run (30 minutes of scans)
 def test_no_loop_no_idle_prompts_but_unread_renudges_still_go(world: World) -> None:
     world.mail("worker-1", "first")
     mon = world.monitor()
@@ -408,6 +411,7 @@ def test_at_most_one_line_per_pane_per_scan(world: World) -> None:
     assert world.fake.to("%1").count(nudge_text("t", "worker-1", 1, OMP)) == 3
 
 
+@pytest.mark.slow  # a long simulated run (30 minutes of scans)
 def test_cancelling_the_loop_stops_idle_prompts_within_one_scan(world: World) -> None:
     world.loop()
     mon = world.monitor()
@@ -436,6 +440,7 @@ def test_a_loop_cancelled_between_decision_and_send_skips_the_send(
     assert all(d["tracker"]["nudgeCount"] == 1 for d in docs)  # the slot is still spent
 
 
+@pytest.mark.slow  # a long simulated run (30 minutes of scans)
 def test_no_idle_prompts_when_every_task_is_done(world: World) -> None:
     world.loop()
     tp = world.paths.team("t")
@@ -480,6 +485,7 @@ def test_a_shut_down_team_is_not_watched(world: World) -> None:
     assert world.fake.sent == [] and mon.last_report.teams == []
 
 
+@pytest.mark.slow  # a long simulated run (30 minutes of scans)
 def test_an_unreadable_tracker_fails_closed(world: World) -> None:
     world.loop()
     mon = world.monitor()
@@ -892,6 +898,7 @@ def test_mail_read_before_the_pane_went_idle_gets_no_nudge(world: World) -> None
     assert world.fake.to("%1") == []
 
 
+@pytest.mark.slow  # a long simulated run (30 minutes of scans)
 def test_the_leader_gets_its_mail_nudged_by_its_own_agents_screen(world: World) -> None:
     """With --nudge-leader the leader's pane is watched for its mail (never idle prompts),
     judged by the leader's agent profile, not the workers'."""
