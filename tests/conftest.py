@@ -1,12 +1,24 @@
-"""tmux fixtures: a private server per test, never the user's."""
+"""tmux fixtures: a private server per test, never the user's; and how the suite itself runs."""
 
 from __future__ import annotations
 
 import os
 import secrets
 import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+# Bytecode outside the checkout rather than none at all: an environment with
+# PYTHONDONTWRITEBYTECODE=1 would otherwise have pytest rewrite and compile every test module and
+# omp again on each run (measured: collection 17.6 s instead of 4.2 s). The children the tests
+# start use the same directory (tests.helpers.child_env).
+if sys.dont_write_bytecode:
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = sys.pycache_prefix or str(
+        Path(tempfile.gettempdir()) / f"omp-tests-pycache-{os.getuid()}"
+    )
 
 import pytest
 from hypothesis import settings
