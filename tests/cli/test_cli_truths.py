@@ -103,6 +103,7 @@ def test_hints_name_the_omp_that_runs_here(root: Path, capsys: pytest.CaptureFix
     assert f"{omp} ultraqa start" in exc.value.message
 
 
+@pytest.mark.slow  # a real process that prints a frame a second, killed after two
 def test_watch_json_streams_one_object_per_line(root: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "omp", "team", "status", "t", "--watch", "--json"],
