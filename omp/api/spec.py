@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 else:
     from omp.typelite import Generic
 
-    R = None
+    R = None  # `Generic[R]` below is read by mypy; at run time it is the plain base
 
 MAX_BODY = 32 * 1024
 DEFAULT_LIMIT = 50
