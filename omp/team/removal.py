@@ -9,6 +9,8 @@ finishes first thing. An archived run (`runs/<label>/`) goes the same way.
 Mail outranks tidiness (pi peers learned it by deleting a queued letter): a team whose mailboxes
 hold unread mail is refused, by `delete` and skipped by `prune`, unless `--force`, and then what is
 lost is listed. A team with a live pane is refused even with `--force`: shut it down first.
+Whatever process of the team outlived its panes (an agent that `setsid`'d) is ended before its
+state goes (`omp.procs`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omp import clock
+from omp import clock, procs
 from omp.errors import OmpError
 from omp.invocation import team_command
 from omp.mail.mailbox import Mailbox
@@ -227,6 +229,7 @@ def delete(
             team=name,
             unread=lost,
         )
+    ended = _end_leftovers(team)
     finished = finish_tombstones(project, remove=remove)
     size = tree_bytes(team.dir)
     tomb = tombstone(project, team.dir, "team", name)
@@ -237,7 +240,16 @@ def delete(
         "bytes": size,
         "lost": lost,
         "finished": finished,
+        "endedProcesses": ended.found,
+        **({"processesLeft": ended.left} if ended.left else {}),
     }
+
+
+def _end_leftovers(team: TeamPaths) -> procs.Ended:
+    """End the team's processes that outlived its panes: nothing of it keeps running."""
+    from omp.team.shutdown import team_match
+
+    return procs.terminate(procs.collect([], team_match(team)))
 
 
 # ---- prune ------------------------------------------------------------------------------------
@@ -354,5 +366,6 @@ def _prune_team(
             return entry, entry["why"]
         entry["lost"] = lost
     if not dry_run:
+        _end_leftovers(team)
         _remove(tombstone(project, team.dir, "team", team.name), rm)
     return entry, None
