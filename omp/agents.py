@@ -317,6 +317,86 @@ def blocked_reason(profile: AgentProfile, lines: Sequence[str]) -> str | None:
     return None
 
 
+# -- screens only a person can answer ("needs you") -------------------------------------------
+
+# Whichever agent draws them. Specific phrasings only: an agent's own output (a worker writing
+# rate-limit code) must not read as a rate-limit screen.
+PERSON_SCREENS: tuple[tuple[str, str], ...] = (
+    (
+        "permission prompt",
+        r"Do you want to (?:proceed|make this edit|create|allow|run)\b[^\n]*\?"
+        r"|Would you like to (?:run the following command|make the following edits)\?"
+        r"|^\W*Allow (?:execution|this action|command)\b[^\n]*\?",
+    ),
+    (
+        "rate limit",
+        r"(?i)rate[- ]limit(?:ed| (?:reached|exceeded|hit))\b|\btoo many requests\b"
+        r"|usage limit reached|you'?ve (?:hit|reached) your (?:usage )?limit",
+    ),
+    (
+        "quota",
+        r"(?i)\bquota (?:exceeded|reached|exhausted)\b|exceeded (?:your|the)[^\n]*\bquota\b"
+        r"|\bRESOURCE_EXHAUSTED\b",
+    ),
+    ("error", r"^\W*API Error\b|Press any key to retry"),
+)
+# A profile's dialog that only a person can answer (`keys = []`), by its name.
+_DIALOG_LABELS = {"login-error": "error", "menu": "a menu", "hooks-review": "hooks review"}
+
+
+def _first(pattern: str, text: str) -> int:
+    """Index of the first window line `pattern` matches, -1 if none."""
+    m = _rx(pattern).search(text)
+    return -1 if m is None else text.count("\n", 0, m.start())
+
+
+def _person(profile: AgentProfile, lines: Sequence[str]) -> tuple[str, str] | None:
+    """(what the screen asks of a person, the pattern that found it), or None."""
+    text = "\n".join(bottom_window(lines, profile.bottom_lines))
+    state, dialog = _judge(profile, lines)
+    if dialog is not None and not dialog.keys:
+        return _DIALOG_LABELS.get(dialog.name, dialog.name), dialog.pattern
+    busy_at = _lowest(profile.busy_patterns, text)
+    best: tuple[str, str, int] | None = None
+    for label, pattern in PERSON_SCREENS:
+        at = _lowest((pattern,), text)
+        # A busy line below it means the agent moved on: the text is older than the work.
+        if at >= 0 and at >= busy_at and (best is None or at > best[2]):
+            best = (label, pattern, at)
+    if best is not None:
+        return best[0], best[1]
+    if state != "busy" and blocked_reason(profile, lines):
+        return "sign-in", "|".join(f"(?:{p})" for p in profile.blocked_patterns)
+    return None
+
+
+def needs_person(profile: AgentProfile, lines: Sequence[str]) -> str | None:
+    """What the screen waits for a person to do (`permission prompt`, `sign-in`, `rate limit`,
+    `quota`, `error`, or the name of a profile's dialog with no keys), or None. Nothing may be
+    typed into such a screen: an Enter there takes the preselected answer."""
+    found = _person(profile, lines)
+    return None if found is None else found[0]
+
+
+_RULE = set("─━═╌╍┄┈-—_╭╮╰╯┌┐└┘ ")
+
+
+def person_lines(profile: AgentProfile, lines: Sequence[str], count: int = 3) -> list[str]:
+    """`count` non-blank lines that say what the screen asks: from the first line of the dialog
+    (the bottom lines otherwise), box borders and rules left out. Raw text: sanitise it."""
+    window = bottom_window(lines, profile.bottom_lines)
+    found = _person(profile, lines)
+    start = _first(found[1], "\n".join(window)) if found is not None else -1
+    kept = [ln.strip().strip("│┃║").strip() for ln in window[max(start, 0) :]]
+    kept = [ln for ln in kept if ln and not set(ln) <= _RULE]
+    if start >= 0 and len(kept) >= count:
+        return kept[:count]
+    # A footer ("enter to select") or nothing found: the bottom lines, the question above it.
+    rest = [ln.strip().strip("│┃║").strip() for ln in window]
+    rest = [ln for ln in rest if ln and not set(ln) <= _RULE]
+    return rest[-count:]
+
+
 def input_region(profile: AgentProfile, lines: Sequence[str]) -> list[str] | None:
     """The agent's input box: the last prompt line plus its continuation lines; None if absent.
 

@@ -96,6 +96,11 @@ def describe(ev: dict[str, Any]) -> str:
         text = f"{ev.get('worker')} {ev.get('change')}{why}"
     elif kind == "loop":
         text = f"loop {ev.get('mode')} {ev.get('change')}"
+    elif kind == "attention":
+        if ev.get("change") == "started":
+            text = f"{ev.get('worker')} needs you: {ev.get('what')}"
+        else:
+            text = f"{ev.get('worker')} no longer needs you ({ev.get('what')})"
     else:
         text = f"{kind}: " + ", ".join(f"{k}={v}" for k, v in ev.items() if k not in ("type",))
     return f"{at}  {text}"

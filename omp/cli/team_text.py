@@ -88,10 +88,12 @@ def status_text(result: dict[str, Any]) -> str:
             )
         lines.append("  workers:")
         for w in t["workers"]:
+            needs = w.get("needsYou")
             lines.append(
                 f"    {_cell(w['name']):<10} pane {_cell(w['paneId']):<5} {w['pane']:<7} "
                 f"{_cell(w.get('presence')):<8} {_cell(w.get('status')):<9} "
                 f"unread {w['unread']:<3} last {_cell(w['lastActivity'])}"
+                + (f"  needs you: {_cell(needs.get('what'))}" if needs else "")
             )
         lines.append(f"  allDone={str(t['allDone']).lower()}")
     mon = result.get("monitor")
@@ -146,6 +148,8 @@ def wait_text(r: dict[str, Any]) -> str:
         )
     for b in r.get("brokenTasks") or []:
         lines.append(f"task {inline(str(b['id']))}: unreadable: {inline(b['message'])}")
+    for a in r.get("attention") or []:
+        lines += attention_lines(a)
     if event == "all_done":
         total = sum(r.get("tasks", {}).values())
         lines.append(f"all {total} task(s) done; results: {hint(f'team collect {team}')}")
@@ -156,9 +160,21 @@ def wait_text(r: dict[str, Any]) -> str:
     elif event == "timeout":
         again = r.get("next") or hint(f"team wait {team}")
         lines.append(f"nothing new after {r['waitedSeconds']:g}s; wait again: {again}")
-    if r.get("next") and event in ("mail", "tasks"):
+    if r.get("next") and event in ("mail", "tasks", "attention"):
         lines.append(f"  wait again: {r['next']}")
     return "\n".join(lines)
+
+
+def attention_lines(a: dict[str, Any]) -> list[str]:
+    """A worker that needs a person: what, what its screen shows, how to reach it."""
+    who, what, since = _cell(a.get("worker")), _cell(a.get("what")), _cell(a.get("since"))
+    out = [f"{who} needs you: {what} (since {since})"]
+    shown = [str(x) for x in a.get("lines") or []]
+    if shown:
+        out.append("  its screen: " + " | ".join(inline(x) for x in shown))
+    if a.get("attach"):
+        out.append(f"  attach:     {_cell(a['attach'])}")
+    return out
 
 
 # ---- add-worker, remove-worker, delete, prune -----------------------------------------------

@@ -162,6 +162,8 @@ _UNREACHABLE = {
 _DEFERRED = {
     "busy": "the agent is busy; the monitor nudges once it is idle",
     "not_ready": "the screen is not at an idle prompt; the monitor nudges once it is",
+    "needs_person": "the agent's screen waits for a person (a permission prompt, a sign-in, a "
+    "rate limit); nothing is typed into it: the monitor nudges once it is gone",
     "copy_mode": "the pane is in copy mode; the monitor nudges once it leaves it",
     "lock_timeout": "another nudge was being typed; the monitor follows up",
     "unverified": "the nudge was not seen submitted; the monitor follows up",

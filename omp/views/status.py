@@ -52,6 +52,8 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
         panes={w: v.state for w, v in views.items() if cfg.pane_of(w)},  # headless: heartbeat
         task_list=task_list,
     )
+    shut = os.path.lexists(team.shutdown)
+    needs = {} if shut else _needs_you(cfg)
     workers = []
     for w in cfg.worker_names:
         view = views[w]
@@ -68,6 +70,8 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
                 "presence": states[w].presence,
                 "status": states[w].status,
                 "busyWith": states[w].busy_with,
+                # what only a person can answer now (`omp.monitor.attention`), or None
+                "needsYou": needs.get(w) if view.state in ("alive", "unknown") else None,
             }
         )
     shutdown = (
@@ -97,6 +101,15 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
         "allDone": bool(task_list)
         and not task_list.broken
         and all(t.get("status") in tasks.TERMINAL for t in task_list),
+    }
+
+
+def _needs_you(cfg: TeamConfig) -> dict[str, dict[str, Any]]:
+    from omp.monitor import attention
+
+    return {
+        w: {k: e.get(k) for k in ("what", "since", "lines", "attach", "seq")}
+        for w, e in attention.read(cfg)["workers"].items()
     }
 
 
