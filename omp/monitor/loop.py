@@ -408,11 +408,7 @@ class Monitor:
             ],
             report,
         )
-        for it in items:
-            try:
-                self._judge(it, adapter, report, now)
-            except Exception as exc:  # one odd pane must not stop the watch of the others
-                report.diagnostics.append(f"team {it.team.name} {it.worker}: {_why(exc)}")
+        # Needs a person? Judged on the screen as captured, before anything may be typed.
         for it in items:
             if it.worker == LEADER:
                 continue
@@ -422,6 +418,11 @@ class Monitor:
                 report.diagnostics.append(
                     f"team {it.team.name} {it.worker}: attention: {_why(exc)}"
                 )
+        for it in items:
+            try:
+                self._judge(it, adapter, report, now)
+            except Exception as exc:  # one odd pane must not stop the watch of the others
+                report.diagnostics.append(f"team {it.team.name} {it.worker}: {_why(exc)}")
         for t in live:
             live_workers = {it.worker for it in items if it.team is t}
             try:
