@@ -47,6 +47,14 @@ def launch(
         help="The agent in the leader's pane (its screen decides when a nudge may be typed); "
         "detected when omp runs inside it.",
     ),
+    notify: str = typer.Option(
+        None,
+        "--notify",
+        metavar="CMD",
+        help="Run CMD when a worker needs you, all is done, a verify fails, a merge conflicts or "
+        "the team is gone (the event as JSON on stdin and OMP_EVENT_*); `tmux`: show it in the "
+        "leader's tmux client. Default: [notify] command in .omp/config.toml.",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Open one tmux pane per worker, start an agent in each and hand each its task."""
@@ -71,6 +79,7 @@ def launch(
             leader_agent=leader_agent,
             cwd=Path.cwd(),
             ready_timeout=ready_timeout,
+            notify=notify,
         )
         return do_launch(req, progress=progress)
 

@@ -49,6 +49,7 @@ class LaunchRequest:
     leader_agent: str | None = None  # the agent in the leader's pane; None: detect it
     cwd: Path = field(default_factory=Path.cwd)
     ready_timeout: float | None = None  # None: the profile's own
+    notify: str | None = None  # the team's notify command (`omp.notify`), or `tmux`
 
 
 def parse_spec(spec: str) -> tuple[int, str | None]:
@@ -129,6 +130,10 @@ class Launch:
         req = self.req
         if not 1 <= req.workers <= MAX_WORKERS:
             raise OmpError("invalid_input", f"worker count must be 1-{MAX_WORKERS}")
+        if req.notify is not None:
+            from omp.notify import check_command
+
+            check_command(req.notify)
         if req.ready_timeout is not None and req.ready_timeout <= 0:
             raise OmpError(
                 "invalid_input", f"--ready-timeout must be > 0, got {req.ready_timeout:g}"
@@ -297,6 +302,8 @@ class Launch:
             launchToken=token,
             tmuxIdentity=ident.to_config(),
         )
+        if req.notify is not None:
+            raw["notify"] = req.notify
         for w in raw["workers"]:
             w["paneId"] = panes[w["name"]]
         self._write_state(team, raw, worker_names)
