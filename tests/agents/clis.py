@@ -266,13 +266,33 @@ class AgentTeam:
         ).stdout
         return out.splitlines()
 
-    def close(self) -> None:
+    def close(self) -> list[str]:
+        """Shut the team down, end its tmux server; returns the team's processes still left
+        (each ended here, so a failing test does not leak them): none, after a shutdown."""
         if self.launch_result:
             self.omp("team", "shutdown", self.name, "--json", check=False, timeout=60)
+        left = self.leftovers()
         subprocess.run(
             ["tmux", "-L", self.socket, "kill-server"], capture_output=True, env=self.env
         )
         self._wait_monitor_gone()
+        return left
+
+    def leftovers(self) -> list[str]:
+        """Live processes carrying this team's environment (`OMP_TEAM`, `OMP_ROOT`), each
+        ended now and named `pid argv`."""
+        from omp import procs
+
+        found = procs.collect([], procs.EnvMatch(self.name, str(self.root)))
+        names = []
+        for p in found:
+            try:
+                argv = Path(f"/proc/{p.pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            names.append(f"{p.pid} {argv.decode('utf-8', 'replace').strip()[:200]}")
+        procs.terminate(found, grace=1.0)
+        return names
 
     def _wait_monitor_gone(self, timeout: float = 30.0) -> None:
         """A monitor this team started stops by itself once no live team is left."""
