@@ -39,12 +39,12 @@ class Proc(NamedTuple):
 
 class EnvMatch:
     """Which processes belong to a team: `OMP_TEAM` and `OMP_ROOT` equal (the root compared by
-    real path), `OMP_WORKER` set (a leader's pane has none) and, when given, one of `workers`
-    and one of `tokens` (`OMP_LAUNCH_TOKEN`)."""
+    real path; `team` None: any team of that project), `OMP_WORKER` set (a leader's pane has
+    none) and, when given, one of `workers` and one of `tokens` (`OMP_LAUNCH_TOKEN`)."""
 
     def __init__(
         self,
-        team: str,
+        team: str | None,
         root: str,
         workers: Collection[str] | None = None,
         tokens: Collection[str] | None = None,
@@ -52,7 +52,9 @@ class EnvMatch:
         self.team, self.root, self.workers, self.tokens = team, root, workers, tokens
 
     def __call__(self, env: Mapping[str, str]) -> bool:
-        if env.get("OMP_TEAM") != self.team or not env.get("OMP_WORKER"):
+        if not env.get("OMP_TEAM") or not env.get("OMP_WORKER"):
+            return False
+        if self.team is not None and env.get("OMP_TEAM") != self.team:
             return False
         if self.workers is not None and env.get("OMP_WORKER") not in self.workers:
             return False

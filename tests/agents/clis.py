@@ -279,11 +279,11 @@ class AgentTeam:
         return left
 
     def leftovers(self) -> list[str]:
-        """Live processes carrying this team's environment (`OMP_TEAM`, `OMP_ROOT`), each
-        ended now and named `pid argv`."""
+        """Live worker processes of any team of this project (`OMP_ROOT`; a leader agent may
+        have launched teams of its own), each ended now and named `pid argv`."""
         from omp import procs
 
-        found = procs.collect([], procs.EnvMatch(self.name, str(self.root)))
+        found = procs.collect([], procs.EnvMatch(None, str(self.root)))
         names = []
         for p in found:
             try:
