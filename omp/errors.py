@@ -41,6 +41,7 @@ CODES: dict[str, int] = {
     "unknown_worker": EXIT_REFUSED,
     "sender_mismatch": EXIT_REFUSED,
     "stale_generation": EXIT_REFUSED,
+    "worker_not_allowed": EXIT_REFUSED,
     "worker_alive": EXIT_REFUSED,
     "worker_removed": EXIT_REFUSED,
     "duplicate": EXIT_REFUSED,

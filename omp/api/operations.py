@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from omp.api.spec import TEAM, Args, Field, Operation, Reply, Result, text_field
 from omp.errors import OmpError
+from omp.identity import worker_identity
 from omp.mail import delivery, limits, mailbox
 from omp.record import config as team_config
 from omp.record.config import TeamConfig
@@ -76,16 +77,6 @@ def _sender(cfg: TeamConfig, name: str) -> str:
 # ---- identity -----------------------------------------------------------------------------
 
 
-def worker_identity() -> tuple[str, str | None, str | None] | None:
-    """(OMP_WORKER, OMP_TEAM, OMP_LAUNCH_TOKEN) when this process was launched as a worker, else
-    None: the leader, a person, a script (they have no worker identity and keep full power)."""
-    worker = os.environ.get("OMP_WORKER") or None
-    token = os.environ.get("OMP_LAUNCH_TOKEN") or None
-    if worker is None and token is None:
-        return None
-    return worker or "?", os.environ.get("OMP_TEAM") or None, token
-
-
 def _fence(cfg: TeamConfig, claimed: str | None) -> str | None:
     """Authorize the caller: returns the worker it is, or the name it gives when it has no worker
     identity. The one check every operation runs before touching anything.
@@ -99,12 +90,12 @@ def _fence(cfg: TeamConfig, claimed: str | None) -> str | None:
     ident = worker_identity()
     if ident is None:
         return claimed
-    env_worker, env_team, token = ident
+    env_worker, env_team, token = ident.worker or "?", ident.team, ident.token
     if env_team != cfg.name:
         raise OmpError(
             "sender_mismatch",
-            f"this process is {env_worker} of team {env_team or '?'} (OMP_TEAM, OMP_WORKER); it "
-            f"cannot act in team {cfg.name}",
+            f"this process is {env_worker} of team {env_team or '?'} ({', '.join(ident.carried)}); "
+            f"it cannot act in team {cfg.name}",
             worker=env_worker,
             team=env_team,
         )
@@ -122,11 +113,14 @@ def _fence(cfg: TeamConfig, claimed: str | None) -> str | None:
     # A worker added to a running team carries a token of its own (a new generation of its name)
     entry = cfg.worker(env_worker)
     expected = (entry or {}).get("launchToken") or cfg.raw.get("launchToken")
-    if token is not None and expected != token:
+    # A missing token is judged like a wrong one: unsetting OMP_LAUNCH_TOKEN never widens what
+    # a worker process may do. (A team `create` made has no token, and its workers carry none.)
+    if expected != token:
         raise OmpError(
             "stale_generation",
-            f"this pane belongs to an earlier launch of team {cfg.name} (its OMP_LAUNCH_TOKEN no "
-            "longer matches the team's); it cannot act for the current team",
+            f"this pane belongs to an earlier launch of team {cfg.name} (its OMP_LAUNCH_TOKEN "
+            + ("is missing" if token is None else "no longer matches the team's")
+            + "); it cannot act for the current team",
             team=cfg.name,
         )
     if claimed is not None and claimed != env_worker:
@@ -214,7 +208,7 @@ def _send_message(a: Args) -> Reply[SendReply]:
     if fields is None:
         msg = mailbox.new_message(sender, to, body)
         check = limits.checker(lim, sender, to, msg, is_answer=False)
-        mailbox.Mailbox(team, to).append_messages([msg], check)
+        mailbox.Mailbox(cfg.paths, to).append_messages([msg], check)
         result = cast("SendReply", {"ok": True, "messageId": msg["id"], **_nudge_fields(cfg, to)})
     else:
         from omp.mail import events
@@ -247,7 +241,7 @@ def _broadcast(a: Args) -> Reply[BroadcastReply]:
         msg = mailbox.new_message(sender, to, body)
         check = limits.checker(lim, sender, to, msg, is_answer=False)
         try:
-            mailbox.Mailbox(team, to).append_messages([msg], check)
+            mailbox.Mailbox(cfg.paths, to).append_messages([msg], check)
         except OmpError as err:
             errors.append(f"{to}: {err.code}: {err.message}")
             continue
@@ -295,7 +289,7 @@ def _mailbox_of(
     who = _fence(cfg, worker)
     if not (removed_ok and _was_removed(cfg, worker, None)):
         _recipient(cfg, worker, "worker")
-    return cfg, mailbox.Mailbox(a["team_name"], worker), who
+    return cfg, mailbox.Mailbox(cfg.paths, worker), who
 
 
 def _mailbox_list(a: Args) -> Reply[MailReply]:
@@ -356,13 +350,12 @@ def _worker(cfg: TeamConfig, worker: str | None) -> str | None:
 
 
 def _claim_task(a: Args) -> Reply[ClaimReply]:
-    team = a["team_name"]
-    cfg = team_config.load(team)
+    cfg = team_config.load(a["team_name"])
     worker = text_field(a, "worker")
     who = _fence(cfg, worker)
     _worker(cfg, worker)
     assert worker is not None
-    task, token = tasks.claim(team, a["task_id"], worker)
+    task, token = tasks.claim(cfg.paths, a["task_id"], worker)
     _beat(cfg, who)
     return Reply(
         {"ok": True, "task": task, "claimToken": token, "claim_token": token}, [_revive(cfg)]
@@ -370,15 +363,14 @@ def _claim_task(a: Args) -> Reply[ClaimReply]:
 
 
 def _transition_task_status(a: Args) -> Reply[TaskReply]:
-    team = a["team_name"]
-    cfg = team_config.load(team)
+    cfg = team_config.load(a["team_name"])
     worker = text_field(a, "worker", required=False)
     who = _fence(cfg, worker)
     _worker(cfg, worker)
     # `who` is the named worker, or the pane's own worker when the call names none: either way
     # only that worker's task can move (the leader, with no worker identity, may name none).
     task = tasks.transition(
-        team,
+        cfg.paths,
         a["task_id"],
         worker=who,
         from_status=a["from"],

@@ -30,21 +30,30 @@ def events_loop(
     printed = 0
     try:
         cfg = team_config.load(project.team(team))
-        offset = history.parse_cursor(since)
-        for evs, end in history.iter_since(cfg.paths, offset):
+        log, offset = history.parse_cursor(since, cfg.name)
+        seen = log  # the log read: named by the cursor, or by the events it gave
+        for evs, end in history.iter_since(cfg.paths, offset, log=log):
             _print(evs, as_json)
             printed += len(evs)
             offset = end
+            if evs:
+                seen = str(evs[-1]["cursor"]).split(":")[1]
+        cursor = (
+            history.make_cursor(cfg.name, seen, offset)
+            if seen is not None
+            else history.cursor_at(cfg.paths, offset)  # nothing read: from the start is safe
+        )
     except OmpError as err:
         output.fail(err, as_json)
     if not follow:
         if not as_json:
-            nxt = f"{team_command(cfg.raw)} team events {team} --since {offset}"
+            nxt = f"{team_command(cfg.raw)} team events {team} --since {cursor}"
             output.write_text(
-                ("" if printed else "no new events\n") + f"cursor {offset}; next: {nxt}\n"
+                ("" if printed else "no new events\n") + f"cursor {cursor}; next: {nxt}\n"
             )
         raise SystemExit(0)
     path = history.path(cfg.paths)
+    log, _ = history.parse_cursor(cursor, cfg.name)
     last = None
     try:
         while True:
@@ -52,7 +61,9 @@ def events_loop(
             if key != last:
                 last = key
                 try:
-                    evs, offset = history.read_since(cfg.paths, offset)
+                    evs, offset = history.read_since(cfg.paths, offset, log=log)
+                    if log is None and evs:
+                        log, _ = history.parse_cursor(str(evs[0]["cursor"]), cfg.name)
                 except OmpError as err:  # the log was replaced under us (team deleted)
                     output.fail(err, as_json)
                 _print(evs, as_json)

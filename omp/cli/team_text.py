@@ -201,6 +201,12 @@ def delete_text(r: dict[str, Any]) -> str:
     lines = [f"team {r['team']} deleted ({human_size(r['bytes'])} freed)"]
     for e in r["lost"]:
         run = f" (run {e['run']})" if e.get("run") else ""
+        if e.get("unread") is None:  # a mailbox omp would not read: whatever it held is gone
+            lines.append(
+                f"  lost the mailbox of {e['recipient']}{run}, unread mail unknown "
+                f"(omp could not read it: {e.get('cannotTell')})"
+            )
+            continue
         lines.append(
             f"  lost {e['unread']} unread message(s) for {e['recipient']}{run} "
             f"from {', '.join(e['from'])}"
@@ -220,8 +226,12 @@ def prune_text(r: dict[str, Any]) -> str:
             label = f"run {Path(e['path']).name} of team {e['team']}"
         else:
             label = f"the interrupted removal of {e['of']} {e['team']}"
-        lost = e.get("lost")
-        extra = f"; lost {sum(x['unread'] for x in lost)} unread message(s)" if lost else ""
+        lost = e.get("lost") or []
+        count = sum(x["unread"] for x in lost if x.get("unread") is not None)
+        unknown = sum(1 for x in lost if x.get("unread") is None)
+        extra = f"; lost {count} unread message(s)" if lost else ""
+        if unknown:
+            extra += f" and {unknown} mailbox(es) omp could not read"
         lines.append(f"{verb:<12} {label}, {human_size(e['bytes'])}{extra}")
     for e in r["kept"]:
         what = f"run {Path(e['path']).name} of team" if e["kind"] == "run" else "team"

@@ -371,7 +371,7 @@ def publish(team: TeamPaths, conv: Conversation, *, expected: int) -> Conversati
 
     The caller holds `locked(team)`. On a mismatch nothing is written: `stale_revision`.
     """
-    team.project.ensure(conv_dir(team))
+    team.ensure_in(conv_dir(team))
     current = _current_revision(team, conv.task_id)
     if current != expected:
         raise OmpError(

@@ -363,8 +363,7 @@ class Launch:
     def write_inbox(
         self, team: TeamPaths, w: dict[str, Any], description: str, teammates: list[str], omp: str
     ) -> None:
-        wdir = team.worker_dir(w["name"])
-        team.project.ensure(wdir)
+        team.ensure_in(team.worker_dir(w["name"]))
         text = bootstrap.inbox_markdown(
             team=team.name,
             worker=w["name"],
@@ -378,6 +377,7 @@ class Launch:
 
     def _write_state(self, team: TeamPaths, raw: dict[str, Any], worker_names: list[str]) -> None:
         self.state_written = True
+        team.project.ensure(team.dir)  # launch and create are the only makers of a team directory
         n = len(worker_names)
         for i, w in enumerate(raw["workers"], start=1):
             self.write_inbox(
