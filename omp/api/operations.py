@@ -243,6 +243,8 @@ def _broadcast(a: Args) -> Reply[BroadcastReply]:
         try:
             mailbox.Mailbox(cfg.paths, to).append_messages([msg], check)
         except OmpError as err:
+            if err.code == "unknown_team":
+                raise  # deleted meanwhile: nobody else can hear it either
             errors.append(f"{to}: {err.code}: {err.message}")
             continue
         ids.append(msg["id"])

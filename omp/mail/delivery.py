@@ -76,6 +76,7 @@ def read_record(cfg: TeamConfig, recipient: str) -> Record | None:
 
 def write_record(cfg: TeamConfig, recipient: str, ids: tuple[str, ...], now: float) -> None:
     try:
+        cfg.paths.verify()  # never into a team made again under the name
         fs.write_json_atomic(
             cfg.paths.nudge_record(recipient),
             {"typedAt": math.floor(now * 1000), "ids": list(ids)},

@@ -340,6 +340,7 @@ class Mailbox:
         Returns id -> deliveredAt for each id handled now, or None for an id that was already
         delivered. An id the mailbox never held raises `message_not_found` and writes nothing.
         """
+        self.team.verify()  # a team deleted meanwhile is no "message not found"
         if not self._exists():
             raise _not_found(message_ids[0], self.recipient)
         with self._writing(create=False) as fd:
@@ -386,6 +387,7 @@ class Mailbox:
         """
         fs.check_entry(self.index_path, want_dir=False)
         for _ in range(3):
+            self.team.verify()  # before the open, which may create the file: not in a new team
             try:
                 fd = fs.open_file(self.path, os.O_RDWR | os.O_APPEND, create=create)
             except OSError as exc:

@@ -12,7 +12,9 @@ files stay the truth, the log is their history. Appending is best-effort: a log 
 written (a full disk, a team deleted meanwhile) never fails the change it describes, and it never
 creates a team directory that is gone. Readers never write: no cursor file, no index.
 
-Lines: `{"type": "task"|"message"|"member"|"loop", "at": ISO, ...}`:
+Lines: `{"type": "task"|"message"|"member"|"loop", "at": ISO, ...}`, after a first line
+`{"type": "log", "log": <random>, "at": ISO}` that names this log (readers skip it; a cursor
+carries a fingerprint of the first line, see `parse_cursor`):
 
 - task: `taskId, from, to, owner?, result?` (`from` null when the task was created)
 - message: `id, from, to, event?, taskId?`: messages to or from the leader (no bodies)
@@ -51,6 +53,10 @@ def record(team: TeamPaths, *events: dict[str, Any]) -> None:
             # loaded gets nothing (the new team of that name never inherits the old one's events)
             team.verify()
             data = b"".join(jsonl.encode({**e, "at": e.get("at") or at}) for e in events)
+            if os.fstat(fd).st_size == 0:  # a new log: its first line names it (cursors)
+                data = (
+                    jsonl.encode({"type": LOG_HEADER, "log": os.urandom(8).hex(), "at": at}) + data
+                )
             jsonl.append_locked(fd, data, path(team))
     except (OSError, OmpError):
         pass
@@ -105,10 +111,13 @@ def loop(project: StatePaths, mode: str, change: str) -> None:
 # ---- reading (never writes) -------------------------------------------------------------------
 
 
+LOG_HEADER = "log"
+
 # A cursor names the team and the log it was read from: `<team>:<log>:<offset>`. `<log>` is a
 # fingerprint of the log's first line (`-` while it has none), which never changes while the
-# file lives (it is only appended to) and differs for a team deleted and made again (its first
-# line carries the time it was written, to the millisecond). So a cursor from another team, or
+# file lives (it is only appended to) and differs for a team deleted and made again (the first
+# line of a log omp starts holds a random id; an older log's, the time it was written, to the
+# millisecond). So a cursor from another team, or
 # from an earlier team of the same name, is refused even when it falls on a line boundary.
 NO_LOG = "-"
 _FIRST_LINE_MAX = 64 * 1024
@@ -228,6 +237,8 @@ def iter_since(
                 lid = _log_id(fd, size)
             evs = []
             for off, length, rec in chunk.records:
+                if rec.get("type") == LOG_HEADER:
+                    continue  # it names the log; it is no event
                 rec["cursor"] = make_cursor(team.name, lid, off + length)
                 evs.append(rec)
             pos = chunk.end

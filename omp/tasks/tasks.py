@@ -41,6 +41,7 @@ def guarded(team: TeamPaths) -> Iterator[None]:
         raise team.gone() from None
     try:
         locks.acquire(fd)
+        team.verify()  # still the team the caller loaded, not one made again under its name
         yield
     finally:
         os.close(fd)  # releases the flock
