@@ -8,7 +8,11 @@ finishes first thing. An archived run (`runs/<label>/`) goes the same way.
 
 Mail outranks tidiness (pi peers learned it by deleting a queued letter): a team whose mailboxes
 hold unread mail is refused, by `delete` and skipped by `prune`, unless `--force`, and then what is
-lost is listed. A team with a live pane is refused even with `--force`: shut it down first.
+lost is listed. A mailbox omp refuses to read is "cannot tell", which counts as unread. What is
+lost is counted after the rename and after every mailbox's lock was taken once (`_take_away`): a
+sender that got in before the rename has finished and is counted, one after it finds the team
+gone (`omp.mail.mailbox.Mailbox._writing`). A team with a live pane is refused even with
+`--force`: shut it down first.
 """
 
 from __future__ import annotations
