@@ -117,8 +117,8 @@ LOG_HEADER = "log"
 # fingerprint of the log's first line (`-` while it has none), which never changes while the
 # file lives (it is only appended to) and differs for a team deleted and made again (the first
 # line of a log omp starts holds a random id; an older log's, the time it was written, to the
-# millisecond). So a cursor from another team, or
-# from an earlier team of the same name, is refused even when it falls on a line boundary.
+# millisecond). So a cursor from another team, or from an earlier team of the same name, is
+# refused even when it falls on a line boundary.
 NO_LOG = "-"
 _FIRST_LINE_MAX = 64 * 1024
 
@@ -163,7 +163,7 @@ def parse_cursor(text: str | None, team: str) -> tuple[str | None, int]:
             f"cursor {text!r} is a bare byte offset (printed by an older omp): it names neither "
             "the team nor the log it was read from, so it could skip events of another log "
             f"without a word; read once without --since and use the cursor it prints "
-            f"(like {team}:{'1a2b3c4d'}:{text})",
+            f"(like {team}:1a2b3c4d:{text})",
             cursor=text,
         )
     bad_log = log != NO_LOG and (len(log) != 8 or any(c not in "0123456789abcdef" for c in log))
