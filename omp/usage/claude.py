@@ -12,7 +12,6 @@ model `<synthetic>`, which Claude Code writes itself (an error shown as a reply,
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from omp.usage.scan import Reader
@@ -52,7 +51,7 @@ def take(rec: dict[str, Any], tally: Tally) -> None:
 
 READER = Reader(
     kind="claude",
-    marker=re.compile(rb'"usage"'),
+    markers=(b'"usage"',),
     is_record=is_record,
     take=take,
     what="a Claude Code transcript",

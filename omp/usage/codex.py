@@ -14,7 +14,6 @@ The model is the one of the latest `turn_context` (`payload.model`).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from omp.usage.scan import Reader
@@ -91,7 +90,7 @@ def view(state: ReadState) -> UsageTotals:
 
 READER = Reader(
     kind="codex",
-    marker=re.compile(rb'token_usage_record|"token_count"|"turn_context"'),
+    markers=(b"token_usage_record", b'"token_count"', b'"turn_context"'),
     is_record=is_record,
     take=take,
     what="a Codex CLI rollout",

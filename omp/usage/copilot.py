@@ -12,7 +12,6 @@ recorded as `inputTokens` 1131), so the fresh input is what is left when both ar
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from omp.usage.scan import Reader
@@ -48,7 +47,7 @@ def take(rec: dict[str, Any], tally: Tally) -> None:
 
 READER = Reader(
     kind="copilot",
-    marker=re.compile(rb"session\.usage_record"),
+    markers=(b"session.usage_record",),
     is_record=is_record,
     take=take,
     what="a Copilot CLI events.jsonl",

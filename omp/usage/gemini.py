@@ -14,7 +14,6 @@ records in one JSON document (`.json`, `{"sessionId", ..., "messages": [...]}`),
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from omp.usage.scan import Reader
@@ -54,7 +53,7 @@ def take_whole(doc: dict[str, Any], tally: Tally) -> None:
 
 READER = Reader(
     kind="gemini",
-    marker=re.compile(rb'"tokens"'),
+    markers=(b'"tokens"',),
     is_record=is_record,
     take=take,
     what="a Gemini CLI chat file",

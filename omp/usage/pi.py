@@ -12,7 +12,6 @@ is written once, so every assistant entry is one call. A reply that failed befor
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from omp.usage.scan import Reader
@@ -50,7 +49,7 @@ def take(rec: dict[str, Any], tally: Tally) -> None:
 
 READER = Reader(
     kind="pi",
-    marker=re.compile(rb'"usage"'),
+    markers=(b'"usage"',),
     is_record=is_record,
     take=take,
     what="a pi session file",

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from omp.usage.read import READERS, read_usage
+from omp.usage.scan import has_marker
 from omp.usage.totals import ReadState, Tokens, Unreadable, UsageTotals, epoch
 from tests.usage import fixtures as fx
 
@@ -134,11 +135,10 @@ def test_a_line_cut_by_a_crash_is_skipped_and_counted(name: str, tmp_path: Path)
     kind = fx.kind(name)
     src = fx.records(name)[0]
     lines = src.read_bytes().splitlines(keepends=True)
-    marker = READERS[kind].marker
-    at = next(i for i, ln in enumerate(lines) if i and marker.search(ln))
-    found = marker.search(lines[at])
-    assert found is not None
-    cut = lines[at][: found.end() + 3] + b"\n"  # cut just past the words the scan looks for
+    reader = READERS[kind]
+    at = next(i for i, ln in enumerate(lines) if i and has_marker(reader, ln))
+    found = min(lines[at].find(m) + len(m) for m in reader.markers if m in lines[at])
+    cut = lines[at][: found + 3] + b"\n"  # cut just past the words the scan looks for
     path = _write(tmp_path / src.name, [*lines[:at], cut, *lines[at:]])
     got = totals(kind, path)
     assert got.skipped == 1
