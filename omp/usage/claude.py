@@ -37,9 +37,8 @@ def take(rec: dict[str, Any], tally: Tally) -> None:
     model = msg.get("model")
     if not isinstance(usage, dict) or model == SYNTHETIC:
         return
-    key = msg.get("id") or rec.get("requestId") or rec.get("uuid")
     tally.once(
-        str(key),
+        msg.get("id") or rec.get("requestId"),
         model if isinstance(model, str) else "",
         input=count(usage.get("input_tokens")),
         output=count(usage.get("output_tokens")),

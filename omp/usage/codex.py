@@ -44,7 +44,7 @@ def take(rec: dict[str, Any], tally: Tally) -> None:
         usage = payload.get("usage")
         if isinstance(usage, dict):
             fresh, out, read, wrote = _split(usage)
-            tally.once(str(payload.get("response_id") or rec.get("timestamp")),
+            tally.once(payload.get("response_id"),
                        str(tally.memo.get("model", "")), input=fresh, output=out,
                        cache_read=read, cache_write=wrote, at=rec.get("timestamp"))  # fmt: skip
     elif kind == "event_msg" and payload.get("type") == "token_count":

@@ -34,7 +34,7 @@ def take(rec: dict[str, Any], tally: Tally) -> None:
     fresh = max(count(tokens.get("input")) - cached, 0) + count(tokens.get("tool"))
     model = rec.get("model")
     tally.once(
-        str(rec.get("id")),
+        rec.get("id"),
         model if isinstance(model, str) else "",
         input=fresh,
         output=count(tokens.get("output")) + count(tokens.get("thoughts")),

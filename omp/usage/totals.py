@@ -168,7 +168,7 @@ class Tally:
 
     def once(
         self,
-        key: str,
+        key: Any,
         model: str,
         *,
         input: int,
@@ -182,9 +182,15 @@ class Tally:
         Claude Code writes one line per content block of a reply, each with the reply's usage;
         Gemini CLI writes a reply again when it learns its tokens or tool calls. A repeat adds
         only what it reports beyond the earlier lines (nothing, when they agree), never a
-        second call. Repeats come close together, so the last RECENT ids are enough.
+        second call. Repeats come close together, so the last RECENT ids are enough. A line
+        without an id (`key` not a string) is counted as it comes.
         """
         new = [input, output, cache_read, cache_write]
+        if not isinstance(key, str) or not key:
+            if any(new):
+                self.add(model, input=input, output=output, cache_read=cache_read,
+                         cache_write=cache_write, at=at)  # fmt: skip
+            return
         seen = self.recent.get(key)
         if seen is not None:
             grown = [max(n - old, 0) for n, old in zip(new, seen, strict=True)]

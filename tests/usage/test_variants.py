@@ -113,3 +113,14 @@ def test_pi_does_not_count_a_reply_that_failed_before_any_token(tmp_path: Path) 
     failed["message"]["usage"].update(input=0, output=0, cacheRead=0, cacheWrite=0, totalTokens=0)
     path = write(tmp_path / "s.jsonl", [*docs, failed])
     assert totals("pi", path).tokens == fx.EXPECTED["pi"]
+
+
+def test_replies_without_ids_are_each_counted(tmp_path: Path) -> None:
+    """A line without the id a reader counts once by is counted as it comes, not merged with
+    every other id-less line."""
+    docs = lines("gemini")
+    replies = [d for d in docs if d.get("type") == "gemini" and "toolCalls" not in d]
+    for d in replies:
+        d.pop("id")
+    path = write(tmp_path / "c.jsonl", [docs[0], *replies])
+    assert totals("gemini", path).tokens == fx.EXPECTED["gemini"]
