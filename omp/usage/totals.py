@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 FIELDS = ("calls", "input", "output", "cache_read", "cache_write")
+JSON_KEYS = ("calls", "input", "output", "cacheRead", "cacheWrite")
 RECENT = 256  # message ids `Tally.once` remembers
 NOTHING: Mapping[str, Any] = MappingProxyType({})  # a state's empty default, never mutated
 
@@ -37,6 +38,10 @@ class Tokens(NamedTuple):
         """Every token the calls moved (input of all kinds and output)."""
         return self.input + self.output + self.cache_read + self.cache_write
 
+    def to_json(self) -> dict[str, int]:
+        """camelCase, as omp's other JSON: calls, input, output, cacheRead, cacheWrite."""
+        return dict(zip(JSON_KEYS, self, strict=True))
+
 
 class UsageTotals(NamedTuple):
     """What one session record says was spent, so far."""
@@ -47,9 +52,9 @@ class UsageTotals(NamedTuple):
     skipped: int = 0  # lines that looked like usage but did not parse (a crash mid-write)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self.tokens._asdict())
+        out: dict[str, Any] = dict(self.tokens.to_json())
         out["lastCall"] = iso(self.last_call)
-        out["models"] = {m: t._asdict() for m, t in sorted(self.models.items())}
+        out["models"] = {m: t.to_json() for m, t in sorted(self.models.items())}
         if self.skipped:
             out["skippedLines"] = self.skipped
         return out

@@ -263,16 +263,8 @@ def test_a_damaged_saved_state_costs_a_full_read_not_a_wrong_sum() -> None:
 
 def test_totals_as_json() -> None:
     got = totals("claude", fx.records("claude")[0])
-    assert got.to_json() == {
-        "calls": 3,
-        "input": 6033,
-        "output": 69,
-        "cache_read": 600,
-        "cache_write": 120,
-        "lastCall": got.to_json()["lastCall"],
-        "models": {
-            "claude-opus-5-5": dict(zip(Tokens._fields, (3, 6033, 69, 600, 120), strict=True))
-        },
-    }
-    assert str(got.to_json()["lastCall"]).endswith("Z")
-    assert epoch(got.to_json()["lastCall"]) == pytest.approx(got.last_call, abs=0.001)
+    tokens = {"calls": 3, "input": 6033, "output": 69, "cacheRead": 600, "cacheWrite": 120}
+    doc = got.to_json()
+    assert doc == {**tokens, "lastCall": doc["lastCall"], "models": {"claude-opus-5-5": tokens}}
+    assert str(doc["lastCall"]).endswith("Z")
+    assert epoch(doc["lastCall"]) == pytest.approx(got.last_call, abs=0.001)
