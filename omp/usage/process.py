@@ -1,5 +1,6 @@
 """What a running agent CLI shows of itself, read from Linux's /proc: the working directory,
-environment, start time and open files of a process and its descendants.
+the environment variables that place its records (ENV_KEYS), the start time and the open files
+of a process and its descendants.
 
 A pane runs a shell or the agent CLI, which may run helpers (node, a native binary); the CLI
 that writes the session record is somewhere in that tree. Another user's processes, or a
@@ -15,6 +16,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 PROC = Path("/proc")
+# The environment is read for these only (where each CLI keeps its records, and omp's own
+# variables naming a pane's team and worker): a process's environment holds API keys too.
+ENV_KEYS = frozenset(
+    {"HOME", "COPILOT_HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME",
+     "PI_CODING_AGENT_DIR"}
+)  # fmt: skip
 
 
 class Process(NamedTuple):
@@ -65,8 +72,9 @@ def describe(pid: int, proc: Path = PROC) -> Process | None:
     try:
         for item in (base / "environ").read_bytes().split(b"\0"):
             key, sep, value = item.partition(b"=")
-            if sep:
-                env[key.decode(errors="replace")] = value.decode(errors="replace")
+            name = key.decode(errors="replace")
+            if sep and (name in ENV_KEYS or name.startswith("OMP_")):
+                env[name] = value.decode(errors="replace")
     except OSError:
         pass
     files: list[str] = []

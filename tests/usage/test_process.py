@@ -38,7 +38,12 @@ def child(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int, Path]]:
     proc = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(state / "inuse.hold")],
         cwd=tmp_path / "proj",
-        env={"HOME": str(home), "PATH": "/usr/bin:/bin", "MARK": "usage-test"},
+        env={
+            "HOME": str(home),
+            "PATH": "/usr/bin:/bin",
+            "OMP_WORKER": "worker-1",
+            "SOME_API_KEY": "secret",
+        },
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -61,7 +66,7 @@ def test_a_process_tree_shows_cwd_env_start_and_open_files(
     assert [p.pid for p in procs] == [proc.pid, grandchild]
     top = procs[0]
     assert top.cwd == tmp_path / "proj"
-    assert top.env["MARK"] == "usage-test" and top.env["HOME"] == str(home)
+    assert top.env == {"OMP_WORKER": "worker-1", "HOME": str(home)}  # no other variable
     assert top.started is not None and before - 60 < top.started <= before + 1
     hold = str(home / ".copilot" / "session-state" / "s1" / "inuse.hold")
     assert hold in top.open_files
