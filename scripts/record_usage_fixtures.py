@@ -717,6 +717,7 @@ def rewrite(text: str, base: Path) -> str:
     for a, b in list(pairs):
         pairs.append((a.replace("/", "-"), b.replace("/", "-")))  # pi's directory names
         pairs.append((re.sub("[^A-Za-z0-9]", "-", a), re.sub("[^A-Za-z0-9]", "-", b)))  # claude
+    pairs.append((sys.executable, "/usr/bin/python3"))  # the stop hook's interpreter
     for a, b in pairs:
         text = text.replace(a, b)
     return text
