@@ -14,9 +14,9 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130  # Ctrl-C
 
-# Every error code omp reports, and the exit code it carries: the one registry. README.md's error
-# table lists exactly these (tests/test_readme.py checks both ways), and every `OmpError(...)` in
-# omp names one of them, including codes chosen at run time (`launch_failed`).
+# Every error code omp reports, and the exit code it carries: the one registry. docs/errors.md's
+# error table lists exactly these (tests/test_docs.py checks both ways), and every
+# `OmpError(...)` in omp names one of them, including codes chosen at run time (`launch_failed`).
 CODES: dict[str, int] = {
     "usage": EXIT_USAGE,
     "invalid_input": EXIT_USAGE,

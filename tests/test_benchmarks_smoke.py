@@ -76,3 +76,18 @@ def test_bench_tmux_import_prints_a_row_per_door(tmp_path: Path) -> None:
         "lifecycle (`omp.tmux.lifecycle`, libtmux)",
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
+
+
+@pytest.mark.slow
+def test_bench_usage_quick_prints_a_row_per_cli(tmp_path: Path) -> None:
+    proc = run_benchmark(tmp_path, "bench_usage.py", "--quick", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("- machine: ") for line in lines)
+    header = next(i for i, line in enumerate(lines) if line.startswith("| CLI | record |"))
+    rows = [line for line in lines[header + 2 :] if line.startswith("| ")]
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    assert [c[0] for c in cells] == ["copilot", "claude", "codex", "gemini", "pi"]
+    assert all(len(c) == 8 and c[1] == "2 MB" and int(c[2]) > 0 for c in cells), rows
+    assert all(c[3].endswith(" ms") and c[5].endswith(" ms") for c in cells)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
