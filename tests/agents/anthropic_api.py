@@ -112,7 +112,7 @@ def _fill(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return TITLE
     kind = schema.get("type")
-    if "enum" in schema and schema["enum"]:
+    if schema.get("enum"):
         return schema["enum"][0]
     if kind == "object" or "properties" in schema:
         props = schema.get("properties") or {}
