@@ -1,0 +1,75 @@
+"""Real Claude Code 2.1.328 and pi 0.73.1 workers, launched by the real `omp team launch`, on the
+scripted model, with the same worker policy as Copilot's.
+
+Claude Code speaks the Anthropic Messages API to `ANTHROPIC_BASE_URL` (served on `/v1/messages`)
+with a token (no API-key question); its config dir marks onboarding done and nothing else, so
+launch answers the trust screen of the new project directory and the bypass-permissions warning
+(Down, then Enter once "Yes" is selected). pi speaks chat completions to a provider in its
+`models.json`. Each test ends by checking that no process of its team is left. They skip, saying
+so under `-ra`, when the pinned CLI is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from tests.agents.clis import AgentTeam, poll, user_texts
+from tests.agents.scripted_model import ScriptedModel
+from tests.agents.test_codex_gemini_teams import assert_nothing_typed_left
+from tests.agents.test_copilot_team import launch_done, mail_from, omp_results, receipts
+from tests.agents.worker_policy import NUDGE
+
+pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]
+
+Factory = Callable[..., AgentTeam]
+
+
+@pytest.fixture(params=["claude", "pi"])
+def agent_team(request: pytest.FixtureRequest) -> Factory:
+    factory: Factory = request.getfixturevalue(f"{request.param}_team")
+    return factory
+
+
+def test_two_workers_reach_all_done(agent_team: Factory, scripted_model: ScriptedModel) -> None:
+    team = agent_team()
+    st = launch_done(team, 2)
+    assert [t["status"] for t in st["tasks"]] == ["completed", "completed"]
+    col = team.omp("team", "collect", team.name, "--json")
+    assert col["allDone"] is True and col["doneCount"] == 2
+    assert all("The scripted worker's result." in w["resultMarkdown"] for w in col["workers"])
+    for w in ("worker-1", "worker-2"):
+        assert f"{w}: started" in [m["body"] for m in mail_from(team, w)]
+        assert_nothing_typed_left(team, w)
+    ran = omp_results(scripted_model)
+    ops = sorted(c.split(" team api ")[1].split()[0] for c, _ in ran)
+    assert ops == sorted(["claim-task", "send-message", "transition-task-status"] * 2), ran
+    assert all('"ok":true' in out for _, out in ran), ran
+    if team.agent == "claude":
+        # The project was new to Claude Code and nothing was seeded: launch answered the trust
+        # screen and the bypass warning with "Yes" (Claude Code wrote down both answers).
+        config = team.home / ".claude-config"
+        doc = json.loads((config / ".claude.json").read_text())
+        assert doc["projects"][str(team.root)]["hasTrustDialogAccepted"] is True
+        settings = json.loads((config / "settings.json").read_text())
+        assert settings["skipDangerousModePermissionPrompt"] is True
+
+
+def test_leader_message_is_read_and_answered(
+    agent_team: Factory, scripted_model: ScriptedModel
+) -> None:
+    team = agent_team()
+    launch_done(team, 1)
+    sent = team.api("send-message", {"from": "leader", "to": "worker-1", "body": "status?"})
+    assert sent["ok"] is True and sent["nudge"] == "typed", sent
+    mid = sent["messageId"]
+    poll(lambda: mid in receipts(team, "worker-1"), f"receipt\n{team.debug()}")
+    answer = poll(
+        lambda: [m for m in mail_from(team, "worker-1") if mid in m["body"]], "the answer"
+    )
+    assert answer[0]["to"] == "leader"
+    nudges = [t for t in user_texts(scripted_model) if NUDGE.search(t)]
+    assert len(nudges) == 1 and nudges[0].startswith("You have 1 new message(s). Read them: ")
+    assert_nothing_typed_left(team, "worker-1")
