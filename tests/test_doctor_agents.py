@@ -57,8 +57,8 @@ def test_a_model_server_needs_a_key_and_no_sign_in(
     tmp_path: Path, env: dict[str, str], status: str, said: str
 ) -> None:
     home = onboarded(tmp_path / "home")
-    env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:8000", **env}
-    got = claude(home, **env)["claude model"]
+    environ = {"HOME": str(home), "ANTHROPIC_BASE_URL": "http://127.0.0.1:8000", **env}
+    got = by_name(agent_checks("claude", CLAUDE, environ=environ, euid=1000))["claude model"]
     assert (got["status"], said in got["message"]) == (status, True)
 
 
