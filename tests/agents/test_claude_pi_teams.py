@@ -19,8 +19,14 @@ import pytest
 from tests.agents.clis import AgentTeam, poll, user_texts
 from tests.agents.scripted_model import ScriptedModel
 from tests.agents.test_codex_gemini_teams import assert_nothing_typed_left
-from tests.agents.test_copilot_team import launch_done, mail_from, omp_results, receipts
-from tests.agents.worker_policy import NUDGE
+from tests.agents.test_copilot_team import (
+    busy_since,
+    launch_done,
+    mail_from,
+    omp_results,
+    receipts,
+)
+from tests.agents.worker_policy import NUDGE, TRIGGER, WorkerPolicy
 
 pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]
 
@@ -72,4 +78,50 @@ def test_leader_message_is_read_and_answered(
     assert answer[0]["to"] == "leader"
     nudges = [t for t in user_texts(scripted_model) if NUDGE.search(t)]
     assert len(nudges) == 1 and nudges[0].startswith("You have 1 new message(s). Read them: ")
+    assert_nothing_typed_left(team, "worker-1")
+
+
+FAST_MONITOR = {"OMP_MONITOR_SCAN_SECONDS": "0.5", "OMP_MONITOR_UNREAD_REPEAT_SECONDS": "3"}
+
+
+@pytest.mark.parametrize("busy_how", ["tool", "model"])
+def test_message_sent_mid_turn_is_read_when_the_turn_ends(
+    agent_team: Factory, scripted_model: ScriptedModel, busy_how: str
+) -> None:
+    """Busy running a long shell command, or waiting on a slow model, when the mail comes:
+    nothing is typed into the busy pane; the monitor nudges once the turn has ended."""
+    scripted_model.policy = WorkerPolicy(busy_seconds=6, busy_how=busy_how)
+    team = agent_team(monitor=FAST_MONITOR)
+    team.launch(1)
+    poll(lambda: busy_since(scripted_model, busy_how), f"busy ({busy_how})")
+    sent = team.api("send-message", {"from": "leader", "to": "worker-1", "body": "mid-turn"})
+    assert sent["ok"] is True and sent["nudge"] == "deferred", sent
+    mid = sent["messageId"]
+    poll(lambda: mid in receipts(team, "worker-1"), f"receipt\n{team.debug()}", timeout=120)
+    poll(lambda: [m for m in mail_from(team, "worker-1") if mid in m["body"]], "answer")
+    poll(lambda: team.status()["allDone"], "allDone")
+    # two typed user messages, each whole: the trigger, then one nudge after the task's turn
+    texts = [t for t in user_texts(scripted_model) if TRIGGER.search(t) or NUDGE.search(t)]
+    assert len(texts) == 2, user_texts(scripted_model)
+    assert TRIGGER.search(texts[0]) and NUDGE.search(texts[1]), texts
+    order = [c.split(" team api ")[1].split()[0] for c, _ in omp_results(scripted_model)]
+    assert order.index("mailbox-read") > order.index("transition-task-status"), order
+    assert_nothing_typed_left(team, "worker-1")
+
+
+def test_unread_mail_is_renudged_by_the_monitor(
+    agent_team: Factory, scripted_model: ScriptedModel
+) -> None:
+    scripted_model.policy = WorkerPolicy(ignore_nudges=1)  # the first nudge is left unread
+    team = agent_team(monitor=FAST_MONITOR)
+    launch_done(team, 1)
+    sent = team.api("send-message", {"from": "leader", "to": "worker-1", "body": "ping"})
+    assert sent["ok"] is True and sent["nudge"] == "typed", sent
+    mid = sent["messageId"]
+    poll(lambda: mid in receipts(team, "worker-1"), f"receipt\n{team.debug()}", timeout=60)
+    poll(lambda: [m for m in mail_from(team, "worker-1") if mid in m["body"]], "answer")
+    nudges = [t for t in user_texts(scripted_model) if NUDGE.search(t)]
+    assert len(nudges) >= 2, user_texts(scripted_model)  # the send's (ignored), the monitor's
+    mon = team.omp("team", "status", team.name, "--json")["monitor"]
+    assert mon["nudgesSent"] >= 1, mon
     assert_nothing_typed_left(team, "worker-1")
