@@ -255,7 +255,7 @@ def _builtins() -> dict[str, AgentProfile]:
             Dialog(
                 "onboarding",
                 r"Unable to connect to Anthropic services|Choose the text style"
-                r"|Select login method",
+                r"|^\s*Syntax theme: |^\s*Security notes:|Select login method",
                 fix="Claude Code's first-run setup is not done (offline it exits): run `claude` "
                 "once and finish it; with a model server of your own (ANTHROPIC_BASE_URL) set "
                 '"hasCompletedOnboarding": true in ~/.claude.json',

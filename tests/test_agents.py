@@ -59,6 +59,8 @@ EXPECTED: dict[str, tuple[str, str | None]] = {
     "claude-24-error-401-not-logged-in": ("ready", None),
     "claude-25-error-credit-balance": ("ready", None),
     "claude-26-error-429-then-answered": ("ready", None),
+    "claude-27-onboarding-theme-picker": ("dialog", "onboarding"),
+    "claude-28-onboarding-security-notes": ("dialog", "onboarding"),
     "codex-01-start-2s-blank": ("starting", None),
     "codex-02-start-5s-signin": ("dialog", "sign-in"),
     "codex-03-start-10s": ("dialog", "sign-in"),
@@ -172,6 +174,9 @@ NEEDS: dict[str, tuple[str, str]] = {
     "claude-23-error-529-overloaded": ("needs_person", "API error"),
     "claude-24-error-401-not-logged-in": ("needs_person", "sign in"),
     "claude-25-error-credit-balance": ("needs_person", "quota"),
+    # with a model server of its own, the first run asks for a theme, then shows notes
+    "claude-27-onboarding-theme-picker": ("needs_person", "onboarding"),
+    "claude-28-onboarding-security-notes": ("needs_person", "onboarding"),
     "codex-02-start-5s-signin": ("needs_person", "sign in"),
     "codex-03-start-10s": ("needs_person", "sign in"),
     "codex-04-start-20s": ("needs_person", "sign in"),

@@ -125,3 +125,26 @@ def test_unread_mail_is_renudged_by_the_monitor(
     mon = team.omp("team", "status", team.name, "--json")["monitor"]
     assert mon["nudgesSent"] >= 1, mon
     assert_nothing_typed_left(team, "worker-1")
+
+
+@pytest.mark.parametrize("screen", ["onboarding", "api-key-question"])
+def test_a_claude_screen_only_a_person_answers_blocks_the_launch_with_the_fix(
+    claude_team: Factory, screen: str
+) -> None:
+    """Offline, Claude Code's first-run setup exits (the pane dies); `ANTHROPIC_API_KEY` makes
+    it ask whether to use the key. Neither is answered by omp: `launch_blocked`, with the fix."""
+    team = claude_team()
+    config = team.home / ".claude-config" / ".claude.json"
+    if screen == "onboarding":
+        config.write_text("{}")
+        want = "hasCompletedOnboarding"
+    else:
+        team.env["ANTHROPIC_API_KEY"] = team.env.pop("ANTHROPIC_AUTH_TOKEN")
+        want = "ANTHROPIC_AUTH_TOKEN"
+    out = team.omp(
+        "team", "launch", "1", "write a haiku", "--agent", "claude", "--name", team.name,
+        "--json", check=False,
+    )  # fmt: skip
+    assert out.get("error") == "launch_blocked", out
+    assert want in out["message"] and want in out["fix"], out
+    assert not (team.root / ".omp" / "state" / "team" / team.name / "config.json").exists()
