@@ -12,10 +12,12 @@ so under `-ra`, when the pinned CLI is not installed.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 
 import pytest
 
+from omp.agents import BUILTIN_PROFILES, screen_state
 from tests.agents.clis import AgentTeam, poll, user_texts
 from tests.agents.scripted_model import ScriptedModel
 from tests.agents.test_codex_gemini_teams import assert_nothing_typed_left
@@ -148,3 +150,36 @@ def test_a_claude_screen_only_a_person_answers_blocks_the_launch_with_the_fix(
     assert out.get("error") == "launch_blocked", out
     assert want in out["message"] and want in out["fix"], out
     assert not (team.root / ".omp" / "state" / "team" / team.name / "config.json").exists()
+
+
+def test_nothing_is_typed_into_claudes_permission_prompt(
+    claude_team: Factory, scripted_model: ScriptedModel
+) -> None:
+    """A Claude Code worker without `--dangerously-skip-permissions` stops at `Do you want to
+    proceed? ❯ 1. Yes`, where Enter approves the command. A message for it is not typed: the
+    send says why (`deferred`, its screen needs a person: permission prompt), the screen reads
+    `needs_person`, and the command stays unapproved and unrun."""
+    team = claude_team()
+    (team.root / ".omp").mkdir()
+    (team.root / ".omp" / "agents.toml").write_text(
+        '[agents.claude]\ncommand = ["claude", "--permission-mode", "default"]\n'
+    )
+    team.launch(1)
+    claude = BUILTIN_PROFILES["claude"]
+
+    def asking() -> bool:
+        return screen_state(claude, team.capture("worker-1")) == (
+            "needs_person",
+            "permission prompt",
+        )
+
+    poll(asking, f"the permission prompt\n{team.debug()}")
+    before = len(scripted_model.requests)
+    sent = team.api("send-message", {"from": "leader", "to": "worker-1", "body": "status?"})
+    assert sent["ok"] is True and sent["nudge"] == "deferred", sent
+    assert "permission prompt" in sent["nudgeReason"], sent
+    time.sleep(2)  # a keystroke, had one been sent, would have approved it by now
+    assert asking(), "\n".join(team.capture("worker-1"))
+    assert len(scripted_model.requests) == before  # no tool result, no typed line reached it
+    assert team.status()["tasks"][0]["status"] != "completed"
+    assert not [t for t in user_texts(scripted_model) if NUDGE.search(t)]

@@ -388,3 +388,23 @@ def test_a_scripted_http_error_reaches_the_cli() -> None:
         with pytest.raises(urllib.error.HTTPError) as got:
             post(model, {"model": "m", "messages": [{"role": "user", "content": "hi"}]})
         assert got.value.code == 429 and got.value.headers["x-should-retry"] == "false"
+
+
+def test_launch_gives_claude_workers_no_auto_update_and_forwards_pi_offline(
+    tmp_path: Path,
+) -> None:
+    env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "PI_OFFLINE": "1", "PATH": "/usr/bin"}
+
+    def worker(agent: str, environ: dict[str, str]) -> dict[str, str]:
+        profile = BUILTIN_PROFILES[agent]
+        kw = {"team": "t", "worker": "worker-1", "root": tmp_path, "token": "x", "omp": "omp"}
+        return worker_env(environ, profile, **kw)  # type: ignore[arg-type]
+
+    claude = worker("claude", env)
+    assert (
+        claude["DISABLE_AUTOUPDATER"] == "1"
+        and claude["ANTHROPIC_BASE_URL"] == env["ANTHROPIC_BASE_URL"]
+    )
+    assert "PI_OFFLINE" not in claude and "IS_SANDBOX" not in claude
+    assert worker("claude", {**env, "DISABLE_AUTOUPDATER": "0"})["DISABLE_AUTOUPDATER"] == "0"
+    assert worker("pi", env)["PI_OFFLINE"] == "1"
