@@ -396,9 +396,15 @@ def test_launch_gives_claude_workers_no_auto_update_and_forwards_pi_offline(
     env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "PI_OFFLINE": "1", "PATH": "/usr/bin"}
 
     def worker(agent: str, environ: dict[str, str]) -> dict[str, str]:
-        profile = BUILTIN_PROFILES[agent]
-        kw = {"team": "t", "worker": "worker-1", "root": tmp_path, "token": "x", "omp": "omp"}
-        return worker_env(environ, profile, **kw)  # type: ignore[arg-type]
+        return worker_env(
+            environ,
+            BUILTIN_PROFILES[agent],
+            team="t",
+            worker="worker-1",
+            root=tmp_path,
+            token="x",
+            omp="omp",
+        )
 
     claude = worker("claude", env)
     assert (
