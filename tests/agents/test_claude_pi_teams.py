@@ -41,9 +41,14 @@ def agent_team(request: pytest.FixtureRequest) -> Factory:
     return factory
 
 
-def test_two_workers_reach_all_done(agent_team: Factory, scripted_model: ScriptedModel) -> None:
+def test_two_workers_reach_all_done(
+    agent_team: Factory, scripted_model: ScriptedModel, capsys: pytest.CaptureFixture[str]
+) -> None:
     team = agent_team()
+    t0 = time.monotonic()
     st = launch_done(team, 2)
+    with capsys.disabled():
+        print(f"\n[{team.agent} team] 2 workers launch->allDone {time.monotonic() - t0:.1f}s")
     assert [t["status"] for t in st["tasks"]] == ["completed", "completed"]
     col = team.omp("team", "collect", team.name, "--json")
     assert col["allDone"] is True and col["doneCount"] == 2
