@@ -28,7 +28,9 @@ def install(
     agent: Annotated[
         str,
         typer.Option(
-            "--agent", help="copilot (default, omp's default agent), claude, codex, gemini or all."
+            "--agent",
+            help="copilot (default, omp's default agent), claude, codex, gemini, pi (an "
+            "extension), or all (the four hook files).",
         ),
     ] = "copilot",
     uninstall: bool = typer.Option(False, "--uninstall", help="Remove omp's entries only."),
@@ -71,6 +73,7 @@ NEXT_STEPS = {
     "claude": "Claude Code loads it at its next start (Copilot CLI reads this file too)",
     "codex": "Codex runs it only once the project is trusted and the hook reviewed (/hooks)",
     "gemini": "Gemini runs project hooks only in a trusted folder",
+    "pi": "pi loads the extension at its next start (or /reload)",
 }
 
 

@@ -151,6 +151,8 @@ def _nudge_now(cfg: TeamConfig, recipient: str, omp: str) -> Outcome:
 
         why = why_unreachable(cfg) if res.reason in ("gone", "server_gone") else None
         return Outcome(UNREACHABLE, why or _UNREACHABLE.get(res.reason, res.reason))
+    if res.reason == "needs_person":  # never typed into: a keystroke could answer its dialog
+        return Outcome(DEFERRED, f"its screen needs a person ({res.screen}); nudged once cleared")
     return Outcome(DEFERRED, _DEFERRED.get(res.reason, res.reason))
 
 

@@ -9,6 +9,9 @@
   `{"matcher":"*","hooks":[{"name":"omp-stop","type":"command","command":CMD,"timeout":30000}]}`
   (its timeout is in milliseconds).
 
+- pi: no hook file; an extension `.pi/extensions/omp-stop.ts` that runs CMD at each
+  `agent_end` (`omp.stophook.pi_extension`).
+
 CMD is the installing omp by absolute path plus ` hook stop` (`omp.invocation.omp_command`).
 An omp entry is a handler whose command ends in `omp hook stop` (or `-m omp hook stop`). Files
 are merged: every other key, event and handler is kept as it was. Installing again is a no-op; an
@@ -168,6 +171,7 @@ class Plan(NamedTuple):
     action: str  # created | added | unchanged | updated | conflict | removed | absent
     doc: dict[str, Any] | None  # what to write; None: nothing to write (or delete, see action)
     delete: bool = False
+    text: str | None = None  # a file that is not JSON (pi's extension): written as is
 
 
 def _plan_install(t: Target, path: Path, command: str, force: bool) -> Plan:
@@ -214,12 +218,17 @@ def _plan_uninstall(t: Target, path: Path) -> Plan:
     return Plan(t.agent, path, "removed", None if empty else new, delete=empty)
 
 
+# The agents `install` serves: the four hook files ("all"), and pi's extension (not a hook
+# file, so only when asked for by name).
+INSTALLABLE = (*AGENTS, "pi")
+
+
 def agents_of(agent: str) -> list[str]:
     if agent == "all":
         return list(AGENTS)
-    if agent not in AGENTS:
+    if agent not in INSTALLABLE:
         raise OmpError(
-            "usage", f"unknown agent {agent!r}; expected one of {', '.join(AGENTS)} or all"
+            "usage", f"unknown agent {agent!r}; expected one of {', '.join(INSTALLABLE)} or all"
         )
     return [agent]
 
@@ -235,6 +244,14 @@ def install(
     cmd = command or hook_command()
     plans: list[Plan] = []
     for a in agents_of(agent):
+        if a == "pi":
+            from omp.stophook import pi_extension
+
+            path = root / pi_extension.REL
+            _check_parents(root, path)
+            pp = pi_extension.plan(root, cmd, uninstall=uninstall, force=force)
+            plans.append(Plan(a, pp.path, pp.action, None, pp.delete, pp.text))
+            continue
         t = TARGETS[a]
         path = root / t.rel
         _check_parents(root, path)
@@ -254,6 +271,8 @@ def install(
         for p in plans:
             if p.delete:
                 p.path.unlink()
+            elif p.text is not None:
+                write_project_file(p.path, p.text.encode())
             elif p.doc is not None:
                 text = json.dumps(p.doc, indent=2, ensure_ascii=False) + "\n"
                 write_project_file(p.path, text.encode())
