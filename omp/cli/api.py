@@ -188,7 +188,7 @@ def _call(argv: list[str]) -> tuple[str, Reply[Any]]:
     if sub is None:
         if as_json:
             raise OmpError("usage", f"no subcommand given. {_usage()}")
-        sys.stderr.write(_help() + "\n")
+        output.write_err(_help() + "\n")
         raise SystemExit(EXIT_USAGE)
     from omp.team.api import OPERATIONS
 

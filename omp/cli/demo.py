@@ -79,8 +79,11 @@ def demo(
             f"team {r['team']}: {col['doneCount']}/{col['total']} workers done"
             + ("" if r["allDone"] else " (still working: the wait timed out)"),
         ]
+        from omp.textsafe import inline
+
         for w in col["workers"]:
-            lines.append(f"  {w['name']}: {w['outcome']} — {w['result'] or '(no result yet)'}")
+            result = inline(str(w["result"])) if w["result"] else "(no result yet)"
+            lines.append(f"  {inline(w['name'])}: {w['outcome']} — {result}")
         lines += [
             "",
             "Next:",

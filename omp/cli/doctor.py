@@ -37,11 +37,12 @@ def doctor(
 
 def doctor_text(r: dict[str, Any]) -> str:
     from omp.doctor import summary
+    from omp.textsafe import inline
 
     lines = []
     for c in r["checks"]:
-        lines.append(f"{c['status']:<4}  {c['message']}")
+        lines.append(f"{c['status']:<4}  {inline(str(c['message']))}")
         if c["fix"] and c["status"] != "ok":
-            lines.append(f"      fix: {c['fix']}")
+            lines.append(f"      fix: {inline(str(c['fix']))}")
     lines.append(summary(r))
     return "\n".join(lines)

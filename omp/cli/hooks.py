@@ -75,12 +75,14 @@ NEXT_STEPS = {
 
 
 def install_text(r: dict[str, Any]) -> str:
-    lines = [f"{h['action']:<9}  {h['agent']:<8} {h['path']}" for h in r["hooks"]]
+    from omp.textsafe import inline
+
+    lines = [f"{h['action']:<9}  {h['agent']:<8} {inline(h['path'])}" for h in r["hooks"]]
     if not r["uninstall"]:
-        lines.append(f"hook command: {r['command']}")
+        lines.append(f"hook command: {inline(r['command'])}")
         for h in r["hooks"]:
             if h["action"] in ("created", "added", "updated"):
                 lines.append(f"  {h['agent']}: {NEXT_STEPS[h['agent']]}")
     shown = ", ".join(f"{n} {a}" for a, n in r["counts"].items())
-    lines.append(f"omp stop hooks in {r['root']}: {shown}")
+    lines.append(f"omp stop hooks in {inline(r['root'])}: {shown}")
     return "\n".join(lines)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 from omp.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, OmpError
-from omp.textsafe import json_safe, visible
+from omp.textsafe import inline, json_safe, visible
 
 Result = dict[str, Any]
 T = TypeVar("T")
@@ -60,7 +60,7 @@ def fail(err: OmpError, as_json: bool) -> NoReturn:
     if as_json:
         emit_json(err.to_json())
     else:
-        write_err(f"omp: {err.message} [{err.code}]\n")
+        write_err(f"omp: {inline(err.message)} [{err.code}]\n")
     raise SystemExit(err.exit_code)
 
 
@@ -69,7 +69,7 @@ def internal(exc: BaseException, as_json: bool) -> NoReturn:
     if as_json:
         emit_json({"ok": False, "error": "internal", "message": msg})
     else:
-        write_err(f"omp: {msg}\n")
+        write_err(f"omp: {inline(msg)}\n")
     if sys.stderr.isatty() or _debug():
         import traceback
 

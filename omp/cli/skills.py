@@ -47,9 +47,12 @@ def install(
 
 
 def install_text(r: dict[str, Any]) -> str:
-    lines = [f"{f['action']:<9}  {f['path']}" for f in r["files"]]
+    from omp.textsafe import inline
+
+    lines = [f"{f['action']:<9}  {inline(str(f['path']))}" for f in r["files"]]
     lines.append(
-        f"skills {', '.join(r['skills'])} in {r['target']}: {r['created']} created, "
+        f"skills {inline(', '.join(r['skills']))} in {inline(str(r['target']))}: "
+        f"{r['created']} created, "
         f"{r['updated']} updated, {r['unchanged']} unchanged"
     )
     return "\n".join(lines)

@@ -26,8 +26,9 @@ app = typer.Typer(
 def progress(msg: str) -> None:
     """Launch progress, on stderr: with --json, stdout stays exactly one JSON object."""
     from omp.cli.output import write_err
+    from omp.textsafe import inline
 
-    write_err(f"omp: {msg}\n")
+    write_err(f"omp: {inline(msg)}\n")
 
 
 @app.command("launch")
@@ -83,13 +84,14 @@ def launch(
 
     def human(r: dict[str, Any]) -> str:
         from omp.cli.output import invocation
+        from omp.textsafe import inline
 
         omp = invocation()
-        ws = ", ".join(f"{w['name']}({w['paneId']})" for w in r["workers"])
+        ws = ", ".join(f"{inline(w['name'])}({inline(str(w['paneId']))})" for w in r["workers"])
         return (
             f"team {r['team']} launched: {ws}\n"
             f"  watch:    {omp} team status {r['team']} --watch\n"
-            f"  attach:   {r['attach']}\n"
+            f"  attach:   {inline(r['attach'])}\n"
             f"  results:  {omp} team collect {r['team']}\n"
             f"  stop:     {omp} team shutdown {r['team']}"
         )
@@ -179,8 +181,10 @@ def shutdown(
             + (", its session" if r["killedSession"] else "")
             + f", cleared {r['clearedLocks']} task lock(s); mail and state kept"
         )
+        from omp.textsafe import inline
+
         for s in r["skipped"]:
-            out += f"\n  left {s['pane']}: {s['why']}"
+            out += f"\n  left {inline(str(s['pane']))}: {inline(str(s['why']))}"
         return out
 
     run(body, as_json=as_json, human=human)
