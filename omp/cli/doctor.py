@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from omp.cli import options as opt
 from omp.cli.options import JsonOpt
 from omp.cli.output import run
 
@@ -17,7 +18,11 @@ def register(app: typer.Typer) -> None:
 
 def doctor(
     agent: str = typer.Option(
-        "copilot", "--agent", "-a", help="The agent the team will run (default copilot)."
+        "copilot",
+        "--agent",
+        "-a",
+        help="The agent the team will run (default copilot).",
+        callback=opt.text(max_len=256),
     ),
     as_json: bool = JsonOpt,
 ) -> None:

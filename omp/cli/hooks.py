@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from omp.cli import options as opt
 from omp.cli.options import JsonOpt
 from omp.cli.output import run
 
@@ -28,7 +29,9 @@ def install(
     agent: Annotated[
         str,
         typer.Option(
-            "--agent", help="copilot (default, omp's default agent), claude, codex, gemini or all."
+            "--agent",
+            help="copilot (default, omp's default agent), claude, codex, gemini or all.",
+            callback=opt.text(max_len=256),
         ),
     ] = "copilot",
     uninstall: bool = typer.Option(False, "--uninstall", help="Remove omp's entries only."),

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from omp import modes
+from omp.cli import options as opt
 from omp.cli.options import JsonOpt
 from omp.cli.output import Result, run
 from omp.store.paths import StatePaths, find_root
@@ -163,9 +164,10 @@ ultraqa = _sub_app("UltraQA loop: test, fix and re-test until a goal passes.")
 
 @ralph.command("start")
 def ralph_start(
-    task: Annotated[str, typer.Argument(help="What to work on.")],
+    task: Annotated[str, typer.Argument(help="What to work on.", callback=opt.text())],
     max_iterations: Annotated[
-        int | None, typer.Option("--max-iterations", help="Iteration cap (default 10).")
+        int | None,
+        typer.Option("--max-iterations", help="Iteration cap (default 10).", callback=opt.count()),
     ] = None,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -175,12 +177,14 @@ def ralph_start(
 
 @ultrawork.command("start")
 def ultrawork_start(
-    objective: Annotated[str, typer.Argument(help="The objective.")],
+    objective: Annotated[str, typer.Argument(help="The objective.", callback=opt.text())],
     task_count: Annotated[
-        int | None, typer.Option("--task-count", help="How many tasks it spans.")
+        int | None,
+        typer.Option("--task-count", help="How many tasks it spans.", callback=opt.count()),
     ] = None,
     max_iterations: Annotated[
-        int | None, typer.Option("--max-iterations", help="Iteration cap (default 20).")
+        int | None,
+        typer.Option("--max-iterations", help="Iteration cap (default 20).", callback=opt.count()),
     ] = None,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -195,9 +199,10 @@ def ultrawork_start(
 
 @ultraqa.command("start")
 def ultraqa_start(
-    goal: Annotated[str, typer.Argument(help="What must pass.")],
+    goal: Annotated[str, typer.Argument(help="What must pass.", callback=opt.text())],
     max_cycles: Annotated[
-        int | None, typer.Option("--max-cycles", help="Cycle cap (default 5).")
+        int | None,
+        typer.Option("--max-cycles", help="Cycle cap (default 5).", callback=opt.count()),
     ] = None,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -207,7 +212,12 @@ def ultraqa_start(
 
 @ultraqa.command("cycle")
 def ultraqa_cycle(
-    verdict: Annotated[str, typer.Argument(help="pass (ends the loop), fail or pending.")],
+    verdict: Annotated[
+        str,
+        typer.Argument(
+            help="pass (ends the loop), fail or pending.", callback=opt.text(max_len=256)
+        ),
+    ],
     as_json: bool = JsonOpt,
 ) -> None:
     """Record a QA cycle's verdict."""

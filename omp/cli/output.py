@@ -22,11 +22,15 @@ T = TypeVar("T")
 
 
 def dumps(obj: Any) -> str:
-    return json_safe(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
+    """JSON text, never NaN or Infinity (which no JSON parser must accept): ValueError then."""
+    return json_safe(json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
 
 
 def emit_json(obj: Result) -> None:
-    text = dumps(obj)
+    try:
+        text = dumps(obj)
+    except ValueError as exc:  # NaN or Infinity got this far: a bug, said as one, in JSON
+        internal(exc, True)
     try:
         data = (text + "\n").encode("utf-8")
     except UnicodeEncodeError:

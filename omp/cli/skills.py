@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from omp.cli import options as opt
 from omp.cli.options import JsonOpt
 from omp.cli.output import run
 
@@ -30,6 +31,7 @@ def install(
             "--target",
             help="Directory, relative to the project root (default .github/skills; "
             "Claude Code reads .claude/skills).",
+            callback=opt.path_text(),
         ),
     ] = None,
     force: bool = typer.Option(False, "--force", help="Overwrite files that differ from omp's."),

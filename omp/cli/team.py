@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from omp.cli import options as opt
 from omp.cli.options import JsonOpt
 from omp.cli.output import run
 from omp.invocation import hint
@@ -33,12 +34,35 @@ def progress(msg: str) -> None:
 
 @app.command("launch")
 def launch(
-    spec: str = typer.Argument(..., metavar="N[:AGENT]", help="Worker count, e.g. 3 or 3:codex."),
-    task: str = typer.Argument("", help="What the team should do (each worker gets a part)."),
-    agent: str = typer.Option(None, "--agent", "-a", help="Agent profile (default copilot)."),
-    name: str = typer.Option(None, "--name", "-n", help="Team name (default <agent>-<time>)."),
+    spec: str = typer.Argument(
+        ...,
+        metavar="N[:AGENT]",
+        help="Worker count, e.g. 3 or 3:codex.",
+        callback=opt.text(max_len=256),
+    ),
+    task: str = typer.Argument(
+        "", help="What the team should do (each worker gets a part).", callback=opt.text()
+    ),
+    agent: str = typer.Option(
+        None,
+        "--agent",
+        "-a",
+        help="Agent profile (default copilot).",
+        callback=opt.text(max_len=256),
+    ),
+    name: str = typer.Option(
+        None,
+        "--name",
+        "-n",
+        help="Team name (default <agent>-<time>).",
+        callback=opt.text(max_len=256),
+    ),
     socket: str = typer.Option(
-        None, "--socket", envvar="OMP_TMUX_SOCKET", help="tmux server socket name (-L)."
+        None,
+        "--socket",
+        envvar="OMP_TMUX_SOCKET",
+        help="tmux server socket name (-L).",
+        callback=opt.path_text(),
     ),
     new_session: bool = typer.Option(
         False, "--new-session", help="Use a new detached session even inside tmux."
@@ -47,13 +71,17 @@ def launch(
         False, "--nudge-leader", help="Also type unread-mail nudges into the leader's pane."
     ),
     ready_timeout: float = typer.Option(
-        None, "--ready-timeout", help="Seconds to wait for each agent (default per profile)."
+        None,
+        "--ready-timeout",
+        help="Seconds to wait for each agent (default per profile).",
+        callback=opt.seconds(positive=True),
     ),
     leader_agent: str = typer.Option(
         None,
         "--leader-agent",
         help="The agent in the leader's pane (its screen decides when a nudge may be typed); "
         "detected when omp runs inside it.",
+        callback=opt.text(max_len=256),
     ),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -101,7 +129,9 @@ def launch(
 
 @app.command("status")
 def status(
-    team: str = typer.Argument(None, help="Team name (default: every team of the project)."),
+    team: str = typer.Argument(
+        None, help="Team name (default: every team of the project).", callback=opt.text()
+    ),
     watch: bool = typer.Option(
         False,
         "--watch",
@@ -126,7 +156,9 @@ def status(
 
 @app.command("collect")
 def collect(
-    team: str = typer.Argument(None, help="Team name (default: the only team, if one)."),
+    team: str = typer.Argument(
+        None, help="Team name (default: the only team, if one).", callback=opt.text()
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Each worker's outcome with its result. Read-only."""
@@ -143,7 +175,7 @@ def collect(
 
 @app.command("shutdown")
 def shutdown(
-    team: str = typer.Argument(..., help="Team name."),
+    team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
     force: bool = typer.Option(
         False,
         "--force",
@@ -151,7 +183,11 @@ def shutdown(
         "it started for this team.",
     ),
     socket: str = typer.Option(
-        None, "--socket", envvar="OMP_TMUX_SOCKET", help="With --force: a tmux socket to search."
+        None,
+        "--socket",
+        envvar="OMP_TMUX_SOCKET",
+        help="With --force: a tmux socket to search.",
+        callback=opt.path_text(),
     ),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -243,9 +279,13 @@ def list_(as_json: bool = JsonOpt) -> None:
 
 @app.command("create")
 def create(
-    name: str = typer.Argument(..., help="Team name."),
-    workers: int = typer.Option(..., "--workers", "-w", help="Number of workers (1-32)."),
-    task: str = typer.Option("", "--task", help="Also write one pending task per worker."),
+    name: str = typer.Argument(..., help="Team name.", callback=opt.text()),
+    workers: int = typer.Option(
+        ..., "--workers", "-w", help="Number of workers (1-32).", callback=opt.count(most=32)
+    ),
+    task: str = typer.Option(
+        "", "--task", help="Also write one pending task per worker.", callback=opt.text()
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Write a team's config (and tasks) without tmux: for headless teams and scripts."""

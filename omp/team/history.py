@@ -105,7 +105,7 @@ def loop(project: StatePaths, mode: str, change: str) -> None:
 def parse_cursor(text: str | None) -> int:
     if text is None:
         return 0
-    if not text.isdigit() or len(text) > 18:
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:  # `²` is a digit, no int
         raise OmpError(
             "invalid_cursor",
             f"--since takes the cursor an earlier `omp team events` printed (a byte offset), "
