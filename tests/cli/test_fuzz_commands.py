@@ -98,7 +98,7 @@ BASE_BY_NAME = {
 }
 STREAMING = {"watch", "follow"}  # options that print until Ctrl-C
 SKIP_COMMANDS = {("demo-agent",): "the demo agent runs until its pane closes"}
-EXTRA_EXIT_CODES = {("team", "wait"): {10, 11, 12, 13}}
+EXTRA_EXIT_CODES: dict[tuple[str, ...], set[int]] = {("team", "wait"): {10, 11, 12, 13}}
 JSON_LINES = {("team", "events")}
 
 
