@@ -29,8 +29,8 @@ def dumps(obj: Any) -> str:
 def emit_json(obj: Result) -> None:
     try:
         text = dumps(obj)
-    except ValueError as exc:  # NaN or Infinity got this far: a bug, said as one, in JSON
-        internal(exc, True)
+    except ValueError:  # NaN or Infinity got this far (a bug, or a state file edited by hand)
+        internal(ValueError("the answer holds NaN or Infinity, which JSON cannot carry"), True)
     try:
         data = (text + "\n").encode("utf-8")
     except UnicodeEncodeError:
