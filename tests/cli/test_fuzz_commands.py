@@ -77,9 +77,13 @@ ODD = [
     "1.5h",
     "0.0000001s",
     "7d ",
-    "1=c,2=i",
+    "1=c,2=i",  # `team wait` cursors
     "1=",
     "=,=",
+    "fz:1a2b3c4d:²",  # cursors that name a team and a log, with odd offsets
+    "fz:1a2b3c4d:" + "9" * 30,
+    "fz:-:0",
+    "fz:1a2b3c4d:-0",
 ]
 
 # A plain value for each parameter a command needs (the one being fuzzed gets `ODD` instead);
