@@ -62,9 +62,14 @@ def _read(path: Path) -> dict[str, Any]:
     return obj if isinstance(obj, dict) else {}
 
 
+_SWEPT: set[Path] = set()  # one hook process answers one stop: one sweep of a directory is enough
+
+
 def _write(paths: StatePaths, path: Path, obj: dict[str, Any]) -> None:
     paths.ensure(path.parent)
-    sweep(paths)
+    if path.parent not in _SWEPT:
+        _SWEPT.add(path.parent)
+        sweep(paths)
     fs.write_json_atomic(path, obj, pretty=False)
 
 
@@ -75,23 +80,23 @@ def sweep(paths: StatePaths, *, now: float | None = None, max_age_s: float = MAX
     (a symlink planted here goes, what it points at stays). Nothing else in the directory (the
     lock, the log, a file omp did not name) is touched."""
     d = hooks_dir(paths)
+    cutoff = (time.time() if now is None else now) - max_age_s
+    removed = 0
     try:
         if not paths.check(d):
             return 0
-        names = os.listdir(d)
+        with os.scandir(d) as entries:
+            for entry in entries:
+                if not any(is_hook_file(entry.name, kind) for kind in EXPIRING):
+                    continue
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISDIR(st.st_mode) or st.st_mtime >= cutoff:
+                        continue
+                    os.unlink(entry.path)
+                    removed += 1
     except Exception:
-        return 0
-    cutoff = (time.time() if now is None else now) - max_age_s
-    removed = 0
-    for name in names:
-        if not any(is_hook_file(name, kind) for kind in EXPIRING):
-            continue
-        with contextlib.suppress(OSError):
-            st = os.lstat(d / name)
-            if stat.S_ISDIR(st.st_mode) or st.st_mtime >= cutoff:
-                continue
-            os.unlink(d / name)
-            removed += 1
+        pass
     return removed
 
 
