@@ -10,8 +10,8 @@
   block in a row). Kept across start and cancel: an old completion word still in a growing
   response must not end the next loop, and the CLI's count of blocks does not restart with it.
 - Both kinds of file expire: one not written for `MAX_AGE_S` (a week) belongs to a session that
-  is over, and is removed by `sweep`, which every write of either kind runs first. A session id
-  is a new file name, so without it the directory would grow by two files a session forever.
+  is over, and is removed by `sweep`, run by a hook process's first write of either kind. A
+  session id is a new file name: without it the directory would grow by two files a session.
 - `lock`: one flock around read-decide-write, so concurrent fires (two registrations run at
   once) are serialised and the second one finds the first's answer.
 - `hook.log`: one JSON line per decision and per error; rotated to `hook.log.1` past 1 MiB.
