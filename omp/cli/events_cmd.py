@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from omp.cli import output
 from omp.errors import OmpError
+from omp.textsafe import inline
 
 if TYPE_CHECKING:
     from omp.store.paths import StatePaths
@@ -92,21 +93,29 @@ def _print(evs: list[dict[str, object]], as_json: bool) -> None:
 
 
 def describe(ev: dict[str, Any]) -> str:
-    """One line for a person."""
+    """One line for a person. Every value is someone's text (a worker's result, a line of the
+    log written behind omp's back): each is made one visible line (`textsafe.inline`), so a
+    multi-line result cannot print what looks like the next event."""
+
+    def v(key: str, default: str = "") -> str:
+        value = ev.get(key)
+        return inline(str(value)) if value not in (None, "") else default
+
     kind = ev.get("type")
-    at = str(ev.get("at", ""))[11:19]
+    at = v("at")[11:19]
     if kind == "task":
-        owner = f" ({ev['owner']})" if ev.get("owner") else ""
-        res = f": {ev['result']}" if ev.get("result") else ""
-        text = f"task {ev.get('taskId')}: {ev.get('from') or 'new'} -> {ev.get('to')}{owner}{res}"
+        owner = f" ({v('owner')})" if ev.get("owner") else ""
+        res = f": {v('result')}" if ev.get("result") else ""
+        text = f"task {v('taskId')}: {v('from', 'new')} -> {v('to')}{owner}{res}"
     elif kind == "message":
-        event = f" [{ev['event']}]" if ev.get("event") else ""
-        text = f"message {ev.get('id')} {ev.get('from')} -> {ev.get('to')}{event}"
+        event = f" [{v('event')}]" if ev.get("event") else ""
+        text = f"message {v('id')} {v('from')} -> {v('to')}{event}"
     elif kind == "member":
-        why = f" ({ev['reason']})" if ev.get("reason") else ""
-        text = f"{ev.get('worker')} {ev.get('change')}{why}"
+        why = f" ({v('reason')})" if ev.get("reason") else ""
+        text = f"{v('worker')} {v('change')}{why}"
     elif kind == "loop":
-        text = f"loop {ev.get('mode')} {ev.get('change')}"
+        text = f"loop {v('mode')} {v('change')}"
     else:
-        text = f"{kind}: " + ", ".join(f"{k}={v}" for k, v in ev.items() if k not in ("type",))
+        pairs = (f"{inline(str(k))}={inline(str(x))}" for k, x in ev.items() if k != "type")
+        text = f"{v('type', 'None')}: " + ", ".join(pairs)
     return f"{at}  {text}"

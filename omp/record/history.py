@@ -170,7 +170,7 @@ def parse_cursor(text: str | None, team: str) -> tuple[str | None, int]:
     if (
         not sep
         or not sep2
-        or not offset.isdigit()
+        or not (offset.isascii() and offset.isdigit())
         or len(offset) > 18
         or bad_log
         or (log == NO_LOG and offset != "0")

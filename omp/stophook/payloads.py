@@ -52,7 +52,7 @@ def epoch_ms(value: Any) -> int | None:
         return int(value) if value == value and abs(value) < 1e15 else None
     if isinstance(value, str) and value.strip():
         text = value.strip()
-        if text.isdigit():
+        if text.isascii() and text.isdigit() and len(text) <= 18:
             return int(text)
         from datetime import datetime
 

@@ -53,7 +53,7 @@ class LaunchRequest:
 def parse_spec(spec: str) -> tuple[int, str | None]:
     """`3` or the TypeScript tool's `3:copilot`."""
     count, _, agent = spec.partition(":")
-    if not count.isdigit():
+    if not (count.isascii() and count.isdigit()) or len(count) > 6:  # `²` is a digit, no int
         raise OmpError(
             "invalid_input", f"expected a worker count like 3 or 3:copilot, got {spec!r}"
         )
