@@ -6,7 +6,9 @@ for `-z`, `--porcelain` or `rev-parse` forms and split them with `nul_fields`.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -92,15 +94,16 @@ def git(
     argv = ["git", *args]
     shown = " ".join(args[:3])
     try:
-        proc = subprocess.run(
+        # Its own process group: a time limit stops git and whatever it started (a hook, an
+        # editor), not git alone.
+        proc = subprocess.Popen(
             argv,
             cwd=cwd,
-            input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-            capture_output=True,
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=full_env,
-            timeout=timeout,
-            check=False,
+            process_group=0,
         )
     except FileNotFoundError as exc:
         if cwd is not None and not os.path.isdir(cwd):
@@ -108,22 +111,34 @@ def git(
                 "git_failed", f"git {shown}: {cwd} is not a directory", command=list(args)
             ) from exc
         raise OmpError("git_not_found", "git is not installed (not on PATH)") from exc
+    try:
+        out, err = proc.communicate(input, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
+        _kill(proc)
         raise OmpError(
             "git_failed",
             f"git {shown} did not finish within {timeout:g}s in {cwd}",
             command=list(args),
             timedOut=True,
         ) from exc
+    except BaseException:
+        _kill(proc)
+        raise
     if proc.returncode not in ok:
-        why = _tail(proc.stderr) or f"exit {proc.returncode}"
+        why = _tail(err) or f"exit {proc.returncode}"
         raise OmpError(
             "git_failed",
             f"git {shown} failed in {cwd}: {why}",
             command=list(args),
             exit=proc.returncode,
         )
-    return GitResult(proc.returncode, proc.stdout, proc.stderr)
+    return GitResult(proc.returncode, out, err)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
 
 
 def nul_fields(data: bytes) -> list[str]:
