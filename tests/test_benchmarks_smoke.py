@@ -76,3 +76,21 @@ def test_bench_tmux_import_prints_a_row_per_door(tmp_path: Path) -> None:
         "lifecycle (`omp.tmux.lifecycle`, libtmux)",
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
+
+
+@pytest.mark.slow
+def test_bench_worktrees_quick_prints_its_table(tmp_path: Path) -> None:
+    proc = run_benchmark(tmp_path, "bench_worktrees.py", "--quick")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("machine: ") for line in lines)
+    assert any(line.startswith("git: ") for line in lines)
+    header = "| | Benchmark | Median | Target | Meets target |"
+    assert header in lines
+    rows = [line for line in lines[lines.index(header) + 2 :] if line.startswith("| ")]
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    assert [c[0] for c in cells] == ["a", "b", "c", "d", "e"]
+    assert all(len(c) == 5 and (" ms" in c[2] or "MiB" in c[2]) for c in cells), rows
+    assert "8 worktrees made" in cells[1][1] and "vs 0 ms" in cells[1][2]
+    assert "disk per worktree" in cells[2][1] and "MiB" in cells[2][2]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]

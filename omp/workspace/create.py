@@ -24,7 +24,15 @@ from omp.store.names import team_name, worker_name
 from omp.store.paths import StatePaths
 from omp.workspace import proc
 from omp.workspace.git import git, nul_fields
-from omp.workspace.repo import HEADS, branch_exists, common_dir, resolve, toplevel, worktrees
+from omp.workspace.repo import (
+    HEADS,
+    branch_exists,
+    changes,
+    common_dir,
+    resolve,
+    toplevel,
+    worktrees,
+)
 
 BRANCH_PREFIX = "omp"
 OMP_DIR, WORKTREES = ".omp", "worktrees"
@@ -120,8 +128,6 @@ def safe_relpath(rel: str, top: Path) -> str:
 def uncommitted_count(repo: Path) -> tuple[int, int]:
     """(tracked files with uncommitted changes, untracked files) of the leader's checkout: what a
     new worktree will not have (launch says so in one line; `carry_changes` brings the first)."""
-    from omp.workspace.repo import changes
-
     found = changes(repo)
     return len(found.tracked), len(found.untracked)
 
@@ -327,6 +333,8 @@ def rollback(wt: Worktree) -> None:
     """Remove a provisional worktree and its branch (the branch only while it has no commits
     beyond its base: nothing anyone made is deleted; none for a detached scratch worktree,
     `branch` ""). Safe to call twice."""
+    # unlocked first: `worktree prune` keeps a locked entry whose directory is gone forever
+    git(wt.repo, "worktree", "unlock", str(wt.path), ok=(0, 128))
     with contextlib.suppress(OmpError):
         git(wt.repo, "worktree", "remove", "--force", "--force", str(wt.path))
     if os.path.lexists(wt.path) and not (wt.path / ".git").exists():

@@ -327,3 +327,21 @@ def test_the_state_tree_omp_creates_stays_out_of_git(repo: Path) -> None:
     (other / ".omp").mkdir(parents=True)
     StatePaths(other).ensure(StatePaths(other).teams)
     assert not (other / ".omp" / ".gitignore").exists()
+
+
+def test_recovery_also_clears_a_dead_merge_check_and_a_vanished_provisional(
+    repo: Path, tmp_path: Path
+) -> None:
+    base = g(repo, "rev-parse", "HEAD")
+    dead = f"omp provisioning pid=999999999 start=1 base={base}"
+    scratch = tmp_path / "scratch"
+    g(repo, "worktree", "add", "-q", "--detach", "--lock", "--reason", dead, str(scratch), base)
+    gone = tmp_path / "gone"
+    g(repo, "worktree", "add", "-q", "--lock", "--reason", dead, "-b", "omp/t/gone", str(gone))
+    shutil.rmtree(gone)
+    mine = tmp_path / "mine"
+    g(repo, "worktree", "add", "-q", "--lock", "--reason", "a person's lock", "-b", "m", str(mine))
+    recovered = create.recover_unfinished(repo)
+    assert sorted(w.path for w in recovered) == [gone, scratch]
+    assert {e.path for e in worktrees(repo)} == {repo, mine}
+    assert not scratch.exists() and g(repo, "branch", "--list", "omp/t/gone") == ""
