@@ -12,9 +12,10 @@ file of ours can disagree with it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -53,13 +54,28 @@ def branch_name(team: str, worker: str) -> str:
 def worktrees_dir(root: Path) -> Path:
     """Where workers' worktrees live: `<project>/.omp/worktrees/`. Inside the project (deleted
     with it, on its file system, beside its state), and ignored: `.omp/` holds a `.gitignore` of
-    `*`, and so does this directory (for a `.omp/` omp did not create). pytest and ripgrep skip
-    dot-directories, ruff and `git status` honour the `.gitignore`."""
+    `*`, and so does this directory (for a `.omp/` omp did not create). `git status`, ruff
+    and ripgrep honour the `.gitignore`; pytest skips dot-directories by default. Tools that
+    do neither still see it: pytest with a project's own `norecursedirs`, vitest and jest (see
+    `outside_worktrees_dir` for the alternative)."""
     return root / OMP_DIR / WORKTREES
 
 
-def worktree_dir(root: Path, team: str, worker: str) -> Path:
-    return worktrees_dir(root) / team_name(team) / worker_name(worker)
+def outside_worktrees_dir(root: Path, env: Mapping[str, str] | None = None) -> Path:
+    """The alternative: outside the project, where no tool run from its root can see them,
+    `$XDG_STATE_HOME/omp/worktrees/<project name>-<hash of its path>/` (default
+    `~/.local/state`). Not a cache directory: a worktree holds uncommitted work."""
+    src = os.environ if env is None else env
+    state = src.get("XDG_STATE_HOME") or os.path.join(src.get("HOME") or "~", ".local", "state")
+    real = os.path.realpath(root)
+    tag = hashlib.sha256(os.fsencode(real)).hexdigest()[:10]
+    name = "".join(c if c.isalnum() or c in "._-" else "_" for c in os.path.basename(real))
+    return Path(os.path.expanduser(state)) / "omp" / WORKTREES / f"{name or 'root'}-{tag}"
+
+
+def worktree_dir(root: Path, team: str, worker: str, *, under: Path | None = None) -> Path:
+    """`<worktrees dir>/<team>/<worker>`; `under` replaces `worktrees_dir(root)`."""
+    return (under or worktrees_dir(root)) / team_name(team) / worker_name(worker)
 
 
 def ensure_worktrees_dir(root: Path) -> Path:

@@ -345,3 +345,20 @@ def test_recovery_also_clears_a_dead_merge_check_and_a_vanished_provisional(
     assert sorted(w.path for w in recovered) == [gone, scratch]
     assert {e.path for e in worktrees(repo)} == {repo, mine}
     assert not scratch.exists() and g(repo, "branch", "--list", "omp/t/gone") == ""
+
+
+def test_the_outside_location_is_per_project_and_never_a_cache(repo: Path, tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path / "home")}
+    where = create.outside_worktrees_dir(repo, env)
+    assert where.parent == tmp_path / "home" / ".local" / "state" / "omp" / "worktrees"
+    assert where.name.startswith("proj-") and len(where.name) == len("proj-") + 10
+    assert create.outside_worktrees_dir(repo, {"XDG_STATE_HOME": "/xdg"}).parent == Path(
+        "/xdg/omp/worktrees"
+    )
+    other = repo.parent / "other" / "proj"
+    assert create.outside_worktrees_dir(other, env) != where  # same name, another project
+    path = create.worktree_dir(repo, "t", "w1", under=where)
+    made = create.create_worktree(repo, path, "omp/t/w1", "HEAD")
+    assert made.worktree.path == path and (path / "README.md").exists()
+    assert not (repo / ".omp").exists()  # nothing made in the project
+    assert g(repo, "status", "--porcelain", "--untracked-files=all") == ""
