@@ -6,7 +6,8 @@ On a repository of 5,000 files (~1 KiB each, 50 directories, one commit):
 (a) what both workspaces run before a launch: `has_commit` (the default) and the count of the
     leader's uncommitted files;
 (b) 8 workers' worktrees made as launch makes them (`create.provisioned`, one after the other),
-    against none (shared: 0); and per worktree;
+    against none (shared: 0); and per worktree; beside it the floor, 8 plain
+    `git worktree add` of the same tree (what git itself takes to check 5,000 files out);
 (c) the disk each worktree takes: its checkout plus git's admin directory (its own index),
     against the leader's checkout;
 (d) a 2,000-file `node_modules` put into a worktree: linked (`[worktree] link`) vs copied
@@ -103,6 +104,19 @@ def make_workers(proj: Path, base: str, prefix: str = "w") -> tuple[float, list[
     return time.perf_counter() - t0, made
 
 
+def raw_worktree_add(proj: Path, base: str, where: Path) -> float:
+    """Seconds for WORKERS bare `git worktree add` calls (then removed, untimed)."""
+    paths = [where / f"raw{i}" for i in range(WORKERS)]
+    t0 = time.perf_counter()
+    for i, path in enumerate(paths):
+        git(proj, "worktree", "add", "-q", "-b", f"raw{i}", str(path), base, timeout=600)
+    took = time.perf_counter() - t0
+    for i, path in enumerate(paths):
+        git(proj, "worktree", "remove", "--force", str(path))
+        git(proj, "branch", "-D", "-q", f"raw{i}")
+    return took
+
+
 def remove_workers(proj: Path, made: list[create.Worktree]) -> float:
     t0 = time.perf_counter()
     for wt in made:
@@ -157,6 +171,13 @@ def main() -> None:
             (
                 f"b | {WORKERS} worktrees made (worktree) vs none (shared), {files:,} files",
                 f"{med * 1000:.0f} ms vs 0 ms ({med * 1000 / WORKERS:.0f} ms per worktree)",
+            )
+        )
+        floor = statistics.median(raw_worktree_add(proj, base, work / "raw") for _ in range(runs))
+        rows.append(
+            (
+                f"b | the floor: {WORKERS} plain `git worktree add` of the same tree",
+                f"{floor * 1000:.0f} ms ({floor * 1000 / WORKERS:.0f} ms per worktree)",
             )
         )
 

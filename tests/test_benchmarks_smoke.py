@@ -89,8 +89,9 @@ def test_bench_worktrees_quick_prints_its_table(tmp_path: Path) -> None:
     assert header in lines
     rows = [line for line in lines[lines.index(header) + 2 :] if line.startswith("| ")]
     cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
-    assert [c[0] for c in cells] == ["a", "b", "c", "d", "e"]
+    assert [c[0] for c in cells] == ["a", "b", "b", "c", "d", "e"]
     assert all(len(c) == 5 and (" ms" in c[2] or "MiB" in c[2]) for c in cells), rows
     assert "8 worktrees made" in cells[1][1] and "vs 0 ms" in cells[1][2]
-    assert "disk per worktree" in cells[2][1] and "MiB" in cells[2][2]
+    assert "plain `git worktree add`" in cells[2][1]
+    assert "disk per worktree" in cells[3][1] and "MiB" in cells[3][2]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
