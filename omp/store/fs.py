@@ -174,7 +174,7 @@ def create_ignore_all(directory: Path) -> None:
     """Give `directory` a `.gitignore` of `*` unless it has one (never overwritten)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
     try:
-        fd = os.open(directory / ".gitignore", flags, 0o644)
+        fd = os.open(directory / ".gitignore", flags, FILE_MODE)
     except FileExistsError:
         return
     except OSError as exc:
