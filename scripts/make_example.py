@@ -353,19 +353,11 @@ def _target_names(state: Path) -> dict[str, str]:
     return out
 
 
-# `.omp/.gitignore` (`*`, written when omp creates `.omp/`) is left out of the copy: in the
-# example it would make git ignore the example itself.
-UNCOPIED = frozenset({".gitignore"})
-
-
 def _walk(root: Path) -> list[Path]:
     return sorted(
         p
         for p in root.rglob("*")
-        if p.is_file()
-        and not p.is_symlink()
-        and not TRANSIENT.search(p.name)
-        and p.relative_to(root).as_posix() not in UNCOPIED
+        if p.is_file() and not p.is_symlink() and not TRANSIENT.search(p.name)
     )
 
 

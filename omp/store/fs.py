@@ -167,24 +167,6 @@ def ensure_dir(path: Path, *, base: Path) -> Path:
     return path
 
 
-IGNORE_ALL = b"# omp's files: none of them belongs in the repository\n*\n"
-
-
-def create_ignore_all(directory: Path) -> None:
-    """Give `directory` a `.gitignore` of `*` unless it has one (never overwritten)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
-    try:
-        fd = os.open(directory / ".gitignore", flags, FILE_MODE)
-    except FileExistsError:
-        return
-    except OSError as exc:
-        raise storage_error(directory / ".gitignore", exc) from exc
-    try:
-        os.write(fd, IGNORE_ALL)
-    finally:
-        os.close(fd)
-
-
 def open_file(path: Path, flags: int, *, create: bool = False) -> int:
     """Open a regular file without following a symlink; refuse foreign owners and open modes.
 

@@ -215,16 +215,8 @@ class StatePaths(NamedTuple):
         return TeamPaths(self, self.teams / team_name(name))
 
     def ensure(self, path: Path) -> Path:
-        """Create a directory under the root, fail-closed (see `fs.ensure_dir`). A `.omp/` made
-        here gets a `.gitignore` of `*`: nothing of omp's shows in `git status` or is swept into
-        an agent's `git add -A`, and the user's own `.gitignore` is never touched."""
-        fresh = not os.path.lexists(self.omp_dir) and (
-            path == self.omp_dir or self.omp_dir in path.parents
-        )
-        out = fs.ensure_dir(path, base=self.root)
-        if fresh:
-            fs.create_ignore_all(self.omp_dir)
-        return out
+        """Create a directory under the root, fail-closed (see `fs.ensure_dir`)."""
+        return fs.ensure_dir(path, base=self.root)
 
     def check(self, path: Path) -> bool:
         """Check every existing directory from the root down to `path` (inclusive)."""

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from omp.errors import OmpError
-from omp.store import fs
 from omp.store.names import team_name, worker_name
 from omp.store.paths import StatePaths
 from omp.workspace import proc
@@ -78,12 +77,32 @@ def worktree_dir(root: Path, team: str, worker: str, *, under: Path | None = Non
     return (under or worktrees_dir(root)) / team_name(team) / worker_name(worker)
 
 
+IGNORE_ALL = b"# omp: nothing in here belongs in the repository\n*\n"
+
+
+def _ignore_all(directory: Path) -> None:
+    """Give `directory` a `.gitignore` of `*` unless it has one (never overwritten)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(directory / ".gitignore", flags, 0o644)
+    except FileExistsError:
+        return
+    try:
+        os.write(fd, IGNORE_ALL)
+    finally:
+        os.close(fd)
+
+
 def ensure_worktrees_dir(root: Path) -> Path:
-    """Create `.omp/worktrees/` (and `.omp/`, through the state tree's own door, which gives a
-    new `.omp/` its `.gitignore`), with a `.gitignore` of `*` in it."""
+    """Create `.omp/worktrees/` through the state tree's own door (which refuses symlinks and
+    foreign owners), with a `.gitignore` of `*` in it, and in a `.omp/` made here (the state
+    tree gives a `.omp/` it creates one as well; whoever comes first writes it)."""
     where = worktrees_dir(root)
+    fresh = not os.path.lexists(root / OMP_DIR)
     StatePaths(root).ensure(where)
-    fs.create_ignore_all(where)
+    if fresh:
+        _ignore_all(root / OMP_DIR)
+    _ignore_all(where)
     return where
 
 

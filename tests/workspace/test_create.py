@@ -308,27 +308,6 @@ def test_tools_run_from_the_project_root_do_not_see_worktrees(repo: Path) -> Non
         assert found.returncode == 1 and found.stdout == "", found.stdout
 
 
-def test_the_state_tree_omp_creates_stays_out_of_git(repo: Path) -> None:
-    from omp.store.paths import StatePaths
-
-    project = StatePaths(repo)
-    project.ensure(project.team("t").mailbox_dir)
-    write(project.team("t").mailbox("leader"), "{}\n")
-    assert (repo / ".omp" / ".gitignore").read_bytes().endswith(b"\n*\n")
-    assert g(repo, "status", "--porcelain", "--untracked-files=all") == ""
-    g(repo, "add", "-A")  # what an agent runs
-    assert g(repo, "diff", "--cached", "--name-only") == ""
-    # a .omp/ the user made (with a committed config) gets no .gitignore, and an existing one
-    # is never rewritten
-    (repo / ".omp" / ".gitignore").write_text("mine\n")
-    project.ensure(project.teams)
-    assert (repo / ".omp" / ".gitignore").read_text() == "mine\n"
-    other = repo / "sub"
-    (other / ".omp").mkdir(parents=True)
-    StatePaths(other).ensure(StatePaths(other).teams)
-    assert not (other / ".omp" / ".gitignore").exists()
-
-
 def test_recovery_also_clears_a_dead_merge_check_and_a_vanished_provisional(
     repo: Path, tmp_path: Path
 ) -> None:
