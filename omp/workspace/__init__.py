@@ -44,8 +44,10 @@ How the team commands use it:
   `files`) unless forced, and returns what was lost; `remove.prune(root)` forgets worktrees
   whose directory vanished.
 
-Where worktrees live: `create.worktrees_dir(root)`, `<project>/.omp/worktrees/<team>/<worker>`;
-see that function for why.
+Where worktrees live: `create.worktrees_dir(root)`, `<project>/.omp/worktrees/<team>/<worker>`
+(ignored by git, ruff, ripgrep and default pytest; not by vitest, jest or a pytest with its own
+`norecursedirs`); `create.outside_worktrees_dir(root)` is the alternative outside the project
+(`worktree_dir(..., under=...)`). See those functions for why.
 
 Modules: `git` (runner, environment, version), `repo` (facts: top, HEAD, branch, worktrees,
 uncommitted changes, commits), `create`, `review`, `verify`, `merge`, `remove`, `proc` (a pid
