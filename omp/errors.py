@@ -91,6 +91,18 @@ CODES: dict[str, int] = {
     "invalid_hook_config": EXIT_REFUSED,
     "skills_missing": EXIT_REFUSED,
     "doctor_failed": EXIT_REFUSED,
+    "git_not_found": EXIT_REFUSED,
+    "git_failed": EXIT_REFUSED,
+    "git_too_old": EXIT_REFUSED,
+    "not_a_git_repo": EXIT_REFUSED,
+    "invalid_branch": EXIT_USAGE,
+    "unknown_revision": EXIT_REFUSED,
+    "worktree_exists": EXIT_REFUSED,
+    "carry_failed": EXIT_REFUSED,
+    "leader_dirty": EXIT_REFUSED,
+    "detached_head": EXIT_REFUSED,
+    "unmerged_work": EXIT_REFUSED,
+    "branch_checked_out": EXIT_REFUSED,
     "internal": EXIT_INTERNAL,
 }
 
