@@ -409,7 +409,7 @@ class DemoAgent:
         root = self.root if self.root is not None else find_root()
         paths = StatePaths(root)
         team = paths.team(self.team)
-        paths.ensure(team.worker_dir(self.me))
+        team.ensure_in(team.worker_dir(self.me))
         answered = "\n".join(f"- {a}" for a in self.answered) or "- none"
         text = (
             f"# Result: task {tid}\n\n"

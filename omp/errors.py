@@ -14,9 +14,9 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130  # Ctrl-C
 
-# Every error code omp reports, and the exit code it carries: the one registry. README.md's error
-# table lists exactly these (tests/test_readme.py checks both ways), and every `OmpError(...)` in
-# omp names one of them, including codes chosen at run time (`launch_failed`).
+# Every error code omp reports, and the exit code it carries: the one registry. docs/errors.md's
+# error table lists exactly these (tests/test_docs.py checks both ways), and every
+# `OmpError(...)` in omp names one of them, including codes chosen at run time (`launch_failed`).
 CODES: dict[str, int] = {
     "usage": EXIT_USAGE,
     "invalid_input": EXIT_USAGE,
@@ -41,6 +41,7 @@ CODES: dict[str, int] = {
     "unknown_worker": EXIT_REFUSED,
     "sender_mismatch": EXIT_REFUSED,
     "stale_generation": EXIT_REFUSED,
+    "worker_not_allowed": EXIT_REFUSED,
     "worker_alive": EXIT_REFUSED,
     "worker_removed": EXIT_REFUSED,
     "duplicate": EXIT_REFUSED,
@@ -90,6 +91,18 @@ CODES: dict[str, int] = {
     "invalid_hook_config": EXIT_REFUSED,
     "skills_missing": EXIT_REFUSED,
     "doctor_failed": EXIT_REFUSED,
+    "git_not_found": EXIT_REFUSED,
+    "git_failed": EXIT_REFUSED,
+    "git_too_old": EXIT_REFUSED,
+    "not_a_git_repo": EXIT_REFUSED,
+    "invalid_branch": EXIT_USAGE,
+    "unknown_revision": EXIT_REFUSED,
+    "worktree_exists": EXIT_REFUSED,
+    "carry_failed": EXIT_REFUSED,
+    "leader_dirty": EXIT_REFUSED,
+    "detached_head": EXIT_REFUSED,
+    "unmerged_work": EXIT_REFUSED,
+    "branch_checked_out": EXIT_REFUSED,
     "internal": EXIT_INTERNAL,
 }
 

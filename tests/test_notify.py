@@ -24,7 +24,7 @@ from tests.team.test_monitor_policy import (
     own_lock,
 )
 
-PROMPT = (FIXTURES / "agents" / "claude-permission-prompt.txt").read_text().splitlines()
+PROMPT = (FIXTURES / "screens" / "claude-16-permission-prompt.txt").read_text().splitlines()
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """The documented side of `omp team api`: each operation's reply as a TypedDict, and the
-summaries (`omp team api --help`) and README table built from the declarations
+summaries (`omp team api --help`) and docs/commands.md table built from the declarations
 (`omp.api.spec.Operation`).
 
 Imported for type checking, and at run time only to document: creating these classes costs
@@ -141,7 +141,7 @@ def _keys(td: type) -> str:
 
 
 def readme_table(ops: Iterable["Operation"]) -> str:
-    """The README's `omp team api` table, from the declarations."""
+    """The `omp team api` table of docs/commands.md, from the declarations."""
     rows = ["| sub | input | output | notes |", "|---|---|---|---|"]
     for op in ops:
         rows.append(f"| `{op.name}` | `{inputs(op)}` | `{outputs(op)}` | {notes(op) or '-'} |")

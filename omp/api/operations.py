@@ -1,29 +1,27 @@
 """The `omp team api` operations: a JSON object in, a JSON object out.
 
 Every check on the input happens before any file is touched, so a refused call changes nothing on
-disk. Messages are persisted first and only then is the recipient's pane nudged: a failed nudge
-never fails a send.
-
-A worker's pane carries its identity (OMP_TEAM, OMP_WORKER, OMP_LAUNCH_TOKEN): a call from it that
-names someone else is refused (`sender_mismatch`), and so is one from a pane of an earlier launch
-(`stale_generation`). A worker's successful writing call refreshes its heartbeat; the read-only
-operations (`mailbox-list`, `list-tasks`, `roster`) write nothing at all. A message with an event
-goes through `omp.mail.events`, imported only then, which keeps a plain send fast.
+disk. `send-message` and `broadcast` are the send pipeline (`omp.api.send`: parse, authorize,
+guard, store, notify); the other operations authorize the caller the same way
+(`omp.api.authorize`). A worker's successful writing call refreshes its heartbeat
+(`omp.api.epilogue`); the read-only operations (`mailbox-list`, `list-tasks`, `roster`) write
+nothing at all.
 
 Each operation is declared once, at the end (`omp.api.spec.Operation`): its input fields
 in the order they are checked, its reply type (`omp.api.doc`) and a note. The checks,
-`omp team api --help` and the README's table come from those declarations.
+`omp team api --help` and the table in docs/commands.md come from those declarations.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
+from omp.api import authorize, epilogue, send
+from omp.api.send import EVENT_FIELDS
 from omp.api.spec import TEAM, Args, Field, Operation, Reply, Result, text_field
 from omp.errors import OmpError
-from omp.mail import delivery, limits, mailbox
+from omp.mail import mailbox
 from omp.record import config as team_config
 from omp.record.config import TeamConfig
 from omp.store import names
@@ -32,259 +30,17 @@ from omp.tasks import presence, tasks
 
 if TYPE_CHECKING:
     from omp.api.doc import (
-        BroadcastReply,
         ClaimReply,
         MailReply,
         MarkReply,
         Member,
-        NudgeFields,
         RosterReply,
-        SendReply,
         TaskReply,
         TasksReply,
     )
 
-# send-message fields that make a message an event (see omp.mail.events, imported only for them)
-EVENT_FIELDS = ("event", "intent", "need_reply", "task_id", "ref_message_id", "detail")
-
-
-# ---- membership ---------------------------------------------------------------------------
-
-
-def _recipient(cfg: TeamConfig, name: str, field_name: str = "to") -> str:
-    names.recipient_name(name)
-    if name not in cfg.recipients:
-        raise OmpError(
-            "unknown_recipient",
-            f"{name!r} is not a member of team {cfg.name}; recipients: {', '.join(cfg.recipients)}",
-            field=field_name,
-            candidates=cfg.recipients,
-        )
-    return name
-
-
-def _sender(cfg: TeamConfig, name: str) -> str:
-    if not names.is_valid_name(name) or name not in cfg.recipients:
-        raise OmpError(
-            "unknown_sender",
-            f"sender {name!r} is neither a worker of team {cfg.name} nor {LEADER!r}",
-            candidates=cfg.recipients,
-        )
-    return name
-
-
-# ---- identity -----------------------------------------------------------------------------
-
-
-def worker_identity() -> tuple[str, str | None, str | None] | None:
-    """(OMP_WORKER, OMP_TEAM, OMP_LAUNCH_TOKEN) when this process was launched as a worker, else
-    None: the leader, a person, a script (they have no worker identity and keep full power)."""
-    worker = os.environ.get("OMP_WORKER") or None
-    token = os.environ.get("OMP_LAUNCH_TOKEN") or None
-    if worker is None and token is None:
-        return None
-    return worker or "?", os.environ.get("OMP_TEAM") or None, token
-
-
-def _fence(cfg: TeamConfig, claimed: str | None) -> str | None:
-    """Authorize the caller: returns the worker it is, or the name it gives when it has no worker
-    identity. The one check every operation runs before touching anything.
-
-    Launch gives each worker's pane OMP_TEAM, OMP_WORKER and OMP_LAUNCH_TOKEN (also recorded as
-    `launchToken` in config.json). A process carrying a worker identity acts only as itself: not
-    as another worker, not as the leader, and not in any other team (`sender_mismatch`); a pane
-    of an earlier launch cannot act at all (`stale_generation`). A process with none of them (the
-    leader, a person, a test) is identified by the name it gives.
-    """
-    ident = worker_identity()
-    if ident is None:
-        return claimed
-    env_worker, env_team, token = ident
-    if env_team != cfg.name:
-        raise OmpError(
-            "sender_mismatch",
-            f"this process is {env_worker} of team {env_team or '?'} (OMP_TEAM, OMP_WORKER); it "
-            f"cannot act in team {cfg.name}",
-            worker=env_worker,
-            team=env_team,
-        )
-    if env_worker != LEADER and env_worker not in cfg.worker_names:
-        if _was_removed(cfg, env_worker, token):
-            # `omp team remove-worker` took this name off the team: its process is fenced off
-            raise OmpError(
-                "worker_removed",
-                f"{env_worker} was removed from team {cfg.name}; this pane can no longer act "
-                "for it",
-                team=cfg.name,
-                worker=env_worker,
-            )
-        token = token or ""  # not a member under any launch: the check below refuses it
-    # A worker added to a running team carries a token of its own (a new generation of its name)
-    entry = cfg.worker(env_worker)
-    expected = (entry or {}).get("launchToken") or cfg.raw.get("launchToken")
-    if token is not None and expected != token:
-        raise OmpError(
-            "stale_generation",
-            f"this pane belongs to an earlier launch of team {cfg.name} (its OMP_LAUNCH_TOKEN no "
-            "longer matches the team's); it cannot act for the current team",
-            team=cfg.name,
-        )
-    if claimed is not None and claimed != env_worker:
-        raise OmpError(
-            "sender_mismatch",
-            f"this pane is {env_worker} of team {cfg.name} (OMP_WORKER); it cannot act as "
-            f"{claimed}",
-            worker=env_worker,
-            claimed=claimed,
-        )
-    return env_worker
-
-
-def _was_removed(cfg: TeamConfig, worker: str, token: str | None) -> bool:
-    gone = cfg.raw.get("removedWorkers")
-    for g in gone if isinstance(gone, list) else []:
-        if (
-            isinstance(g, dict)
-            and g.get("name") == worker
-            and (token is None or g.get("launchToken") in (None, token))
-        ):
-            return True
-    return False
-
-
-def _beat(cfg: TeamConfig, who: str | None) -> None:
-    """A writing call by a worker is a sign of life: refresh its heartbeat (best-effort)."""
-    if who is None:
-        return
-    try:
-        presence.touch(cfg, who)
-    except Exception:
-        pass  # presence never fails a call that already succeeded
-
-
-def _revive(cfg: TeamConfig, deferred: bool = False) -> Callable[[], None]:
-    """A writing call's epilogue (after its answer is printed): make sure the project's monitor
-    runs while this team still has panes to watch. A nudge left to the monitor (`deferred`)
-    starts one if none runs; otherwise only a monitor that died is restarted. Cheap when it runs
-    (two small reads); fail-open and bounded (`omp.monitor.ctl`, imported only when needed)."""
-
-    def run() -> None:
-        try:
-            if cfg.tmux is None or os.path.lexists(cfg.paths.shutdown):
-                return
-            if not any(cfg.pane_of(w) for w in cfg.worker_names) and not deferred:
-                return
-            from omp.monitor import alive
-
-            state = alive.judge(cfg.paths.project)["state"]
-            if state in ("running", "starting") or (state != "dead" and not deferred):
-                return
-            from omp.monitor import ctl
-
-            if deferred:
-                ctl.ensure_monitor(cfg.paths.project.root)
-            else:
-                ctl.revive(cfg.paths.project)
-        except Exception:
-            pass  # the call already succeeded; a monitor is best effort
-
-    return run
-
 
 # ---- messaging ----------------------------------------------------------------------------
-
-
-def _send_message(a: Args) -> Reply[SendReply]:
-    team = a["team_name"]
-    sender: str = a["from"]
-    to: str = a["to"]
-    body: str = a["body"]
-    fields = None
-    if any(a[k] is not None for k in EVENT_FIELDS):
-        from omp.mail import events  # the conversation machinery, only for messages that need it
-
-        fields = events.parse(a, team.project.root, a["cwd"])
-    cfg = team_config.load(team)
-    who = _fence(cfg, sender)
-    _sender(cfg, sender)
-    _recipient(cfg, to)
-    if sender == to:
-        raise OmpError("self_send", f"{sender} cannot send a message to itself")
-    lim = limits.load(team.project)
-    if fields is None:
-        msg = mailbox.new_message(sender, to, body)
-        check = limits.checker(lim, sender, to, msg, is_answer=False)
-        mailbox.Mailbox(team, to).append_messages([msg], check)
-        result = cast("SendReply", {"ok": True, "messageId": msg["id"], **_nudge_fields(cfg, to)})
-    else:
-        from omp.mail import events
-
-        outcome = events.send(cfg, sender, to, body, fields, lim)
-        # The recipient's nudge is the one reported; others (auto-replies) are best-effort.
-        for r, _ in outcome.nudges:
-            if r != to:
-                delivery.nudge(cfg, r)
-        result = cast("SendReply", {**outcome.result, **_nudge_fields(cfg, to)})
-    _beat(cfg, who)
-    return Reply(result, [_revive(cfg, result.get("nudge") == delivery.DEFERRED)])
-
-
-def _broadcast(a: Args) -> Reply[BroadcastReply]:
-    team = a["team_name"]
-    sender: str = a["from"]
-    body: str = a["body"]
-    cfg = team_config.load(team)
-    who = _fence(cfg, sender)
-    _sender(cfg, sender)
-    recipients = [w for w in cfg.worker_names if w != sender]
-    if sender != LEADER:
-        recipients.append(LEADER)
-    ids: list[str] = []
-    errors: list[str] = []
-    sent: list[str] = []
-    lim = limits.load(team.project)
-    for to in recipients:
-        msg = mailbox.new_message(sender, to, body)
-        check = limits.checker(lim, sender, to, msg, is_answer=False)
-        try:
-            mailbox.Mailbox(team, to).append_messages([msg], check)
-        except OmpError as err:
-            errors.append(f"{to}: {err.code}: {err.message}")
-            continue
-        ids.append(msg["id"])
-        sent.append(to)
-    if errors and not sent:
-        # Nothing went out: an agent reading ok:true would believe everyone heard it.
-        raise OmpError(
-            "broadcast_failed",
-            f"the broadcast reached nobody: {'; '.join(errors)}",
-            errors=errors,
-            recipients=[],
-        )
-    nudges = {to: delivery.nudge(cfg, to) for to in sent}
-    out: BroadcastReply = {
-        "ok": True,
-        "recipients": sent,
-        "messageIds": ids,
-        "nudged": [to for to, o in nudges.items() if o.typed],
-        "nudges": {to: o.state for to, o in nudges.items()},
-    }
-    if errors:
-        out["errors"] = errors
-    if ids:
-        _beat(cfg, who)
-    deferred = any(o.state == delivery.DEFERRED for o in nudges.values())
-    return Reply(out, [_revive(cfg, deferred)])
-
-
-def _nudge_fields(cfg: TeamConfig, to: str) -> NudgeFields:
-    """`nudged` (typed, as before) and what happened: `nudge` typed | deferred | not_needed |
-    no_pane | unreachable, and `nudgeReason` when it was not typed."""
-    o = delivery.nudge(cfg, to)
-    out: NudgeFields = {"nudged": o.typed, "nudge": o.state}
-    if o.reason:
-        out["nudgeReason"] = o.reason
-    return out
 
 
 def _mailbox_of(
@@ -292,10 +48,10 @@ def _mailbox_of(
 ) -> tuple[TeamConfig, mailbox.Mailbox, str | None]:
     worker: str = a["worker"]
     cfg = team_config.load(a["team_name"])
-    who = _fence(cfg, worker)
-    if not (removed_ok and _was_removed(cfg, worker, None)):
-        _recipient(cfg, worker, "worker")
-    return cfg, mailbox.Mailbox(a["team_name"], worker), who
+    who = authorize.fence(cfg, worker)
+    if not (removed_ok and authorize.was_removed(cfg, worker, None)):
+        authorize.recipient(cfg, worker, "worker")
+    return cfg, mailbox.Mailbox(cfg.paths, worker), who
 
 
 def _mailbox_list(a: Args) -> Reply[MailReply]:
@@ -308,9 +64,10 @@ def _mailbox_mark_delivered(a: Args) -> Reply[MarkReply]:
     mid: str = a["message_id"]
     cfg, box, who = _mailbox_of(a)
     done = box.mark([mid])
-    _beat(cfg, who)
+    epilogue.beat(cfg, who)
     return Reply(
-        {"ok": True, "messageId": mid, "alreadyDelivered": done[mid] is None}, [_revive(cfg)]
+        {"ok": True, "messageId": mid, "alreadyDelivered": done[mid] is None},
+        [epilogue.keep_monitor(cfg)],
     )
 
 
@@ -323,8 +80,8 @@ def _mailbox_read(a: Args) -> Reply[MailReply]:
     # Receipts go down only after the messages were printed: a reader killed in between shows
     # them again next time rather than losing them.
     after = [lambda: _mark_quietly(box, ids)] if ids else []
-    after.append(lambda: _beat(cfg, who))
-    after.append(_revive(cfg))
+    after.append(lambda: epilogue.beat(cfg, who))
+    after.append(epilogue.keep_monitor(cfg))
     return Reply(
         {"ok": True, "messages": shown, "omitted": len(msgs) - len(shown), "badLines": bad},
         after,
@@ -356,29 +113,28 @@ def _worker(cfg: TeamConfig, worker: str | None) -> str | None:
 
 
 def _claim_task(a: Args) -> Reply[ClaimReply]:
-    team = a["team_name"]
-    cfg = team_config.load(team)
+    cfg = team_config.load(a["team_name"])
     worker = text_field(a, "worker")
-    who = _fence(cfg, worker)
+    who = authorize.fence(cfg, worker)
     _worker(cfg, worker)
     assert worker is not None
-    task, token = tasks.claim(team, a["task_id"], worker)
-    _beat(cfg, who)
+    task, token = tasks.claim(cfg.paths, a["task_id"], worker)
+    epilogue.beat(cfg, who)
     return Reply(
-        {"ok": True, "task": task, "claimToken": token, "claim_token": token}, [_revive(cfg)]
+        {"ok": True, "task": task, "claimToken": token, "claim_token": token},
+        [epilogue.keep_monitor(cfg)],
     )
 
 
 def _transition_task_status(a: Args) -> Reply[TaskReply]:
-    team = a["team_name"]
-    cfg = team_config.load(team)
+    cfg = team_config.load(a["team_name"])
     worker = text_field(a, "worker", required=False)
-    who = _fence(cfg, worker)
+    who = authorize.fence(cfg, worker)
     _worker(cfg, worker)
     # `who` is the named worker, or the pane's own worker when the call names none: either way
     # only that worker's task can move (the leader, with no worker identity, may name none).
     task = tasks.transition(
-        team,
+        cfg.paths,
         a["task_id"],
         worker=who,
         from_status=a["from"],
@@ -386,13 +142,13 @@ def _transition_task_status(a: Args) -> Reply[TaskReply]:
         token=a["claim_token"],
         result=a["result"],
     )
-    _beat(cfg, who)
-    return Reply({"ok": True, "task": task}, [_revive(cfg)])
+    epilogue.beat(cfg, who)
+    return Reply({"ok": True, "task": task}, [epilogue.keep_monitor(cfg)])
 
 
 def _list_tasks(a: Args) -> Reply[TasksReply]:
     team = a["team_name"]
-    viewer = _fence(team_config.load(team), None)
+    viewer = authorize.fence(team_config.load(team), None)
     found = tasks.read_all(team)
     result: TasksReply = {"ok": True, "tasks": tasks.shown_to(found, viewer)}
     if found.broken:
@@ -413,9 +169,9 @@ def _roster(a: Args) -> Reply[RosterReply]:
     team = a["team_name"]
     worker: str | None = a["worker"]
     cfg = team_config.load(team)
-    me = _fence(cfg, worker)
+    me = authorize.fence(cfg, worker)
     if worker is not None:
-        _recipient(cfg, worker, "worker")
+        authorize.recipient(cfg, worker, "worker")
     task_list = tasks.list_all(team)
     by_id = {t.get("id"): t for t in task_list}
     states = presence.member_states(cfg, clock.now(), task_list=task_list)
@@ -460,7 +216,7 @@ WORKER = Field("worker", "recipient")
 
 send_message = Operation(
     "send-message",
-    _send_message,
+    send.send_message,
     (
         TEAM,
         CWD,
@@ -470,11 +226,11 @@ send_message = Operation(
         *(Field(k, "raw", required=False) for k in EVENT_FIELDS),
     ),
     "SendReply",
-    "event to detail: a task conversation's message (README: Task conversations)",
+    "event to detail: a task conversation's message (docs/commands.md: Task conversations)",
 )
 broadcast = Operation(
     "broadcast",
-    _broadcast,
+    send.broadcast,
     (TEAM, Field("from"), Field("body", "body")),
     "BroadcastReply",
     "to every worker but the sender, plus leader unless the leader sent it",
@@ -554,7 +310,7 @@ OPERATIONS: dict[str, Callable[[Result], Reply[Any]]] = {
 
 
 def declared() -> list[Operation]:
-    """The operations' declarations, in `OPERATIONS` order (for `--help` and the README)."""
+    """The operations' declarations, in `OPERATIONS` order (for `--help` and docs/commands.md)."""
     return [op for op in OPERATIONS.values() if isinstance(op, Operation)]
 
 

@@ -1,10 +1,11 @@
 """A worker that needs a person ("needs you"): what the monitor decides, publishes and tells.
 
 A worker needs a person when its screen shows what only a person can answer
-(`omp.agents.needs_person`: a permission prompt, a sign-in, a rate-limit or quota message, an
-error screen), or when it has sat idle at its prompt for longer than `[team] stuck_after`
-seconds (default 600) while a task it owns is still `in_progress`. The monitor judges every live
-worker's screen on every scan (a screen unchanged since its last capture is not captured again).
+(`omp.agents.screen_state` says `needs_person`: a permission prompt, a sign-in, a rate-limit or
+quota notice, an API error), or when it has sat idle at its prompt for longer than
+`[team] stuck_after` seconds (default 600) while a task it owns is still `in_progress`. The
+monitor judges every live worker's screen on every scan (a screen unchanged since its last
+capture is not captured again).
 
 One stretch of needing a person is an episode; it ends when the screen no longer asks. The
 monitor keeps the open episode in the pane's tracker (`omp.monitor.trackers`), so a restarted

@@ -152,7 +152,7 @@ class _Screen:
     captured_wall: float
     screen: str  # the policy's reading: `dialog` whenever a person is needed
     scan: int  # the scan that captured it
-    need: str | None = None  # what only a person can answer (`omp.agents.needs_person`)
+    need: str | None = None  # what only a person can answer (`omp.agents.screen_state`)
     lines: tuple[str, ...] = ()  # what the screen shows of it (raw; sanitised when published)
 
 
@@ -620,14 +620,15 @@ class Monitor:
         profile = self._profile(it.team.cfg, it.worker)
         if profile is None:
             return "unknown"
-        from omp.agents import classify_screen, needs_person, person_lines
+        from omp.agents import person_lines, screen_state
 
         wall = self.wall()
         if lines is None:
             lines = adapter.capture(it.pane, CAPTURE_LINES)
-        need = needs_person(profile, lines)
+        state, what = screen_state(profile, lines)
+        need = (what or "a person") if state == "needs_person" else None
         # A screen only a person can answer is never idle to the policy: nothing is typed.
-        screen = "dialog" if need else str(classify_screen(profile, lines))
+        screen = "dialog" if need else state
         shown = tuple(person_lines(profile, lines)) if need else ()
         self._screens[(it.team.socket, it.pane)] = _Screen(wall, screen, self.scans, need, shown)
         return screen

@@ -245,10 +245,52 @@ class StatePaths(NamedTuple):
 
 
 class TeamPaths(NamedTuple):
-    """Paths of one team's directory, or of one archived run of it (`run`), laid out alike."""
+    """Paths of one team's directory, or of one archived run of it (`run`), laid out alike.
+
+    `ident` pins one team: the (device, inode) of its directory when its config was loaded
+    (`omp.record.config.load`). A team deleted and made again under the same name is another
+    directory: a writer holding the old one's paths is refused (`verify`), never writes into
+    the new team, and never brings the old one back (`ensure_in` creates nothing above the
+    team's own directory; only launch and create make that).
+    """
 
     project: StatePaths
     dir: Path
+    ident: tuple[int, int] | None = None
+
+    def pinned(self) -> TeamPaths:
+        """These paths, pinned to the directory that is there now (see `ident`)."""
+        st = os.lstat(self.dir)
+        return self._replace(ident=(st.st_dev, st.st_ino))
+
+    def gone(self) -> OmpError:
+        return OmpError(
+            "unknown_team",
+            f"team {self.name} was deleted (or deleted and made again) while this call ran; "
+            "nothing was written",
+            team=self.name,
+        )
+
+    def verify(self) -> None:
+        """`unknown_team` unless the team's directory is still there and, when pinned, is still
+        the directory the config was loaded from. Writers call it holding their file's lock."""
+        try:
+            st = os.lstat(self.dir)
+        except FileNotFoundError:
+            raise self.gone() from None
+        if self.ident is not None and (st.st_dev, st.st_ino) != self.ident:
+            raise self.gone()
+
+    def ensure_in(self, path: Path) -> Path:
+        """Create a directory inside this team's directory, which must exist: a team deleted
+        meanwhile stays deleted (`unknown_team`), its directory is never made again here."""
+        if not self.project.check(self.dir):
+            raise self.gone()
+        try:
+            return fs.ensure_dir(path, base=self.dir)
+        except OmpError:
+            self.verify()  # the team went away under us: say that, not a storage error
+            raise
 
     @property
     def name(self) -> str:

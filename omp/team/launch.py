@@ -55,7 +55,7 @@ class LaunchRequest:
 def parse_spec(spec: str) -> tuple[int, str | None]:
     """`3` or the TypeScript tool's `3:copilot`."""
     count, _, agent = spec.partition(":")
-    if not count.isdigit():
+    if not (count.isascii() and count.isdigit()) or len(count) > 6:  # `²` is a digit, no int
         raise OmpError(
             "invalid_input", f"expected a worker count like 3 or 3:copilot, got {spec!r}"
         )
@@ -83,8 +83,9 @@ def worker_env(
     token: str,
     omp: str,
 ) -> dict[str, str]:
-    out = {k: v for k, v in env.items() if k.startswith(profile.env_prefixes)}
-    out.update(profile.env)
+    from omp.agents import forwarded_env
+
+    out = forwarded_env(profile, env)
     # Agents run `omp team api ...`: make the omp that launched them the one they find first.
     bindir = os.path.dirname(omp_argv()[0]) or str(Path(sys.executable).parent)
     path = env.get("PATH", os.defpath)
@@ -121,7 +122,7 @@ class Launch:
         self.created_session: str | None = None
         self.team_was_new = False
         self.state_written = False
-        self._answered: dict[str, int] = {}  # dialog answers per worker
+        self._answered: dict[tuple[str, str], int] = {}  # answers per (worker, dialog)
         self._ready_since: dict[str, float] = {}  # when each worker's screen turned ready
 
     # ---- checks that touch nothing --------------------------------------------------------
@@ -373,8 +374,7 @@ class Launch:
     def write_inbox(
         self, team: TeamPaths, w: dict[str, Any], description: str, teammates: list[str], omp: str
     ) -> None:
-        wdir = team.worker_dir(w["name"])
-        team.project.ensure(wdir)
+        team.ensure_in(team.worker_dir(w["name"]))
         text = bootstrap.inbox_markdown(
             team=team.name,
             worker=w["name"],
@@ -388,6 +388,7 @@ class Launch:
 
     def _write_state(self, team: TeamPaths, raw: dict[str, Any], worker_names: list[str]) -> None:
         self.state_written = True
+        team.project.ensure(team.dir)  # launch and create are the only makers of a team directory
         n = len(worker_names)
         for i, w in enumerate(raw["workers"], start=1):
             self.write_inbox(
@@ -444,37 +445,44 @@ class Launch:
         lock_dir: Path,
     ) -> bool:
         """One look at a starting worker: answer a dialog, or hand over the task once ready."""
-        from omp.agents import blocked_reason, classify_screen, match_dialog
+        from omp.agents import blocked_reason, classify_screen, match_dialog, person_fix
 
         if st is None or st.dead:
-            screen = "\n".join(tmux.capture(pane, lines=8)) if st else ""
-            raise _exited(w, screen)
+            last = tmux.capture(pane, lines=40) if st else []
+            # An agent that exits at a first-run screen (Claude Code's onboarding, offline)
+            # says what a person must do: that is a blocked launch, not a crash.
+            dialog = match_dialog(profile, last)
+            if dialog is not None and not dialog.keys and dialog.fix:
+                raise _blocked(w, f"the agent exited at its {dialog.what} screen", dialog.fix)
+            raise _exited(w, "\n".join(last[-8:]))
         lines = tmux.capture(pane, lines=40)
         blocked = blocked_reason(profile, lines)
+        fix = person_fix(profile, lines)
         dialog = match_dialog(profile, lines)
         if dialog is not None and not dialog.keys:
-            blocked = f"the agent shows a screen only a person can answer ({dialog.name})"
+            blocked = f"the agent shows a screen only a person can answer ({dialog.what})"
         if blocked:
-            raise OmpError(
-                "launch_blocked",
-                f"{w}: {blocked}; attach to the pane and handle it, then launch again",
-                worker=w,
-            )
+            raise _blocked(w, blocked, fix)
         if dialog is not None:
-            n = self._answered.get(w, 0)
+            n = self._answered.get((w, dialog.name), 0)
             if n >= 3:
                 raise OmpError(
                     "launch_blocked",
                     f"{w}: the {dialog.name} screen stayed after 3 answers; attach and answer it",
                     worker=w,
                 )
-            self._answered[w] = n + 1
+            self._answered[(w, dialog.name)] = n + 1
             self._ready_since.pop(w, None)
             for i, key in enumerate(dialog.keys):
                 if i:
                     time.sleep(0.1)  # a TUI may drop a key that follows another too closely
                 tmux.send_key(pane, key)
             self.progress(f"{w}: answered the {dialog.name} screen")
+            # Look again only once the screen has changed: a menu answered in steps (Down,
+            # then Enter once "Yes" is selected) must not get a second Down from a stale look.
+            end = time.monotonic() + 3.0
+            while time.monotonic() < end and tmux.capture(pane, lines=40) == lines:
+                time.sleep(0.05)
             return False
         if classify_screen(profile, lines) != "ready":
             self._ready_since.pop(w, None)
@@ -529,6 +537,12 @@ class Launch:
         match = procs.EnvMatch(team.name, str(team.project.root), tokens=set(self.tokens))
         with contextlib.suppress(Exception):
             procs.end_after(close, roots, match if self.tokens else None)
+
+
+def _blocked(w: str, what: str, fix: str | None) -> OmpError:
+    todo = fix or "attach to the pane and handle it"
+    extra = {"fix": fix} if fix else {}
+    return OmpError("launch_blocked", f"{w}: {what}; {todo}, then launch again", worker=w, **extra)
 
 
 def _exited(w: str, screen: str) -> OmpError:

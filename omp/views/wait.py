@@ -9,12 +9,15 @@ done" or a worker that needs you is no failure. The JSON's `event` tells them ap
 `--exit-codes` gives each its own exit code (below) for a script that branches without parsing.
 
 What the leader last saw is a cursor the leader carries, not state omp keeps: every wait returns
-`cursor`, the status of every task as that wait saw them (`1=c,2=i`: one letter per known status),
-and `--since CURSOR` compares with it instead of with the moment the wait began. So a task that
-moved between two waits is reported by the second, once; a leader that polls with several shells
-gets consistent answers from each; and wait stays read-only. (Task statuses only move forward,
-pending -> in_progress -> terminal, so a snapshot is enough: no move can hide by returning.) The
-cursor also carries `@N`, the number of the last "needs you" episode reported: an episode still
+`cursor`, the status of every task as that wait saw them, named with the team and its run
+(`docs:1a2b3c4d:1=c,2=i`: one letter per known status), and `--since CURSOR` compares with it
+instead of with the moment the wait began. A cursor of another team or of an earlier run (a
+relaunch, a team deleted and made again) is refused (`invalid_cursor`): its snapshot would hide
+the new run's moves. So a task that moved between two waits is reported by the second, once; a
+leader that polls with several shells gets consistent answers from each; and wait stays
+read-only. (Task statuses only move forward, pending -> in_progress -> terminal, so a snapshot is
+enough: no move can hide by returning.) The snapshot may end in `,@N`, the number of the last
+"needs you" episode reported (episodes are numbered per run, like the tasks): an episode still
 open is reported once, not by every wait after it.
 
 Cheap and read-only: every `poll` seconds (0.2 s) it `lstat`s five things (the leader's mailbox,
@@ -91,26 +94,77 @@ def _all_done(found: dict[str, dict[str, Any]]) -> bool:
     return bool(found) and all(t.get("status") in tasks.TERMINAL for t in found.values())
 
 
-def encode_cursor(statuses: dict[str, Any], attention: int = 0) -> str:
-    """`{"1": "completed", "2": "pending"}` -> `1=c,2=p` (task id order as the store lists),
-    then `,@N` when "needs you" episodes up to number N were reported."""
+def run_id(cfg: TeamConfig) -> str:
+    """A fingerprint of this run of the team: its launch (or create) time and launch token, and
+    its directory. A relaunch, or a team deleted and made again under the name, is another run:
+    its tasks start over, so a snapshot of the last run's statuses would hide their moves."""
+    import zlib
+
+    ino = cfg.paths.ident[1] if cfg.paths.ident else 0
+    key = f"{cfg.raw.get('createdAt')}|{cfg.raw.get('launchToken')}|{ino}"
+    return f"{zlib.crc32(key.encode()):08x}"
+
+
+def encode_cursor(cfg: TeamConfig, statuses: dict[str, Any], attention: int = 0) -> str:
+    """`{"1": "completed", "2": "pending"}` -> `<team>:<run>:1=c,2=p` (task id order as the store
+    lists): the cursor names the team and the run whose statuses it holds; then `,@N` when "needs
+    you" episodes up to number N were reported."""
     parts = [f"{tid}={_CODES.get(str(st), str(st))}" for tid, st in statuses.items()]
-    out = ",".join(parts) or EMPTY_CURSOR
-    return f"{out},@{attention}" if attention else out
+    snapshot = ",".join(parts) or EMPTY_CURSOR
+    if attention:
+        snapshot = f"{snapshot},@{attention}"
+    return f"{cfg.name}:{run_id(cfg)}:{snapshot}"
 
 
-def decode_cursor(cursor: str) -> dict[str, Any]:
-    """The task statuses a cursor records; `invalid_cursor` for anything wait did not print."""
-    return _decode(cursor)[0]
+def decode_cursor(cfg: TeamConfig, cursor: str) -> dict[str, Any]:
+    """The task statuses a cursor records; `invalid_cursor` for anything a wait on this run of
+    this team did not print (another team's, an earlier run's, an older omp's)."""
+    return _decode(cfg, cursor)[0]
 
 
-def _decode(cursor: str) -> tuple[dict[str, Any], int]:
-    """(the task statuses, the last episode number reported) of a cursor."""
+def _decode(cfg: TeamConfig, cursor: str) -> tuple[dict[str, Any], int]:
+    """(the task statuses, the last "needs you" episode reported) of a cursor."""
     from omp.store.names import TASK_ID_RE
 
-    parts = cursor.split(",")
+    example = f"{cfg.name}:{run_id(cfg)}:1=c,2=i"
+    team, sep, rest = cursor.partition(":")
+    run, sep2, snapshot = rest.partition(":")
+    if not sep or not sep2:
+        raise OmpError(
+            "invalid_cursor",
+            f"--since takes the cursor a previous `omp team wait {cfg.name}` printed (like "
+            f"{example}), got {cursor!r}"
+            + (
+                "; a cursor without the team (printed by an older omp) could hide the moves "
+                "of another team: wait once without --since and use the cursor it prints"
+                if "=" in cursor or cursor == EMPTY_CURSOR
+                else ""
+            ),
+            cursor=cursor,
+        )
+    if team != cfg.name:
+        raise OmpError(
+            "invalid_cursor",
+            f"cursor {cursor!r} belongs to team {team}, not {cfg.name}; wait once without "
+            "--since and use the cursor it prints",
+            cursor=cursor,
+        )
+    if run != run_id(cfg):
+        raise OmpError(
+            "invalid_cursor",
+            f"cursor {cursor!r} was printed for an earlier run of team {cfg.name} (it was "
+            "launched again, or deleted and made again, since): its tasks start over; wait once "
+            "without --since and use the cursor it prints",
+            cursor=cursor,
+        )
+    parts = snapshot.split(",")
     seen = 0
-    if len(parts) > 1 and parts[-1][:1] == "@" and parts[-1][1:].isdigit() and len(parts[-1]) < 12:
+    last = parts[-1]
+    # `@N`: ASCII digits only, and short; anything else there is refused below like any part
+    # that is not `id=status`.
+    number = last[1:]
+    ascii_number = number.isascii() and number.isdigit()  # str.isdigit alone takes "٣"
+    if len(parts) > 1 and last[:1] == "@" and len(number) < 12 and ascii_number:
         seen = int(parts.pop()[1:])
     if parts == [EMPTY_CURSOR]:
         return {}, seen
@@ -120,7 +174,8 @@ def _decode(cursor: str) -> tuple[dict[str, Any], int]:
         if not eq or TASK_ID_RE.fullmatch(tid) is None or not code.replace("_", "").isalpha():
             raise OmpError(
                 "invalid_cursor",
-                f"--since takes the cursor a previous wait printed (like 1=c,2=i), got {cursor!r}",
+                f"--since takes the cursor a previous wait printed (like {example}), got "
+                f"{cursor!r}",
                 cursor=cursor,
             )
         out[tid] = _STATUS.get(code, code)
@@ -155,7 +210,7 @@ def wait(
     start = clock()
     seen: int | None = None  # without --since, any worker that needs a person now is news
     if since is not None:
-        before, seen = _decode(since)
+        before, seen = _decode(cfg, since)
     else:
         before = {tid: t.get("status") for tid, t in _tasks(cfg).items()}
     last: Key | None = None
@@ -174,7 +229,7 @@ def wait(
                 out = _look(cfg, box, before, seen) or {
                     "event": "gone",
                     **_empty(),
-                    "cursor": encode_cursor(before, seen or 0),
+                    "cursor": encode_cursor(cfg, before, seen or 0),
                 }
                 return _finish(
                     cfg, {**out, "event": "gone", "why": why}, clock() - start, exit_codes
@@ -182,7 +237,8 @@ def wait(
         waited = clock() - start
         if timeout and waited >= timeout:
             # Nothing moved since `before` at the last look: it is still what was reported.
-            result = {"event": "timeout", **_empty(), "cursor": encode_cursor(before, seen or 0)}
+            cursor = encode_cursor(cfg, before, seen or 0)
+            result = {"event": "timeout", **_empty(), "cursor": cursor}
             return _finish(cfg, result, waited, exit_codes)
         sleep(poll if not timeout else min(poll, max(0.0, timeout - waited)))
 
@@ -240,7 +296,7 @@ def _look(
     # Every open episode newer than `seen` is in this answer (attention is reported first).
     done_seq = max(int(att["seq"]), seen or 0)
     statuses = {tid: t.get("status") for tid, t in now_tasks.items()}
-    out["cursor"] = encode_cursor(statuses, done_seq)
+    out["cursor"] = encode_cursor(cfg, statuses, done_seq)
     needs = [
         {"worker": w, **e}
         for w, e in sorted(att["workers"].items())

@@ -155,7 +155,7 @@ def _strings(value: Any) -> list[str]:
 def test_watch_frames_and_launch_progress_are_safe(
     root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from omp.cli.team import progress
+    from omp.cli.output import progress
     from omp.cli.team_text import status_text
     from omp.cli.watch import watch_loop
     from omp.views.status import status

@@ -27,7 +27,7 @@ import pytest
 
 from omp.errors import OmpError
 from omp.record import config as team_config
-from omp.store import fs, jsonl
+from omp.store import fs, jsonl, tree
 from omp.store.paths import StatePaths
 from omp.team.shutdown import shutdown
 from tests.helpers import (
@@ -423,11 +423,11 @@ def test_collect_never_reads_through_a_symlinked_worker_directory(
 
 def test_fs_checks_modes_only_inside_the_state_tree(tmp_path: Path) -> None:
     """The rule the tests above rely on, at the level of `omp.store.fs`."""
-    assert fs.in_state_tree(tmp_path / ".omp" / "state")
-    assert fs.in_state_tree(tmp_path / ".omp" / "state" / "team" / "x.json")
-    assert not fs.in_state_tree(tmp_path / ".omp")
-    assert not fs.in_state_tree(tmp_path / ".omp" / "config.toml")
-    assert not fs.in_state_tree(tmp_path / "state" / ".omp")
+    assert tree.in_state_tree(tmp_path / ".omp" / "state")
+    assert tree.in_state_tree(tmp_path / ".omp" / "state" / "team" / "x.json")
+    assert not tree.in_state_tree(tmp_path / ".omp")
+    assert not tree.in_state_tree(tmp_path / ".omp" / "config.toml")
+    assert not tree.in_state_tree(tmp_path / "state" / ".omp")
     loose = tmp_path / "loose"
     loose.write_text("x")
     loose.chmod(0o666)

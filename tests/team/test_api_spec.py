@@ -1,5 +1,5 @@
 """`omp team api` is declared once (omp.api.spec): the checks, and through omp.api.doc
-`--help` and the README's table, all come from the declarations."""
+`--help` and the table in docs/commands.md, all come from the declarations."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def test_every_operation_is_declared() -> None:
 
 def test_the_readme_table_is_the_declarations() -> None:
     table = readme_table(declared())
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert table in readme, f"README's `omp team api` table is stale; it should read:\n{table}"
+    page = (REPO / "docs" / "commands.md").read_text(encoding="utf-8")
+    assert table in page, f"docs/commands.md's `team api` table is stale; it should read:\n{table}"
 
 
 def test_the_read_only_operations_are_declared_so() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from omp.errors import OmpError
 from omp.mail.mailbox import Mailbox
 from omp.monitor import attention
 from omp.record import config as team_config
@@ -29,10 +30,10 @@ from tests.team.test_monitor_policy import (
     own_lock,
 )
 
-AGENTS = FIXTURES / "agents"
-PROMPT = (AGENTS / "claude-permission-prompt.txt").read_text(encoding="utf-8").splitlines()
-IDLE = (AGENTS / "claude-idle-after-turn.txt").read_text(encoding="utf-8").splitlines()
-BUSY = (AGENTS / "claude-busy.txt").read_text(encoding="utf-8").splitlines()
+SCREENS = FIXTURES / "screens"  # Claude Code 2.1.328, captured
+PROMPT = (SCREENS / "claude-16-permission-prompt.txt").read_text(encoding="utf-8").splitlines()
+IDLE = (SCREENS / "claude-14-idle-after-turn.txt").read_text(encoding="utf-8").splitlines()
+BUSY = (SCREENS / "claude-10-busy-spinner.txt").read_text(encoding="utf-8").splitlines()
 
 
 @pytest.fixture
@@ -178,7 +179,9 @@ def test_wait_returns_at_once_then_only_for_a_new_episode(world: World) -> None:
     (a,) = r["attention"]
     assert a["worker"] == "worker-3" and a["what"] == "permission prompt"
     assert a["lines"][0] == "Do you want to proceed?" and "select-pane -t %3" in a["attach"]
-    assert r["cursor"].endswith(",@1")
+    # The episode number rides at the end of the team's and run's cursor (issue 21's format).
+    run = wait_mod.run_id(cfg(world))
+    assert r["cursor"].startswith(f"t:{run}:") and r["cursor"].endswith(",@1")
     assert wait_mod.wait(cfg(world), timeout=5)["exitCode"] == 0  # exit 0 by default
     box = Mailbox(world.paths.team("t"), "leader")
     box.mark([m["id"] for m in box.undelivered()[0]])  # the leader read the episode's message
@@ -213,3 +216,26 @@ def test_an_earlier_launch_s_file_reads_as_nobody(world: World, tmp_path: Path) 
     team_config.write(tp, raw)
     assert attention.read(team_config.load(tp))["workers"] == {}
     assert StatePaths(world.root).team("t").attention.exists()
+
+
+@pytest.mark.parametrize("tail", ["@", "@x", "@\u0663", "@123456789012", "@-1"])
+def test_a_wait_cursor_with_an_odd_episode_mark_is_refused(world: World, tail: str) -> None:
+    claude_team(world)
+    run = wait_mod.run_id(cfg(world))
+    with pytest.raises(OmpError) as exc:
+        wait_mod.wait(cfg(world), since=f"t:{run}:1=i,{tail}", timeout=0.1)
+    assert exc.value.code == "invalid_cursor"
+
+
+def test_a_wait_cursor_of_an_earlier_run_is_refused_with_its_episode_mark(world: World) -> None:
+    """A relaunch starts the episode numbers over: the old `@N` must not hide the new ones."""
+    claude_team(world)
+    old = wait_mod.encode_cursor(cfg(world), {"1": "in_progress"}, 3)
+    assert wait_mod.decode_cursor(cfg(world), old) == {"1": "in_progress"}
+    tp = world.paths.team("t")
+    raw = team_config.load(tp).raw
+    raw["launchToken"] = "lt-2"  # a relaunch
+    team_config.write(tp, raw)
+    with pytest.raises(OmpError) as exc:
+        wait_mod.wait(team_config.load(tp), since=old, timeout=0.1)
+    assert exc.value.code == "invalid_cursor" and "earlier run" in exc.value.message

@@ -50,7 +50,7 @@ def test_a_permission_prompt_receives_no_keystroke_and_is_reported(
     agent = [
         sys.executable,
         str(AGENTS / "screen_agent.py"),
-        str(AGENTS / "claude-permission-prompt.txt"),
+        str(FIXTURES / "screens" / "claude-16-permission-prompt.txt"),
         str(keys),
     ]
     panes = make_live_team(root, omp_tmux, "t", 2, agent, session="omp-team-t")
@@ -75,7 +75,7 @@ def test_a_permission_prompt_receives_no_keystroke_and_is_reported(
     )
     assert sent.rc == 0, sent
     assert sent.json["nudged"] is False and sent.json["nudge"] == "deferred"
-    assert "waits for a person" in sent.json["nudgeReason"]
+    assert "needs a person (permission prompt)" in sent.json["nudgeReason"]
 
     # The monitor scans 20 times, a re-nudge due on every scan.
     own_lock(StatePaths(root))

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from omp.api import operations as team_api
+from omp.api import send as send_pipeline
 from omp.errors import USAGE_CODES, OmpError
 from omp.mail import events
 from omp.store.paths import StatePaths, TeamPaths
@@ -105,7 +105,7 @@ def test_event_fields_appear_only_when_given(
 
 
 def test_the_api_and_the_events_module_agree_on_the_event_fields() -> None:
-    assert team_api.EVENT_FIELDS == events.FIELDS
+    assert send_pipeline.EVENT_FIELDS == events.FIELDS
 
 
 @pytest.mark.parametrize("bad", ["task_start", "TASK_REQ", "", 5, ["task_req"]])

@@ -158,7 +158,7 @@ def test_ten_concurrent_starts_spawn_once(root: Path) -> None:
     go = time.time() + 1.0
     code = (
         "import json, sys, time, pathlib\n"
-        "from omp.team import monitor_ctl as ctl\n"
+        "from omp.monitor import ctl\n"
         f"while time.time() < {go}: pass\n"
         "def spawn(root, token):\n"
         f"    (pathlib.Path({str(marks)!r}) / token).write_text('x')\n"
