@@ -218,6 +218,12 @@ MAKERS = {
     ("omp/mail/typein.py", "os.mkdir(lock_dir, fs.DIR_MODE)"): "tmux-locks/, no team's",
     ("omp/skills.py", "dest.parent.mkdir(parents=True, exist_ok=True)"): "skills, no state",
     ("omp/store/fs.py", "os.mkdir(cur, DIR_MODE)"): "ensure_dir itself",
+    ("omp/stophook/install.py", "os.mkdir(d)"): "the agent's hook directory, no state",
+    ("omp/workspace/verify.py", "fs.ensure_dir(run_dir, base=base)"): "a verify run's own dir",
+    ("omp/workspace/create.py", "path.parent.mkdir(parents=True, exist_ok=True)"): "worktrees",
+    ("omp/workspace/create.py", "dst.parent.mkdir(parents=True, exist_ok=True)"): "copy/link",
+    ("omp/workspace/create.py", "StatePaths(root).ensure(where)"): "the worktrees directory",
+    ("omp/workspace/create.py", "info.mkdir(exist_ok=True)"): "git's info/ for exclude",
 }
 
 
