@@ -4,7 +4,8 @@ A fast path (see omp/cli/__init__.py): no typer, nothing heavy, one small JSON f
 mode read on every stop of every agent. Order of work:
 
 1. a worker pane of a team (`OMP_TEAM_WORKER` / `OMP_WORKER` set) is never held by the leader's
-   loop: allow, touch nothing;
+   loop: allow; the only thing written is the worker's agent session (`omp.stophook.sessions`:
+   `workers/<w>/session.json`, for `omp team resume`), when it is a current member;
 2. no active loop: allow, write nothing;
 3. Copilot: find the current reply in its transcript (bounded wait, outside the lock);
 4. under the project's hook lock: a second fire for a stop already answered (same session and
@@ -70,6 +71,7 @@ def handle(raw: bytes, env: Mapping[str, str]) -> tuple[str, str]:
         raise ValueError("stdin is not a JSON object")
     inp = payloads.read(payload, env)
     if is_worker(env):
+        _record_session(inp, env)
         return inp.cli, replies.allow(inp.cli)
 
     from omp import modes
@@ -94,6 +96,25 @@ def handle(raw: bytes, env: Mapping[str, str]) -> tuple[str, str]:
 
         reply = transcript.claude_reply(inp.transcript_path, cwd=inp.cwd)
     return inp.cli, _decide_locked(paths, inp, reply, env, waited)
+
+
+def _record_session(inp: payloads.StopInput, env: Mapping[str, str]) -> None:
+    """A worker's hook records which agent session it runs; a failure is logged, and the stop
+    is allowed all the same."""
+    if not inp.session_id:
+        return
+    try:
+        from omp.stophook import sessions
+
+        sessions.record(
+            env,
+            agent=inp.cli,
+            session_id=inp.session_id,
+            transcript_path=inp.transcript_path,
+            cwd=inp.cwd,
+        )
+    except Exception as exc:
+        sys.stderr.write(f"omp hook stop: session not recorded: {type(exc).__name__}: {exc}\n")
 
 
 def _decide_locked(
