@@ -12,15 +12,17 @@ from files under `.omp/state/hooks/workers/` (inside the state tree, which no ch
   beside the user's, project and plugin hooks alike. Checked live against the scripted model
   (`tests/agents/test_copilot_resume.py`).
 - Claude Code 2.1.328: `--settings FILE`, a settings file of omp's own holding `SessionStart` and
-  `Stop` hooks (`claude --help`: "Settings file or JSON string to load more settings from";
-  merged with the user's and the project's settings).
-- Codex 0.171 and Gemini 0.61: no option of theirs is used. Codex reads hooks only from its
-  config layers (`~/.codex`, the trusted project's `.codex/`) and runs a hook only once a person
-  trusted it (`/hooks`), unless `--dangerously-bypass-hook-trust`, which would also run every
-  other untrusted hook of the checkout; Gemini reads them from its settings files (a system
-  settings file can be moved with `GEMINI_CLI_SYSTEM_SETTINGS_PATH`, which would hide the
-  machine's own). Their workers get the hook where it is installed (`omp hooks install`): in the
-  project root, that is in a shared workspace.
+  `Stop` hooks ("Settings file or JSON string to load more settings from"; merged with the
+  user's and the project's). Checked by hand (`claude -p ... --settings FILE`): its
+  `SessionStart` hook got `session_id` and `transcript_path`; no interactive run in the tests.
+- Codex 0.171: none used. `-c 'hooks.SessionStart=[{hooks=[{type="command",command=...}]}]'`
+  reaches it (checked with `codex exec`), but Codex runs a hook only once a person trusted it
+  (`/hooks`), and the one way around that, `--dangerously-bypass-hook-trust`, would also run
+  every unreviewed hook of the checkout. Gemini 0.61: none used; it reads hooks from its
+  settings files only (a system settings file can be moved with
+  `GEMINI_CLI_SYSTEM_SETTINGS_PATH`, which would hide the machine's own). Their workers get the
+  hook where it is installed and trusted (`omp hooks install`): in the project root, that is in
+  a shared workspace.
 
 What the hook does in a worker pane: record the agent's session (`omp.stophook.sessions`) and let
 the agent stop; the leader's loops never hold a worker.
