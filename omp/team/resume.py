@@ -360,8 +360,20 @@ class Resume(Launch):
                 return self.tmux_factory(socket_name=os.path.basename(sock)), False
         return self.tmux_factory(), False
 
-    def _place_anew(self) -> Place:
+    def _check_anew(self) -> tuple[Tmux, bool]:
+        """The server for a team whose own is gone, and no session of its name in the way."""
         tmux, inside = self._server_anew()
+        sess = session_name(self.cfg.name)
+        if not inside and tmux.has_session(sess):
+            raise OmpError(
+                "session_exists",
+                f"tmux session {sess} already exists on that server, but it holds no pane of "
+                f"team {self.cfg.name}; close it (tmux kill-session -t {sess}) and resume again",
+                session=sess,
+            )
+        return tmux, inside
+
+    def _place_anew(self, tmux: Tmux, inside: bool) -> Place:
         sess = session_name(self.cfg.name)
         if inside:
             leader = self.env.get("TMUX_PANE", "")
@@ -370,13 +382,6 @@ class Resume(Launch):
                 raise OmpError("tmux_error", f"cannot find your pane {leader!r} ($TMUX_PANE)")
             return Place(
                 tmux, leader, state.window_id, False, leader, state.session_id, inside=True
-            )
-        if tmux.has_session(sess):
-            raise OmpError(
-                "session_exists",
-                f"tmux session {sess} already exists on that server, but it holds no pane of "
-                f"team {self.cfg.name}; close it (tmux kill-session -t {sess}) and resume again",
-                session=sess,
             )
         session_id, window_id, leader = tmux.new_session(
             sess, cwd=str(self.req.cwd), command=None, env={}
@@ -392,8 +397,9 @@ class Resume(Launch):
         if not members:
             return self._report([], skipped, None, [])
         self.prepare(members)
+        server = self._check_anew() if place is None else None
         try:
-            return self._resume(members, skipped, place)
+            return self._resume(members, skipped, place, server)
         except BaseException as exc:
             self._undo(members)
             if isinstance(exc, OmpError):
@@ -405,7 +411,11 @@ class Resume(Launch):
             raise
 
     def _resume(
-        self, members: list[Member], skipped: list[dict[str, Any]], place: Place | None
+        self,
+        members: list[Member],
+        skipped: list[dict[str, Any]],
+        place: Place | None,
+        server: tuple[Tmux, bool] | None,
     ) -> dict[str, Any]:
         cfg = self.cfg
         team = cfg.paths
@@ -413,7 +423,8 @@ class Resume(Launch):
         omp = team_command(cfg.raw)
         self._command_lines(members, omp)
         if place is None:
-            place = self._place_anew()
+            assert server is not None
+            place = self._place_anew(*server)
         self.place = place
         total = len(cfg.worker_names)
         layout = "main-vertical" if total <= 6 else "tiled"
