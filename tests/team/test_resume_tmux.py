@@ -281,3 +281,68 @@ def _zombie(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
+    out = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_a_worker_with_a_worktree_resumes_in_it_and_is_told_where_it_stands(
+    omp_tmux: Tmux, tmux_env: Path, project: Path, tmp_path: Path
+) -> None:
+    (project / ".git").rmdir()
+    git(project, "init", "-q", "-b", "main")
+    (project / "a.txt").write_text("a\n")
+    git(project, "add", "a.txt")
+    git(project, "commit", "-qm", "base")
+    base = git(project, "rev-parse", "HEAD").strip()
+    env = env_for(omp_tmux, tmux_env)
+    r = omp(project, env, "team", "launch", "2:demo", "count", "--name", "t", "--json")
+    assert r.rc == 0, r
+    poll(lambda: status(project, env)["allDone"], timeout=60)
+    # worker-1 works in a worktree of its own (what the worktree integration records)
+    wt = tmp_path / "wt-worker-1"
+    git(project, "worktree", "add", "-q", "-b", "omp/t/worker-1", str(wt), base)
+    (wt / "b.txt").write_text("b\n")
+    git(wt, "add", "b.txt")
+    git(wt, "commit", "-qm", "work")
+    (wt / "c.txt").write_text("uncommitted\n")
+    team = team_of(project)
+    raw = json.loads(team.config.read_text())
+    raw["workers"][0]["workspace"] = {
+        "kind": "worktree", "path": str(wt), "branch": "omp/t/worker-1", "base": base,
+    }  # fmt: skip
+    team.config.write_text(json.dumps(raw))
+    omp_tmux.kill_server()
+    r = omp(project, env, "team", "resume", "t", "--json")
+    assert r.rc == 0, r
+    w1 = r.json["resumed"][0]
+    assert w1["cwd"] == str(wt) and w1["worktree"]["ahead"] == 1
+    assert w1["worktree"]["uncommitted"] == ["c.txt"]
+    assert r.json["resumed"][1]["cwd"] == str(project)  # no workspace: the team's directory
+    pane = w1["paneId"]
+    path = omp_tmux.cmd("display-message", "-p", "-t", pane, "#{pane_current_path}").strip()
+    assert os.path.realpath(path) == os.path.realpath(wt)
+    text = team.resume_inbox("worker-1").read_text()
+    assert f"Directory: {wt}\nBranch: omp/t/worker-1\nCommits ahead of base: 1\n" in text
+    assert "Uncommitted files: 1 (c.txt)" in text
+    assert "Status: completed. Nothing is left to do on it." in text
+    # its worktree gone: refused, nothing started
+    omp_tmux.kill_server()
+    shutil.rmtree(wt)
+    before = {p: p.read_bytes() for p in team.dir.rglob("*.json")}
+    r = omp(project, env, "team", "resume", "t", "--json")
+    assert r.rc == 1 and r.json["error"] == "worktree_missing", r
+    assert {p: p.read_bytes() for p in team.dir.rglob("*.json")} == before
+    assert omp_tmux.server_identity() is None  # no server was started
