@@ -83,7 +83,7 @@ _ENTRY_FIELDS = (
     "command",
     "forwardedEnv",
 )
-_TEAM_FIELDS = ("tmuxIdentity", "leaderPaneId", "tmuxSession", "createdSession")
+_TEAM_FIELDS = ("tmuxIdentity", "leaderPaneId", "tmuxSession", "createdSession", "leaderAgent")
 _SOCKET_DIR = re.compile(r"tmux-\d+")
 
 
@@ -101,6 +101,7 @@ class Member:
     worktree: dict[str, Any] | None = None
     session_id: str | None = None  # the agent session it comes back into; None: a fresh one
     missing_env: list[str] = field(default_factory=list)
+    recorded_env: list[str] = field(default_factory=list)  # forwardedEnv as recorded
     pane: str | None = None
     old_pane: str | None = None  # its dead pane, closed once the new one runs
 
@@ -117,6 +118,7 @@ class Place:
     session_id: str | None = None
     session: str | None = None  # a session this resume created (anew, outside tmux)
     inside: bool = False
+    leader_agent: str | None = None  # the agent in the leader's pane, when anew
 
 
 class Resume(Launch):
@@ -319,6 +321,7 @@ class Resume(Launch):
             recorded_names = (
                 [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
             )
+            m.recorded_env = recorded_names
             m.missing_env = [n for n in recorded_names if n not in self.env]
 
     def _command_lines(self, members: list[Member], omp: str) -> None:
@@ -381,7 +384,14 @@ class Resume(Launch):
             if state is None:
                 raise OmpError("tmux_error", f"cannot find your pane {leader!r} ($TMUX_PANE)")
             return Place(
-                tmux, leader, state.window_id, False, leader, state.session_id, inside=True
+                tmux,
+                leader,
+                state.window_id,
+                False,
+                leader,
+                state.session_id,
+                inside=True,
+                leader_agent=self._leader_agent(state),
             )
         session_id, window_id, leader = tmux.new_session(
             sess, cwd=str(self.req.cwd), command=None, env={}
@@ -445,7 +455,10 @@ class Resume(Launch):
                 command=m.argv,
                 cwd=m.cwd,
             )
-            self.started[m.name]["command"] = m.command  # never the resume option: it changes
+            started = self.started[m.name]
+            started["command"] = m.command  # never the resume option: it changes
+            # the names launch passed on stay recorded, so a later resume still names a gap
+            started["forwardedEnv"] = sorted({*started["forwardedEnv"], *m.recorded_env})
             m.pane = panes[m.name] = prev = pane
             place.tmux.select_layout(place.window, layout)
         now = clock.iso()
@@ -552,6 +565,8 @@ class Resume(Launch):
                 raw["leaderPaneId"] = place.leader
                 raw["tmuxSession"] = place.session
                 raw["createdSession"] = place.session is not None
+                # the leader's pane is another one now: its agent, if known, is the caller's
+                raw["leaderAgent"] = place.leader_agent
             self.config_written = True
             team_config.write(team, raw)
 

@@ -346,3 +346,32 @@ def test_a_worker_with_a_worktree_resumes_in_it_and_is_told_where_it_stands(
     assert r.rc == 1 and r.json["error"] == "worktree_missing", r
     assert {p: p.read_bytes() for p in team.dir.rglob("*.json")} == before
     assert omp_tmux.server_identity() is None  # no server was started
+
+
+def test_resume_inside_tmux_splits_the_callers_window(
+    omp_tmux: Tmux, tmux_env: Path, project: Path
+) -> None:
+    env = env_for(omp_tmux, tmux_env)
+    r = omp(project, env, "team", "launch", "2:demo", "count", "--name", "t", "--json")
+    assert r.rc == 0, r
+    poll(lambda: all_working(project, env, 2), timeout=60, what="every task in progress")
+    omp_tmux.kill_server()
+    # the person is back in tmux (a new server on the same socket): resume from their pane
+    _, wid, leader = omp_tmux.new_session("mine", cwd=project, command=["sh"])
+    info = omp_tmux.server_identity()
+    assert info is not None
+    inside = {**env, "TMUX": f"{info['socket_path']},{info['server_pid']},0", "TMUX_PANE": leader}
+    r = omp(project, inside, "team", "resume", "t", "--json")
+    assert r.rc == 0, r
+    assert r.json["place"] == "your window"
+    states = omp_tmux.pane_states([w["paneId"] for w in r.json["resumed"]])
+    assert all(st is not None and st.window_id == wid for st in states.values())
+    assert not omp_tmux.has_session("omp-team-t")
+    raw = team_config.load(team_of(project)).raw
+    assert raw["leaderPaneId"] == leader and raw["createdSession"] is False
+    assert raw["tmuxIdentity"]["serverPid"] == info["server_pid"]
+    done = poll(lambda: status(project, env)["allDone"] and status(project, env), timeout=90)
+    assert [t["owner"] for t in done["tasks"]] == ["worker-1", "worker-2"]
+    assert claimed_count(team_of(project)) == {"1": 1, "2": 1}
+    assert omp(project, env, "team", "shutdown", "t").rc == 0
+    assert omp_tmux.pane_states([leader])[leader] is not None  # the person's pane stays
