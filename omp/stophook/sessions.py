@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from omp import clock
+from omp.errors import OmpError
 from omp.record import config as team_config
 from omp.store import fs, names
 from omp.store.paths import StatePaths, TeamPaths, find_root
@@ -63,7 +64,12 @@ def _member(env: Mapping[str, str], cwd: str | None) -> tuple[TeamPaths, str] | 
     root = env.get("OMP_ROOT") or None
     project = StatePaths(find_root(root or cwd))
     team = project.team(team_name)
-    cfg = team_config.load(team)  # unknown_team for a deleted team: nothing is written
+    try:
+        cfg = team_config.load(team)
+    except OmpError as exc:
+        if exc.code == "unknown_team":
+            return None  # a deleted team: nothing to record, nothing to say
+        raise
     entry = cfg.worker(worker)
     if entry is None:
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,13 @@ def test_hook_files_for_worker_panes(tmp_path: Path) -> None:
     assert set(settings) == {"SessionStart", "Stop"}
     assert workers.hook_args("codex", project, "omp") == []
     assert workers.hook_args("python3", project, "omp") == []
+
+
+def test_a_pane_of_a_deleted_team_records_nothing_and_says_nothing(team: TeamPaths) -> None:
+    shutil.rmtree(team.dir)
+    r = run_omp(
+        "hook", "stop", input=json.dumps(copilot_stop(team)), cwd=team.project.root,
+        env=pane_env(team, "worker-1", "tok-1"),
+    )  # fmt: skip
+    assert r.rc == 0 and r.stdout.strip() == "{}" and r.stderr == ""
+    assert not team.dir.exists()
