@@ -14,8 +14,9 @@ has its worktree (`worktree_missing`) and its agent's program (`unknown_agent`,
 
 Where the new panes go:
 - in place: the server recorded for the team is the one running (same pid and start time) and a
-  pane of the team still lives in its window: the new panes split that window; the dead panes of
-  the members resumed are closed once their successors run;
+  pane of the team is still in its window (a live one preferably; tmux splits a dead one too):
+  the new panes split that window; the dead panes of the members resumed are closed once their
+  successors run;
 - anew: otherwise (a killed server, a reboot: the recorded server is gone, maybe its socket file
   and its socket directory too). Panes are then matched by nothing but the team's files. The
   server is `--socket`'s (or `OMP_TMUX_SOCKET`'s), else the caller's own when resume runs inside
@@ -204,12 +205,9 @@ class Resume(Launch):
         cfg = self.cfg
         ident = tmux_identity(cfg)
         recorded = tmux_for(cfg)
-        try:
-            server = recorded.server_identity()
-        except OmpError as exc:
-            if exc.code == "tmux_not_found":
-                raise
-            server = None  # a server that does not answer is as good as gone
+        # None when no server answers on the recorded socket; a server that is there but does
+        # not answer in time is a `tmux_error`: never judged gone (its panes may still run)
+        server = recorded.server_identity()
         same = ident is not None and ident.same_server(server)
         leader = (
             cfg.raw.get("leaderPaneId") if isinstance(cfg.raw.get("leaderPaneId"), str) else None
@@ -252,7 +250,10 @@ class Resume(Launch):
                 if w not in starting and (p := cfg.pane_of(w)) and (s := mine(p)) and not s.dead
             ]
             lead = mine(leader)
-            anchors = [*reversed(alive), *([leader] if lead is not None and leader else [])]
+            # a live pane of the team first; else its dead ones still in the window (tmux
+            # splits a dead pane too), so the team stays in its window and session
+            dead = [m.old_pane for m in members if m.old_pane]
+            anchors = [*reversed(alive), *([leader] if lead is not None and leader else []), *dead]
             if anchors:
                 st0 = mine(anchors[0])
                 assert st0 is not None
@@ -286,8 +287,10 @@ class Resume(Launch):
                 m.worktree = {**ws}
             else:
                 m.cwd = self.req.cwd
-            name = str(m.entry.get("agent") or cfg.raw.get("agent") or cfg.raw.get("role"))
-            profile = profiles.get(name or "copilot")
+            name = str(
+                m.entry.get("agent") or cfg.raw.get("agent") or cfg.raw.get("role") or "copilot"
+            )
+            profile = profiles.get(name)
             if profile is None:
                 raise OmpError(
                     "unknown_agent",

@@ -375,3 +375,27 @@ def test_resume_inside_tmux_splits_the_callers_window(
     assert claimed_count(team_of(project)) == {"1": 1, "2": 1}
     assert omp(project, env, "team", "shutdown", "t").rc == 0
     assert omp_tmux.pane_states([leader])[leader] is not None  # the person's pane stays
+
+
+def test_a_window_of_dead_panes_only_is_resumed_in_place(
+    omp_tmux: Tmux, tmux_env: Path, project: Path
+) -> None:
+    env = env_for(omp_tmux, tmux_env)
+    r = omp(project, env, "team", "launch", "1:demo", "count", "--name", "t", "--json")
+    assert r.rc == 0, r
+    poll(lambda: all_working(project, env, 1), timeout=60, what="the task in progress")
+    cfg = team_config.load(team_of(project))
+    omp_tmux.kill_pane(str(cfg.raw["leaderPaneId"]))  # nothing alive is left in the window
+    pane = cfg.pane_of("worker-1") or ""
+    omp_tmux.send_key(pane, "C-c")
+    poll(lambda: (st := omp_tmux.pane_states([pane])[pane]) is not None and st.dead, timeout=30)
+    r = omp(project, env, "team", "resume", "t", "--json")
+    assert r.rc == 0 and r.json["place"] == "in place", r
+    new = r.json["resumed"][0]["paneId"]
+    st = omp_tmux.pane_states([new, pane])
+    assert st[pane] is None  # the dead pane it split is closed
+    now = st[new]
+    assert now is not None and now.window_id == cfg.raw["tmuxIdentity"]["windowId"]
+    done = poll(lambda: status(project, env)["allDone"] and status(project, env), timeout=90)
+    assert done["tasks"][0]["owner"] == "worker-1"
+    assert omp(project, env, "team", "shutdown", "t").rc == 0
