@@ -109,17 +109,18 @@ def bench_one(tmp: Path, runs: int) -> list[float]:
         pane = res["workers"][4]["paneId"]
         tmux.send_key(pane, "C-c")  # the demo agent exits; its pane stays, dead
 
-        def dead() -> bool:
-            st = tmux.pane_states([pane])[pane]
-            return st is not None and st.dead
-
-        wait_for(dead, "the pane to die")
+        wait_for(lambda t=tmux, p=pane: _dead(t, p), "the pane to die")
         took, res = omp(root, env, "team", "resume", "b")
         if [w["name"] for w in res["resumed"]] != ["worker-5"]:
             raise SystemExit(f"expected worker-5 alone: {res}")
         out.append(took)
         tmux.kill_server()
     return out
+
+
+def _dead(tmux: Tmux, pane: str) -> bool:
+    st = tmux.pane_states([pane])[pane]
+    return st is not None and st.dead
 
 
 def ms(x: float) -> str:
