@@ -71,7 +71,7 @@ def handle(raw: bytes, env: Mapping[str, str]) -> tuple[str, str]:
         raise ValueError("stdin is not a JSON object")
     inp = payloads.read(payload, env)
     if is_worker(env):
-        _record_session(inp, env)
+        _record_session(inp, payload, env)
         return inp.cli, replies.allow(inp.cli)
 
     from omp import modes
@@ -98,10 +98,16 @@ def handle(raw: bytes, env: Mapping[str, str]) -> tuple[str, str]:
     return inp.cli, _decide_locked(paths, inp, reply, env, waited)
 
 
-def _record_session(inp: payloads.StopInput, env: Mapping[str, str]) -> None:
+def _record_session(
+    inp: payloads.StopInput, payload: Mapping[str, Any], env: Mapping[str, str]
+) -> None:
     """A worker's hook records which agent session it runs; a failure is logged, and the stop
     is allowed all the same."""
-    if not inp.session_id:
+    sid = inp.session_id
+    parent = payload.get("parentAgentId")
+    if inp.cli == "copilot" and isinstance(parent, str) and parent:
+        sid = parent  # a Copilot subagent's stop: `sessionId` is the subagent's, not the session's
+    if not sid:
         return
     try:
         from omp.stophook import sessions
@@ -109,7 +115,7 @@ def _record_session(inp: payloads.StopInput, env: Mapping[str, str]) -> None:
         sessions.record(
             env,
             agent=inp.cli,
-            session_id=inp.session_id,
+            session_id=sid,
             transcript_path=inp.transcript_path,
             cwd=inp.cwd,
         )

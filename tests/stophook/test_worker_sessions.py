@@ -146,3 +146,11 @@ def test_a_pane_of_a_deleted_team_records_nothing_and_says_nothing(team: TeamPat
     )  # fmt: skip
     assert r.rc == 0 and r.stdout.strip() == "{}" and r.stderr == ""
     assert not team.dir.exists()
+
+
+def test_a_copilot_subagents_stop_records_the_session_not_the_subagent(team: TeamPaths) -> None:
+    sub = {**copilot_stop(team), "sessionId": "a213ea1a-96c5-4dba-b798-33a412ee1d0f",
+           "agentId": "a213ea1a-96c5-4dba-b798-33a412ee1d0f", "agentType": "general-purpose",
+           "parentAgentId": SID}  # fmt: skip
+    assert fire(team, sub, "worker-1", "tok-1") == "{}"
+    assert json.loads(team.session("worker-1").read_text())["sessionId"] == SID
