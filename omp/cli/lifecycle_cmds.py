@@ -103,11 +103,14 @@ def register(team_app: typer.Typer) -> None:
 
     @team_app.command("resume")
     def resume(
-        team: str = typer.Argument(..., help="Team name."),
+        team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
         worker: Annotated[
             list[str] | None,
             typer.Option(
-                "--worker", "-w", help="Only this worker (repeatable; default: every member)."
+                "--worker",
+                "-w",
+                help="Only this worker (repeatable; default: every member).",
+                callback=opt.text(max_len=256),
             ),
         ] = None,
         socket: str = typer.Option(
@@ -115,12 +118,16 @@ def register(team_app: typer.Typer) -> None:
             "--socket",
             envvar="OMP_TMUX_SOCKET",
             help="tmux server socket name (-L) when the team's server is gone.",
+            callback=opt.text(max_len=256),
         ),
         new_session: bool = typer.Option(
             False, "--new-session", help="Use a new detached session even inside tmux."
         ),
         ready_timeout: float = typer.Option(
-            None, "--ready-timeout", help="Seconds to wait for each agent (default per profile)."
+            None,
+            "--ready-timeout",
+            help="Seconds to wait for each agent (default per profile).",
+            callback=opt.seconds(positive=True),
         ),
         as_json: bool = JsonOpt,
     ) -> None:

@@ -516,7 +516,7 @@ class Resume(Launch):
     def _write_resume_inbox(self, m: Member, now: str, omp: str) -> None:
         team = self.cfg.paths
         self.state_written = True
-        team.project.ensure(team.worker_dir(m.name))
+        team.ensure_in(team.worker_dir(m.name))
         worktree = _worktree_view(m.worktree) if m.worktree else None
         if worktree is not None:
             m.worktree = worktree
