@@ -63,6 +63,9 @@ Profile names: 1-32 of `a-z 0-9 _ -`, starting with a letter. Fields:
     line_oriented    boolean           a line-by-line agent (the demo), not a full-screen one: its
                                        input line is only ever the last line, so a prompt line
                                        with output under it was submitted
+    resume_args      list of strings   appended to the recorded command by `omp team resume` when
+                                       the worker's session id is known; `{session_id}` is
+                                       replaced by it (checked against each pinned CLI's --help)
 
 Patterns are Python regexes searched in the bottom window joined by newlines, with `re.MULTILINE`
 (so `^`/`$` anchor at lines and a pattern may span lines). Only the bottom of the screen counts, so
@@ -144,6 +147,7 @@ class AgentProfile:
     bottom_lines: int = 12
     line_oriented: bool = False
     boxed_input: bool = False
+    resume_args: tuple[str, ...] = ()
 
 
 _COPILOT_SIGN_IN = (
@@ -206,6 +210,7 @@ def _builtins() -> dict[str, AgentProfile]:
         ),
         notice_lines=7,
         ready_settle=0.5,
+        resume_args=("--resume={session_id}",),  # 1.0.102: `-r, --resume [<value>]`
     )
     claude = AgentProfile(
         name="claude",
@@ -285,6 +290,7 @@ def _builtins() -> dict[str, AgentProfile]:
         ),
         notice_lines=7,
         ready_settle=1.0,
+        resume_args=("--resume", "{session_id}"),  # 2.1.328: `-r, --resume [value]`
     )
     codex = AgentProfile(
         name="codex",
@@ -327,6 +333,7 @@ def _builtins() -> dict[str, AgentProfile]:
         ),
         notice_lines=5,
         ready_settle=0.5,
+        resume_args=("resume", "{session_id}"),  # 0.171: `codex [OPTIONS] resume [SESSION_ID]`
     )
     gemini = AgentProfile(
         name="gemini",
@@ -364,6 +371,7 @@ def _builtins() -> dict[str, AgentProfile]:
         # The prompt shows ~3 s before the trust dialog on a fresh directory.
         ready_settle=3.5,
         bottom_lines=16,
+        resume_args=("--resume", "{session_id}"),  # 0.61: `--resume {uuid}` (or an index)
     )
     pi = AgentProfile(
         name="pi",
@@ -395,6 +403,7 @@ def _builtins() -> dict[str, AgentProfile]:
         notice_lines=5,
         boxed_input=True,
         ready_settle=0.5,
+        resume_args=("--session", "{session_id}"),  # 0.73.1: "session file or partial UUID"
     )
     demo = AgentProfile(
         name="demo",
@@ -811,7 +820,7 @@ def _field(path: Path, where: str, key: str, val: Any) -> Any:
         if key == "submit_key":
             _key(path, where, val)
         return val
-    if key == "env_prefixes":
+    if key in ("env_prefixes", "resume_args"):
         if not _str_list(val) or not all(val):
             raise fail("a list of non-empty strings")
         return tuple(val)

@@ -1,10 +1,10 @@
-"""A team's life after launch: `add-worker`, `remove-worker`, `delete`, `prune`, `events`,
-added to the `team` app by `register`."""
+"""A team's life after launch: `add-worker`, `remove-worker`, `resume`, `delete`, `prune`,
+`events`, added to the `team` app by `register`."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -100,6 +100,55 @@ def register(team_app: typer.Typer) -> None:
             return do_remove(_config(team), name, force=force)
 
         run(body, as_json=as_json, human=remove_text)
+
+    @team_app.command("resume")
+    def resume(
+        team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
+        worker: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--worker",
+                "-w",
+                help="Only this worker (repeatable; default: every member).",
+                callback=opt.text(max_len=256),
+            ),
+        ] = None,
+        socket: str = typer.Option(
+            None,
+            "--socket",
+            envvar="OMP_TMUX_SOCKET",
+            help="tmux server socket name (-L) when the team's server is gone.",
+            callback=opt.text(max_len=256),
+        ),
+        new_session: bool = typer.Option(
+            False, "--new-session", help="Use a new detached session even inside tmux."
+        ),
+        ready_timeout: float = typer.Option(
+            None,
+            "--ready-timeout",
+            help="Seconds to wait for each agent (default per profile).",
+            callback=opt.seconds(positive=True),
+        ),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Start again every member whose pane died (all of them after a reboot), in its
+        worktree and, where its CLI allows, its own conversation; its task stays its own."""
+        from omp.cli.output import progress
+        from omp.cli.team_text import resume_text
+
+        def body() -> dict[str, Any]:
+            from omp.team.resume import resume as do_resume
+
+            return do_resume(
+                _config(team),
+                worker or None,
+                socket=socket,
+                new_session=new_session,
+                ready_timeout=ready_timeout,
+                progress=progress,
+            )
+
+        run(body, as_json=as_json, human=resume_text)
 
     @team_app.command("delete")
     def delete(

@@ -95,6 +95,13 @@ def status_text(result: dict[str, Any]) -> str:
                 f"unread {w['unread']:<3} last {_cell(w['lastActivity'])}"
                 + (f"  needs you: {_cell(needs.get('what'))}" if needs else "")
             )
+        down = t.get("resume")
+        if down:
+            names = ", ".join(_cell(w) for w in down["workers"])
+            lines.append(
+                f"  {len(down['workers'])} worker pane(s) dead or gone ({names}); "
+                f"resume with: {_cell(down['command'])}"
+            )
         lines.append(f"  allDone={str(t['allDone']).lower()}")
     mon = result.get("monitor")
     if mon:
@@ -157,6 +164,8 @@ def wait_text(r: dict[str, Any]) -> str:
         lines.append(f"team {team} was shut down")
     elif event == "gone":
         lines.append(f"team {team} is not running: {inline(str(r.get('why')))}")
+        if r.get("resume"):
+            lines.append(f"  resume with: {r['resume']}")
     elif event == "timeout":
         again = r.get("next") or hint(f"team wait {team}")
         lines.append(f"nothing new after {r['waitedSeconds']:g}s; wait again: {again}")
@@ -193,6 +202,32 @@ def add_text(r: dict[str, Any]) -> str:
     if tasks_:
         out += "\n  " + "; ".join(tasks_)
     return out
+
+
+def resume_text(r: dict[str, Any]) -> str:
+    lines: list[str] = []
+    for w in r["resumed"]:
+        talk = (
+            f"its conversation {inline(str(w['sessionId']))}"
+            if w["conversation"] == "resumed"
+            else "a new session"
+        )
+        where = f" in {inline(str(w['cwd']))}" if w.get("worktree") else ""
+        lines.append(
+            f"{inline(w['name'])}: resumed in pane {w['paneId']}{where}, {talk} "
+            f"({inline(str(w['why']))})"
+        )
+        if w["missingEnv"]:
+            lines.append(f"  not in your environment, not passed on: {', '.join(w['missingEnv'])}")
+    for t in r["reclaimed"]:
+        lines.append(f"  task {inline(str(t['taskId']))}: {inline(str(t['worker']))}'s again")
+    for w in r["skipped"]:
+        lines.append(f"{inline(w['name'])}: left as it is ({inline(str(w['why']))})")
+    if not r["resumed"]:
+        lines.append(f"team {inline(r['team'])}: nothing to resume")
+    elif r.get("attach"):
+        lines.append(f"attach: {r['attach']}")
+    return "\n".join(lines)
 
 
 def remove_text(r: dict[str, Any]) -> str:

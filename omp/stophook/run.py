@@ -4,7 +4,8 @@ A fast path (see omp/cli/__init__.py): no typer, nothing heavy, one small JSON f
 mode read on every stop of every agent. Order of work:
 
 1. a worker pane of a team (`OMP_TEAM_WORKER` / `OMP_WORKER` set) is never held by the leader's
-   loop: allow, touch nothing;
+   loop: allow; the only thing written is the worker's agent session (`omp.stophook.sessions`:
+   `workers/<w>/session.json`, for `omp team resume`), when it is a current member;
 2. no active loop: allow, write nothing;
 3. Copilot: find the current reply in its transcript (bounded wait, outside the lock);
 4. under the project's hook lock: a second fire for a stop already answered (same session and
@@ -138,8 +139,11 @@ def handle(
 ) -> tuple[str, str]:
     """(the CLI, the text to print). Raises on any error; `main` turns that into an allow.
     `disarm` stops the budget's alarm: called once the decision is about to be written."""
-    inp = payloads.read(parse_stdin(raw), env)
+    payload = parse_stdin(raw)
+    inp = payloads.read(payload, env)
     if is_worker(env):
+        disarm()  # a small read and one atomic write follow: never cut short midway
+        _record_session(inp, payload, env)
         return inp.cli, replies.allow(inp.cli)
 
     from omp import modes
@@ -173,6 +177,31 @@ def handle(
     if skipped:
         extra["transcriptSkipped"] = skipped[0]
     return inp.cli, _decide_locked(paths, inp, reply, env, extra)
+
+
+def _record_session(
+    inp: payloads.StopInput, payload: Mapping[str, Any], env: Mapping[str, str]
+) -> None:
+    """A worker's hook records which agent session it runs; a failure is logged, and the stop
+    is allowed all the same."""
+    sid = inp.session_id
+    parent = payload.get("parentAgentId")
+    if inp.cli == "copilot" and isinstance(parent, str) and parent:
+        sid = parent  # a Copilot subagent's stop: `sessionId` is the subagent's, not the session's
+    if not sid:
+        return
+    try:
+        from omp.stophook import sessions
+
+        sessions.record(
+            env,
+            agent=inp.cli,
+            session_id=sid,
+            transcript_path=inp.transcript_path,
+            cwd=inp.cwd,
+        )
+    except Exception as exc:
+        sys.stderr.write(f"omp hook stop: session not recorded: {type(exc).__name__}: {exc}\n")
 
 
 def _decide_locked(

@@ -8,6 +8,8 @@ them as they are.
     .omp/state/<mode>.json
     .omp/state/tmux-locks/pane-<server>-<pane>.lock
     .omp/state/hooks/                       (the stop hook's memory, `lock`, `hook.log`)
+    .omp/state/hooks/workers/               (how the stop hook reaches worker panes: a Copilot
+                                             plugin, Claude Code settings)
     .omp/state/team-monitor/owner.lock status.json events.jsonl events.lock restarts.json
     .omp/state/team-monitor/targets/<id>.json (+ <id>.lock)
     .omp/state/team/<team>/config.json shutdown.json events.jsonl .members.lock
@@ -15,6 +17,7 @@ them as they are.
         tasks/<id>.json <id>.lock .guard
         conversations/<id>.json .open.json
         workers/<worker>/inbox.md result.md outbox.jsonl .outbox-offset heartbeat.json
+            session.json (the agent's own session, from the stop hook) resume.md
         runs/<shutdown time>/                (a past run: laid out as a team directory)
     .omp/state/team/.tomb-<kind>~<team>~<random>   (an interrupted removal)
 """
@@ -83,6 +86,7 @@ def pane_lock(lock_dir: Path, server_tag: str, pane_id: str) -> Path:
 
 
 INBOX = "inbox.md"  # agents are pointed at it by name (the demo agent finds it in a prompt)
+RESUME_INBOX = "resume.md"  # what `omp team resume` tells a restarted worker (found the same way)
 
 
 def find_root(cwd: str | os.PathLike[str] | None = None) -> Path:
@@ -156,6 +160,11 @@ class StatePaths(NamedTuple):
     @property
     def hook_lock(self) -> Path:
         return self.hooks / "lock"
+
+    @property
+    def worker_hooks(self) -> Path:
+        """The files that bring omp's stop hook to worker panes (`omp.stophook.workers`)."""
+        return self.hooks / "workers"
 
     @property
     def hook_log(self) -> Path:
@@ -372,6 +381,14 @@ class TeamPaths(NamedTuple):
     def result(self, worker: str) -> Path:
         return self.worker_dir(worker) / "result.md"
 
+    def session(self, worker: str) -> Path:
+        """The worker agent's own session (`{agent, sessionId, transcriptPath, cwd, updatedAt}`),
+        recorded by the stop hook; `omp team resume` resumes it."""
+        return self.worker_dir(worker) / "session.json"
+
+    def resume_inbox(self, worker: str) -> Path:
+        return self.worker_dir(worker) / RESUME_INBOX
+
     def outbox(self, worker: str) -> Path:
         return self.worker_dir(worker) / "outbox.jsonl"
 
@@ -387,6 +404,9 @@ class TeamPaths(NamedTuple):
             self.outbox(worker),
             wdir / ".outbox-offset",
             self.heartbeat(worker),
+            # a relaunch under the same name starts new conversations, never the last run's
+            self.session(worker),
+            self.resume_inbox(worker),
         )
 
     def task(self, task_id: str) -> Path:

@@ -298,6 +298,43 @@ def transition(
     return task
 
 
+def offline_result(worker: str) -> str:
+    """How the result of a task the monitor interrupted begins, when `worker` went offline
+    holding it (`omp.monitor.sweep`): the one interruption `reclaim` may undo."""
+    return f"interrupted: {worker} went offline"
+
+
+def reclaim(team: TeamPaths, tid: str, worker: str) -> dict[str, Any] | None:
+    """Give a task the monitor interrupted because `worker` went offline back to that worker,
+    still claimed by it with the same claim token (`omp team resume`: its work is where it left
+    it). Any other task, or one that moved meanwhile, is left alone: None."""
+    check_task_id(tid)
+    with guarded(team):
+        task = read(team, tid)
+        if (
+            task is None
+            or task.get("status") != "interrupted"
+            or task.get("owner") != worker
+            or not task.get("claimToken")
+            or not str(task.get("result") or "").startswith(offline_result(worker))
+        ):
+            return None
+        lock = team.task_lock(tid)
+        body = jsonl.encode({"owner": worker, "pid": os.getpid(), "claimedAt": clock.iso()})
+        if not locks.create_exclusive(lock, body):
+            fs.check_entry(lock, want_dir=False)
+            os.unlink(lock)  # a terminal task holds no lock: this one was left behind
+            if not locks.create_exclusive(lock, body):
+                raise OmpError("claim_race", f"task {tid}: could not take its lock")
+        task["status"] = "in_progress"
+        for key in ("result", "finishedAt"):
+            task.pop(key, None)
+        task["resumedAt"] = clock.iso()
+        _write(team, task)
+        history.task(team, "interrupted", task)
+    return task
+
+
 def _outbox_path(team: TeamPaths, worker: str) -> Path:
     """The worker's outbox, checked before the task changes: a refused outbox changes nothing."""
     team.ensure_in(team.worker_dir(worker))

@@ -15,7 +15,7 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,6 +73,12 @@ def default_team_name(agent: str) -> str:
     return f"{agent}-{int(time.time() * 1000):x}"
 
 
+def forwarded_names(env: Mapping[str, str], profile: AgentProfile) -> list[str]:
+    """The variables of `env` a worker of `profile` is given (its `env_prefixes`): their names
+    are recorded per worker in config.json (`forwardedEnv`), never their values."""
+    return sorted(k for k in env if k.startswith(profile.env_prefixes))
+
+
 def worker_env(
     env: Mapping[str, str],
     profile: AgentProfile,
@@ -124,6 +130,9 @@ class Launch:
         self.state_written = False
         self._answered: dict[tuple[str, str], int] = {}  # answers per (worker, dialog)
         self._ready_since: dict[str, float] = {}  # when each worker's screen turned ready
+        # What each pane was started with, recorded per worker for `omp team resume`.
+        self.started: dict[str, dict[str, Any]] = {}
+        self.trigger_file: Callable[[TeamPaths, str], Path] = TeamPaths.inbox
 
     # ---- checks that touch nothing --------------------------------------------------------
 
@@ -307,6 +316,7 @@ class Launch:
             raw["notify"] = req.notify
         for w in raw["workers"]:
             w["paneId"] = panes[w["name"]]
+            w.update(self.started[w["name"]])
         self._write_state(team, raw, worker_names)
         self.wait_and_trigger(tmux, team, profile, panes)
         attach = _attach_hint(ident.socket_path, self.req.socket, sess, inside)
@@ -337,8 +347,11 @@ class Launch:
         token: str,
         omp: str,
         first: bool,
+        command: Sequence[str] | None = None,
+        cwd: Path | None = None,
     ) -> str:
-        """Split a worker's pane off `after`, its agent started with the worker's identity."""
+        """Split a worker's pane off `after`, its agent started with the worker's identity
+        (`command` and `cwd`: a resume's, else the profile's command in the launch directory)."""
         env = worker_env(
             self.env,
             profile,
@@ -348,12 +361,15 @@ class Launch:
             token=token,
             omp=omp,
         )
-        from omp.agents import agent_argv
-
-        # The agent may run the omp it is told to run, wherever that is installed.
-        command = agent_argv(profile, shlex.split(omp))
+        if command is None:
+            command = self.agent_command(profile, team, omp)
+        self.started[w] = {
+            "agent": profile.name,
+            "command": list(command),
+            "forwardedEnv": forwarded_names(self.env, profile),
+        }
         pane = tmux.split_pane(
-            after, cwd=str(self.req.cwd), command=command, env=env, horizontal=first
+            after, cwd=str(cwd or self.req.cwd), command=command, env=env, horizontal=first
         )
         self.created_panes.append(pane)
         self.tokens.add(token)
@@ -370,6 +386,17 @@ class Launch:
                 ) from None
             raise
         return pane
+
+    @staticmethod
+    def agent_command(profile: AgentProfile, team: TeamPaths, omp: str) -> list[str]:
+        """A new worker's command line: the profile's, granted the directory of the omp it
+        runs, with omp's hook handed over where the CLI takes it (`omp.stophook.workers`)."""
+        from omp.agents import agent_argv
+        from omp.stophook.workers import hook_args
+
+        words = shlex.split(omp)
+        program = os.path.basename(profile.program)
+        return [*agent_argv(profile, words), *hook_args(program, team.project, omp)]
 
     def write_inbox(
         self, team: TeamPaths, w: dict[str, Any], description: str, teammates: list[str], omp: str
@@ -412,7 +439,7 @@ class Launch:
         while waiting:
             states = tmux.pane_states(list(waiting.values()))
             for w, pane in list(waiting.items()):
-                inbox = team.inbox(w)
+                inbox = self.trigger_file(team, w)
                 try:
                     handed = self._step(tmux, profile, w, pane, states.get(pane), inbox, lock_dir)
                 except OmpError as exc:

@@ -231,8 +231,12 @@ def wait(
                     **_empty(),
                     "cursor": encode_cursor(cfg, before, seen or 0),
                 }
+                resume = f"{team_command(cfg.raw)} team resume {cfg.name}"
                 return _finish(
-                    cfg, {**out, "event": "gone", "why": why}, clock() - start, exit_codes
+                    cfg,
+                    {**out, "event": "gone", "why": why, "resume": resume},
+                    clock() - start,
+                    exit_codes,
                 )
         waited = clock() - start
         if timeout and waited >= timeout:

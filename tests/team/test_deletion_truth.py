@@ -219,6 +219,8 @@ MAKERS = {
     ("omp/skills.py", "dest.parent.mkdir(parents=True, exist_ok=True)"): "skills, no state",
     ("omp/store/fs.py", "os.mkdir(cur, DIR_MODE)"): "ensure_dir itself",
     ("omp/stophook/install.py", "os.mkdir(d)"): "the agent's hook directory, no state",
+    ("omp/stophook/workers.py", "project.ensure(project.worker_hooks)"): "hooks/workers/",
+    ("omp/stophook/workers.py", "project.ensure(plugin)"): "hooks/workers/<agent>, no team's",
     ("omp/workspace/verify.py", "fs.ensure_dir(run_dir, base=base)"): "a verify run's own dir",
     ("omp/workspace/create.py", "path.parent.mkdir(parents=True, exist_ok=True)"): "worktrees",
     ("omp/workspace/create.py", "dst.parent.mkdir(parents=True, exist_ok=True)"): "copy/link",

@@ -3,7 +3,8 @@
 The agent is `tests/fixtures/agents/stray_agent.py`: like Gemini CLI 0.61's node, it relaunches
 itself with a larger heap in a new session, orphaned from its pane's tree, deaf to SIGHUP (and,
 stubborn, to SIGTERM). Closing its pane alone leaves that copy running; shutdown, remove-worker,
-delete and a launch's rollback must each end it.
+delete, a launch's rollback and a resume's (its own new agents), and a resume (the earlier agent's
+copy) must each end it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from omp.store.paths import StatePaths
 from omp.team.launch import LaunchRequest, launch
 from omp.team.membership import remove_worker
 from omp.team.removal import delete
+from omp.team.resume import resume
 from omp.team.shutdown import shutdown
 from omp.tmux import Tmux
 from tests.helpers import FIXTURES, poll
@@ -194,3 +196,49 @@ def test_a_rolled_back_launch_leaves_no_process(
     assert not server.has_session("omp-team-t1")
     assert _team_procs(project) == []
     assert list(Path(os.environ["STRAY_PIDS"]).iterdir())  # the copies had started
+
+
+def _dead_pane(server: Tmux, project: Path, worker: str) -> str:
+    """Its agent exits (Ctrl-C); the pane stays, dead; its relaunched copy runs on."""
+    pane = team_config.load(StatePaths(project).team("t1")).pane_of(worker) or ""
+    server.send_key(pane, "C-c")
+    poll(lambda: (st := server.pane_states([pane])[pane]) is not None and st.dead, what="dead")
+    return pane
+
+
+def test_a_failed_resume_leaves_no_process_of_its_own(
+    server: Tmux, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed agent refused at its sign-in screen: the new panes and their stragglers go."""
+    _launch(server, project, n=2)
+    _orphans_up(project, 2)
+    _dead_pane(server, project, "worker-1")
+    before = {p.pid for p in _team_procs(project)}
+    monkeypatch.setenv("STRAY_SIGN_IN", "1")  # forwarded (STRAY_*): the new agent signs in
+    cfg = team_config.load(StatePaths(project).team("t1"))
+    with pytest.raises(OmpError) as err:
+        resume(cfg)
+    assert err.value.code == "launch_blocked"
+    # Every process of the team is one of before: the resume's agents and their copies ended.
+    assert {p.pid for p in _team_procs(project)} <= before
+    assert len(list(Path(os.environ["STRAY_PIDS"]).iterdir())) == 3  # a copy had started
+    shutdown(team_config.load(StatePaths(project).team("t1")))
+    assert _team_procs(project) == []
+
+
+def test_a_resume_ends_what_the_dead_pane_left_running(server: Tmux, project: Path) -> None:
+    """The earlier agent's relaunched copy must not go on as a second worker-1."""
+    _launch(server, project, n=2)
+    _orphans_up(project, 2)
+    (old,) = _relaunched(project, "worker-1")
+    (other,) = _relaunched(project, "worker-2")
+    _dead_pane(server, project, "worker-1")
+    assert procs.pid_alive(old)
+    res = resume(team_config.load(StatePaths(project).team("t1")))
+    assert [w["name"] for w in res["resumed"]] == ["worker-1"]
+    poll(lambda: not procs.pid_alive(old), what="the earlier copy ended")
+    assert procs.pid_alive(other)  # another worker's copy runs on
+    new = poll(lambda: [p for p in _relaunched(project, "worker-1") if p != old], what="new copy")
+    assert len(new) == 1 and procs.pid_alive(new[0])  # the resumed agent's own: untouched
+    shutdown(team_config.load(StatePaths(project).team("t1")))
+    assert _team_procs(project) == []
