@@ -201,7 +201,7 @@ def _record_session(
             cwd=inp.cwd,
         )
     except Exception as exc:
-        sys.stderr.write(f"omp hook stop: session not recorded: {type(exc).__name__}: {exc}\n")
+        _say(f"omp hook stop: session not recorded: {type(exc).__name__}: {exc}\n")
 
 
 def _decide_locked(
