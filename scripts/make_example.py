@@ -58,6 +58,8 @@ VOLATILE = (
     re.compile(r"^state/team/[^/]+/events\.jsonl$"),  # two workers' events interleave
 )
 TRANSIENT = re.compile(r"\.(tmp|new|old)$")  # half-done atomic writes: never part of the tree
+# `.omp/.gitignore` (`*`) would hide the committed example from git itself: the README says it.
+LEFT_OUT = frozenset({".gitignore"})
 
 
 class ExampleError(RuntimeError):
@@ -357,7 +359,10 @@ def _walk(root: Path) -> list[Path]:
     return sorted(
         p
         for p in root.rglob("*")
-        if p.is_file() and not p.is_symlink() and not TRANSIENT.search(p.name)
+        if p.is_file()
+        and not p.is_symlink()
+        and not TRANSIENT.search(p.name)
+        and p.relative_to(root).as_posix() not in LEFT_OUT
     )
 
 

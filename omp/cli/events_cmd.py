@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from omp.cli import output
 from omp.errors import OmpError
+from omp.textsafe import inline
 
 if TYPE_CHECKING:
     from omp.store.paths import StatePaths
@@ -30,26 +31,37 @@ def events_loop(
     printed = 0
     try:
         cfg = team_config.load(project.team(team))
-        offset = history.parse_cursor(since)
-        if as_json:
-            for data, chunk in history.iter_chunks(cfg.paths, offset):
-                _print_lines(data, chunk)
-                printed += len(chunk.records)
+        log, offset = history.parse_cursor(since, cfg.name)
+        seen = log  # the log read: named by the cursor, or by the events it gave
+        if as_json:  # the lines passed through as written (see `_print_lines`)
+            for data, chunk, lid in history.iter_chunks(cfg.paths, offset, log=log):
+                shown = _print_lines(data, chunk, history.make_cursor(cfg.name, lid, 0)[:-1])
+                printed += shown
                 offset = chunk.end
-        for evs, end in history.iter_since(cfg.paths, offset):  # (all of it, for people)
+                if shown:
+                    seen = lid
+        for evs, end in history.iter_since(cfg.paths, offset, log=log):  # (all of it, for people)
             _print(evs, as_json)
             printed += len(evs)
             offset = end
+            if evs:
+                seen = str(evs[-1]["cursor"]).split(":")[1]
+        cursor = (
+            history.make_cursor(cfg.name, seen, offset)
+            if seen is not None
+            else history.cursor_at(cfg.paths, offset)  # nothing read: from the start is safe
+        )
     except OmpError as err:
         output.fail(err, as_json)
     if not follow:
         if not as_json:
-            nxt = f"{team_command(cfg.raw)} team events {team} --since {offset}"
+            nxt = f"{team_command(cfg.raw)} team events {team} --since {cursor}"
             output.write_text(
-                ("" if printed else "no new events\n") + f"cursor {offset}; next: {nxt}\n"
+                ("" if printed else "no new events\n") + f"cursor {cursor}; next: {nxt}\n"
             )
         raise SystemExit(0)
     path = history.path(cfg.paths)
+    log, _ = history.parse_cursor(cursor, cfg.name)
     last = None
     try:
         while True:
@@ -57,7 +69,9 @@ def events_loop(
             if key != last:
                 last = key
                 try:
-                    evs, offset = history.read_since(cfg.paths, offset)
+                    evs, offset = history.read_since(cfg.paths, offset, log=log)
+                    if log is None and evs:
+                        log, _ = history.parse_cursor(str(evs[0]["cursor"]), cfg.name)
                 except OmpError as err:  # the log was replaced under us (team deleted)
                     output.fail(err, as_json)
                 _print(evs, as_json)
@@ -85,58 +99,86 @@ def _print(evs: list[dict[str, object]], as_json: bool) -> None:
         output.write_text("".join(describe(e) + "\n" for e in evs))
 
 
-def _print_lines(data: bytes, chunk: Any) -> None:
-    """`_print(..., as_json=True)` of a block of the log without encoding its lines again: a
-    line as omp wrote it is already the JSON `output.dumps` makes of it, so it is passed
-    through with its cursor added. One that holds a `"cursor"` key of its own, or is not an
-    object with members, is encoded as before; and text beyond ASCII goes through the same
-    `json_safe` (or, not being UTF-8, the old way)."""
+def _print_lines(data: bytes, chunk: Any, prefix: str) -> int:
+    """`_print(..., as_json=True)` of a block of the log without encoding its lines again, and
+    the number of events printed. A line as omp wrote it is already the JSON `output.dumps`
+    makes of it, so it is passed through with its cursor (`prefix` and the line's end offset)
+    added. The log's header line is skipped, as `history.iter_since` skips it. A line that
+    holds a `"cursor"` key of its own, or NaN or Infinity (which `output.dumps` refuses), or is
+    not an object with members, is encoded as before; and text beyond ASCII goes through the
+    same `json_safe` (or, not being UTF-8, the old way)."""
+    from omp.record.history import LOG_HEADER
     from omp.textsafe import json_safe
 
+    head = output.dumps(prefix)[:-1].encode("utf-8")  # `"team:log:`: digits need no escape
+    odd = b"NaN" in data or b"Infinity" in data  # rare: then each line is looked at
     out: list[bytes] = []
-    dumped: list[str] = []  # the same lines the old way, built only if they are needed
+    events: list[tuple[int, dict[str, Any]]] = []  # for the old way, if it is needed
     for off, length, rec in chunk.records:
+        if rec.get("type") == LOG_HEADER:
+            continue  # it names the log; it is no event
         at = off - chunk.start
         line = data[at : at + length].rstrip()
         end = off + length
-        if rec and line.endswith(b"}") and b'"cursor"' not in line:
-            out.append(b'%s,"cursor":"%d"}\n' % (line[:-1], end))
+        events.append((end, rec))
+        if (
+            rec
+            and line.endswith(b"}")
+            and b'"cursor"' not in line
+            and not (odd and (b"NaN" in line or b"Infinity" in line))
+        ):
+            out.append(b'%s,"cursor":%s%d"}\n' % (line[:-1], head, end))
         else:
-            rec["cursor"] = str(end)
+            rec["cursor"] = prefix + str(end)
             out.append(output.dumps(rec).encode("utf-8", "surrogatepass") + b"\n")
     if not out:
-        return
+        return 0
     blob = b"".join(out)
     if blob.isascii() and b"\x7f" not in blob:
         output.write_bytes(blob)
-        return
+        return len(out)
     try:
         text = blob.decode("utf-8")
     except UnicodeDecodeError:  # a lone surrogate: as `_print` shows it
-        for off, length, rec in chunk.records:
-            rec["cursor"] = str(off + length)
+        dumped = []
+        for end, rec in events:
+            rec["cursor"] = prefix + str(end)
             dumped.append(output.dumps(rec) + "\n")
         output.write_text("".join(dumped))
-        return
+        return len(out)
     output.write_bytes(json_safe(text).encode("utf-8"))
+    return len(out)
 
 
 def describe(ev: dict[str, Any]) -> str:
-    """One line for a person."""
+    """One line for a person. Every value is someone's text (a worker's result, a line of the
+    log written behind omp's back): each is made one visible line (`textsafe.inline`), so a
+    multi-line result cannot print what looks like the next event."""
+
+    def v(key: str, default: str = "") -> str:
+        value = ev.get(key)
+        return inline(str(value)) if value not in (None, "") else default
+
     kind = ev.get("type")
-    at = str(ev.get("at", ""))[11:19]
+    at = v("at")[11:19]
     if kind == "task":
-        owner = f" ({ev['owner']})" if ev.get("owner") else ""
-        res = f": {ev['result']}" if ev.get("result") else ""
-        text = f"task {ev.get('taskId')}: {ev.get('from') or 'new'} -> {ev.get('to')}{owner}{res}"
+        owner = f" ({v('owner')})" if ev.get("owner") else ""
+        res = f": {v('result')}" if ev.get("result") else ""
+        text = f"task {v('taskId')}: {v('from', 'new')} -> {v('to')}{owner}{res}"
     elif kind == "message":
-        event = f" [{ev['event']}]" if ev.get("event") else ""
-        text = f"message {ev.get('id')} {ev.get('from')} -> {ev.get('to')}{event}"
+        event = f" [{v('event')}]" if ev.get("event") else ""
+        text = f"message {v('id')} {v('from')} -> {v('to')}{event}"
     elif kind == "member":
-        why = f" ({ev['reason']})" if ev.get("reason") else ""
-        text = f"{ev.get('worker')} {ev.get('change')}{why}"
+        why = f" ({v('reason')})" if ev.get("reason") else ""
+        text = f"{v('worker')} {v('change')}{why}"
     elif kind == "loop":
-        text = f"loop {ev.get('mode')} {ev.get('change')}"
+        text = f"loop {v('mode')} {v('change')}"
+    elif kind == "attention":
+        if ev.get("change") == "started":
+            text = f"{v('worker')} needs you: {v('what')}"
+        else:
+            text = f"{v('worker')} no longer needs you ({v('what')})"
     else:
-        text = f"{kind}: " + ", ".join(f"{k}={v}" for k, v in ev.items() if k not in ("type",))
+        pairs = (f"{inline(str(k))}={inline(str(x))}" for k, x in ev.items() if k != "type")
+        text = f"{v('type', 'None')}: " + ", ".join(pairs)
     return f"{at}  {text}"

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
+from omp.cli import options as opt
 from omp.cli.options import JsonOpt
 from omp.cli.output import run
 
@@ -19,24 +20,30 @@ def register(team_app: typer.Typer) -> None:
 
     @team_app.command("wait")
     def wait(
-        team: str = typer.Argument(..., help="Team name."),
+        team: str = typer.Argument(..., help="Team name.", callback=opt.text(max_len=256)),
         timeout: float = typer.Option(
-            600.0, "--timeout", "-t", help="Give up after this many seconds (0: never)."
+            600.0,
+            "--timeout",
+            "-t",
+            help="Give up after this many seconds (0: never).",
+            callback=opt.seconds(),
         ),
         since: str = typer.Option(
             None,
             "--since",
             metavar="CURSOR",
             help="Compare with this cursor (printed by the last wait), not with now.",
+            callback=opt.text(max_len=1 << 16),
         ),
         exit_codes: bool = typer.Option(
             False,
             "--exit-codes",
-            help="Exit 10 all done, 11 timeout, 12 shut down (default: 0 unless the team is gone).",
+            help="Exit 10 all done, 11 timeout, 12 shut down, 14 a worker needs you "
+            "(default: 0 unless the team is gone).",
         ),
         as_json: bool = JsonOpt,
     ) -> None:
-        """Block until the leader has unread mail, a task moves, or every task is done.
+        """Block until a worker needs you, the leader has mail, a task moves, or all are done.
 
         Every wait prints a cursor; `--since CURSOR` reports what moved after that wait, so a
         task that moved between two waits is reported by the second.
@@ -44,8 +51,9 @@ def register(team_app: typer.Typer) -> None:
         Exit 0 for every outcome (the JSON's `event` says which), but 13 when the team's tmux
         server or every worker pane is gone (said at once, with why): an agent's shell shows a
         non-zero exit as a failed call. With --exit-codes: 0 mail or a task moved, 10 all tasks
-        done, 11 timeout, 12 team shut down, 13 gone (1, 2 and 3 are errors, as everywhere in
-        omp). Writes nothing.
+        done, 11 timeout, 12 team shut down, 13 gone, 14 a worker needs you (event `attention`:
+        a permission prompt, a sign-in, stuck; it names the worker, what its screen shows and how
+        to attach) (1, 2 and 3 are errors, as everywhere in omp). Writes nothing.
         """
         from omp.cli.team_text import wait_text
 
@@ -65,8 +73,13 @@ def register(team_app: typer.Typer) -> None:
 
     @team_app.command("monitor-run", hidden=True)
     def monitor_run(
-        root: Annotated[Path, typer.Option("--root", help="Project root.")],
-        token: Annotated[str, typer.Option("--token", help="Owner-lock token to adopt.")],
+        root: Annotated[
+            Path, typer.Option("--root", help="Project root.", callback=opt.path_text())
+        ],
+        token: Annotated[
+            str,
+            typer.Option("--token", help="Owner-lock token to adopt.", callback=opt.text()),
+        ],
     ) -> None:
         """The project monitor's process (started by `omp team launch` and loop starts)."""
         from omp.monitor.loop import serve

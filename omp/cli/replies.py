@@ -22,6 +22,28 @@ class ErrorReply(TypedDict):
 # ---- omp team status / collect / wait / events ----------------------------------------------
 
 
+class NeedsYou(TypedDict):
+    """A worker that needs a person (`omp.monitor.attention`): what, since when, its screen."""
+
+    what: str  # what the screen says (`permission prompt`, `sign in`, ...) or that it is stuck
+    since: str
+    lines: list[str]  # the last screen lines, sanitised
+    attach: str  # the command that shows its pane
+    seq: int  # the episode's number in this launch
+
+
+class WaitAttention(NeedsYou):
+    """`team wait`'s `attention` event: each worker's episode as attention.json holds it."""
+
+    worker: str
+    pane: str  # its tmux pane
+
+
+class ResumeHint(TypedDict):
+    workers: list[str]  # the members whose pane died or went with its tmux server
+    command: str  # `omp team resume <team>`
+
+
 class WorkerStatus(TypedDict):
     name: str
     paneId: str | None
@@ -33,6 +55,7 @@ class WorkerStatus(TypedDict):
     presence: str
     status: str  # available | busy | inactive
     busyWith: list[str]
+    needsYou: NeedsYou | None  # what only a person can answer now
 
 
 class TeamStatus(TypedDict):
@@ -46,6 +69,7 @@ class TeamStatus(TypedDict):
     tasks: list[dict[str, Any]]  # id, status, owner, result, description; or a broken file's row
     workers: list[WorkerStatus]
     allDone: bool
+    resume: ResumeHint | None  # None unless a member's pane is down and the team not shut down
 
 
 class TeamError(TypedDict):
@@ -101,13 +125,15 @@ class CollectReply(TypedDict):
 class WaitReply(TypedDict):
     ok: bool
     team: str
-    event: str  # mail | tasks | all_done | shutdown | gone | timeout
+    event: str  # attention | mail | tasks | all_done | shutdown | gone | timeout
     messages: dict[str, Any]  # count, senders, readCommand when there is mail
     moved: list[dict[str, Any]]
     tasks: NotRequired[dict[str, int]]  # tasks by status, when the team was looked at
     cursor: str
     brokenTasks: NotRequired[list[dict[str, Any]]]
     why: NotRequired[str]  # gone: why the team cannot move any more
+    resume: NotRequired[str]  # gone: the command that starts its members again
+    attention: NotRequired[list[WaitAttention]]  # attention: the episodes newer than the cursor
     allDone: bool
     exitCode: int
     eventCode: int
@@ -172,14 +198,19 @@ class ShutdownReply(TypedDict):
     killedSession: bool
     clearedLocks: int
     forced: NotRequired[bool]  # --force: panes found by the identity omp gave them
+    endedProcesses: int  # every process of the team ended (`omp.procs`)
     skipped: list[dict[str, str]]
+    processesLeft: NotRequired[list[int]]  # pids still alive (another user's, unkillable)
 
 
 class RemoveWorkerReply(TypedDict):
     ok: bool
     team: str
     worker: str
+    alreadyRemoved: bool  # an earlier remove-worker took it off; this one finished the work
     killedPane: str | None  # the pane killed, if it was alive
+    endedProcesses: int
+    processesLeft: NotRequired[list[int]]
     interrupted: list[dict[str, Any]]
     cancelled: list[dict[str, Any]]
     workers: list[str]
@@ -191,6 +222,8 @@ class DeleteReply(TypedDict):
     bytes: int
     lost: list[dict[str, Any]]
     finished: list[dict[str, Any]]
+    endedProcesses: NotRequired[int]  # not when only an earlier delete's leftovers were finished
+    processesLeft: NotRequired[list[int]]
 
 
 class PruneReply(TypedDict):
@@ -200,6 +233,29 @@ class PruneReply(TypedDict):
     removed: list[dict[str, Any]]
     kept: list[dict[str, Any]]
     bytes: int
+
+
+class ResumedWorker(TypedDict):
+    name: str
+    paneId: str | None
+    agent: str | None
+    why: str  # what became of its pane
+    conversation: str  # resumed | new
+    sessionId: str | None
+    cwd: str | None
+    worktree: dict[str, Any] | None  # path, branch, ahead, uncommitted, ...
+    missingEnv: list[str]  # variables launch forwarded that this environment lacks
+    inbox: str  # the file it is told to read first
+
+
+class ResumeReply(TypedDict):
+    ok: bool
+    team: str
+    resumed: list[ResumedWorker]  # [] when every member is alive
+    skipped: list[dict[str, Any]]  # name, paneId, why
+    reclaimed: list[dict[str, Any]]  # taskId, worker: a task interrupted by the death, its again
+    place: NotRequired[str]  # in place | your window | new session
+    attach: NotRequired[str]  # not in place: the command that shows the panes
 
 
 class DemoReply(LaunchReply):
@@ -287,6 +343,7 @@ COMMANDS: dict[str, type] = {
     "team wait": WaitReply,
     "team add-worker": AddWorkerReply,
     "team remove-worker": RemoveWorkerReply,
+    "team resume": ResumeReply,
     "team delete": DeleteReply,
     "team prune": PruneReply,
     "demo": DemoReply,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
+from omp.cli import options as opt
 from omp.cli.options import JsonOpt
 from omp.cli.output import progress, run
 from omp.invocation import hint
@@ -34,12 +35,35 @@ app = typer.Typer(
 
 @app.command("launch")
 def launch(
-    spec: str = typer.Argument(..., metavar="N[:AGENT]", help="Worker count, e.g. 3 or 3:codex."),
-    task: str = typer.Argument("", help="What the team should do (each worker gets a part)."),
-    agent: str = typer.Option(None, "--agent", "-a", help="Agent profile (default copilot)."),
-    name: str = typer.Option(None, "--name", "-n", help="Team name (default <agent>-<time>)."),
+    spec: str = typer.Argument(
+        ...,
+        metavar="N[:AGENT]",
+        help="Worker count, e.g. 3 or 3:codex.",
+        callback=opt.text(max_len=256),
+    ),
+    task: str = typer.Argument(
+        "", help="What the team should do (each worker gets a part).", callback=opt.text()
+    ),
+    agent: str = typer.Option(
+        None,
+        "--agent",
+        "-a",
+        help="Agent profile (default copilot).",
+        callback=opt.text(max_len=256),
+    ),
+    name: str = typer.Option(
+        None,
+        "--name",
+        "-n",
+        help="Team name (default <agent>-<time>).",
+        callback=opt.text(max_len=256),
+    ),
     socket: str = typer.Option(
-        None, "--socket", envvar="OMP_TMUX_SOCKET", help="tmux server socket name (-L)."
+        None,
+        "--socket",
+        envvar="OMP_TMUX_SOCKET",
+        help="tmux server socket name (-L).",
+        callback=opt.path_text(),
     ),
     new_session: bool = typer.Option(
         False, "--new-session", help="Use a new detached session even inside tmux."
@@ -48,13 +72,26 @@ def launch(
         False, "--nudge-leader", help="Also type unread-mail nudges into the leader's pane."
     ),
     ready_timeout: float = typer.Option(
-        None, "--ready-timeout", help="Seconds to wait for each agent (default per profile)."
+        None,
+        "--ready-timeout",
+        help="Seconds to wait for each agent (default per profile).",
+        callback=opt.seconds(positive=True),
     ),
     leader_agent: str = typer.Option(
         None,
         "--leader-agent",
         help="The agent in the leader's pane (its screen decides when a nudge may be typed); "
         "detected when omp runs inside it.",
+        callback=opt.text(max_len=256),
+    ),
+    notify: str = typer.Option(
+        None,
+        "--notify",
+        metavar="CMD",
+        help="Run CMD when a worker needs you, all is done, a verify fails, a merge conflicts or "
+        "the team is gone (the event as JSON on stdin and OMP_EVENT_*); `tmux`: show it in the "
+        "leader's tmux client. Default: [notify] command in .omp/config.toml.",
+        callback=opt.text(),
     ),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -80,18 +117,20 @@ def launch(
             leader_agent=leader_agent,
             cwd=Path.cwd(),
             ready_timeout=ready_timeout,
+            notify=notify,
         )
         return cast("LaunchReply", do_launch(req, progress=progress))
 
     def human(r: dict[str, Any]) -> str:
         from omp.cli.output import invocation
+        from omp.textsafe import inline
 
         omp = invocation()
-        ws = ", ".join(f"{w['name']}({w['paneId']})" for w in r["workers"])
+        ws = ", ".join(f"{inline(w['name'])}({inline(str(w['paneId']))})" for w in r["workers"])
         return (
             f"team {r['team']} launched: {ws}\n"
             f"  watch:    {omp} team status {r['team']} --watch\n"
-            f"  attach:   {r['attach']}\n"
+            f"  attach:   {inline(r['attach'])}\n"
             f"  results:  {omp} team collect {r['team']}\n"
             f"  stop:     {omp} team shutdown {r['team']}"
         )
@@ -101,7 +140,9 @@ def launch(
 
 @app.command("status")
 def status(
-    team: str = typer.Argument(None, help="Team name (default: every team of the project)."),
+    team: str = typer.Argument(
+        None, help="Team name (default: every team of the project).", callback=opt.text()
+    ),
     watch: bool = typer.Option(
         False,
         "--watch",
@@ -126,7 +167,9 @@ def status(
 
 @app.command("collect")
 def collect(
-    team: str = typer.Argument(None, help="Team name (default: the only team, if one)."),
+    team: str = typer.Argument(
+        None, help="Team name (default: the only team, if one).", callback=opt.text()
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Each worker's outcome with its result. Read-only."""
@@ -143,7 +186,7 @@ def collect(
 
 @app.command("shutdown")
 def shutdown(
-    team: str = typer.Argument(..., help="Team name."),
+    team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
     force: bool = typer.Option(
         False,
         "--force",
@@ -151,7 +194,11 @@ def shutdown(
         "it started for this team.",
     ),
     socket: str = typer.Option(
-        None, "--socket", envvar="OMP_TMUX_SOCKET", help="With --force: a tmux socket to search."
+        None,
+        "--socket",
+        envvar="OMP_TMUX_SOCKET",
+        help="With --force: a tmux socket to search.",
+        callback=opt.path_text(),
     ),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -183,8 +230,10 @@ def shutdown(
             + (", its session" if r["killedSession"] else "")
             + f", cleared {r['clearedLocks']} task lock(s); mail and state kept"
         )
+        from omp.textsafe import inline
+
         for s in r["skipped"]:
-            out += f"\n  left {s['pane']}: {s['why']}"
+            out += f"\n  left {inline(str(s['pane']))}: {inline(str(s['why']))}"
         return out
 
     run(body, as_json=as_json, human=human)
@@ -243,9 +292,13 @@ def list_(as_json: bool = JsonOpt) -> None:
 
 @app.command("create")
 def create(
-    name: str = typer.Argument(..., help="Team name."),
-    workers: int = typer.Option(..., "--workers", "-w", help="Number of workers (1-32)."),
-    task: str = typer.Option("", "--task", help="Also write one pending task per worker."),
+    name: str = typer.Argument(..., help="Team name.", callback=opt.text()),
+    workers: int = typer.Option(
+        ..., "--workers", "-w", help="Number of workers (1-32).", callback=opt.count(most=32)
+    ),
+    task: str = typer.Option(
+        "", "--task", help="Also write one pending task per worker.", callback=opt.text()
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Write a team's config (and tasks) without tmux: for headless teams and scripts."""

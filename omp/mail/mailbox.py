@@ -427,7 +427,7 @@ class Mailbox:
         `check` runs under the mailbox's lock with the current state, so limits that count what
         is already there (duplicates, rate, a full mailbox) hold against concurrent senders.
         """
-        self.team.project.ensure(self.team.mailbox_dir)
+        self.team.ensure_in(self.team.mailbox_dir)
         with self._writing(create=True) as fd:
             state = self._current(fd)
             if check is not None:
@@ -444,6 +444,7 @@ class Mailbox:
         Returns id -> deliveredAt for each id handled now, or None for an id that was already
         delivered. An id the mailbox never held raises `message_not_found` and writes nothing.
         """
+        self.team.verify()  # a team deleted meanwhile is no "message not found"
         if not self._exists():
             raise _not_found(message_ids[0], self.recipient)
         with self._writing(create=False) as fd:
@@ -478,10 +479,27 @@ class Mailbox:
         self._save(fd, state)
 
     def _writing(self, *, create: bool) -> _Writing:
-        """The mailbox's lock, refused (nothing written) if its index was tampered with: a
-        symlinked or widened index is left exactly as it is found, like any unsafe path."""
+        """The mailbox's lock, held on the file that is this team's mailbox right now.
+
+        Refused (nothing written) if its index was tampered with: a symlinked or widened index is
+        left exactly as it is found, like any unsafe path. Refused with `unknown_team` if the team
+        was deleted (or deleted and made again) since this call loaded it: `omp team delete`
+        renames the team away and then takes every mailbox's lock before it counts what is lost,
+        so a writer that checks here, under the lock, either lands before that count (and is
+        counted) or finds the team gone. Never "sent" into a directory nobody will read.
+        """
         fs.check_entry(self.index_path, want_dir=False)
         return _Writing(self, create)
+
+    def _in_place(self, fd: int) -> bool:
+        """Is `fd` still the file at this mailbox's path, in the team this call loaded?"""
+        self.team.verify()
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)
 
     def _save(self, fd: int, state: MailState) -> None:
         state.probe = _probe(fd, state.offset)
@@ -491,23 +509,40 @@ class Mailbox:
             pass  # the index is a cache: the next reader rescans; the message itself is safe
 
 
-class _Writing(jsonl.locked):
-    """`jsonl.locked` on the mailbox, its index checked again once the lock is held."""
+class _Writing:
+    """`Mailbox._writing`'s lock: the mailbox open O_APPEND under its exclusive flock, checked
+    once held (the index untouched, the file still the team's mailbox). (A class rather than a
+    `contextlib` generator: see `omp.store.locks`.)"""
 
-    __slots__ = ("_index",)
+    __slots__ = ("_box", "_create", "_fd")
 
     def __init__(self, box: Mailbox, create: bool) -> None:
-        super().__init__(box.path, create=create)
-        self._index = box.index_path
+        self._box, self._create, self._fd = box, create, -1
 
     def __enter__(self) -> int:
-        fd = super().__enter__()
-        try:
-            fs.check_entry(self._index, want_dir=False)  # again, now that we hold the lock
-        except BaseException:
-            self.__exit__()
-            raise
-        return fd
+        box = self._box
+        for _ in range(3):
+            box.team.verify()  # before the open, which may create the file: not in a new team
+            try:
+                fd = fs.open_file(box.path, os.O_RDWR | os.O_APPEND, create=self._create)
+            except OSError as exc:
+                box.team.verify()  # a team deleted meanwhile says so, not a storage error
+                raise fs.storage_error(box.path, exc) from exc
+            try:
+                locks.acquire(fd)
+                fs.check_entry(box.index_path, want_dir=False)  # again, now that we hold it
+                if box._in_place(fd):
+                    self._fd = fd
+                    return fd
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # releases the flock
+            # the file was moved away (a relaunch archives the leader's mail): open it again
+        raise OmpError("storage_error", f"{box.path} kept being replaced; nothing was written")
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._fd)  # closing the last descriptor releases the flock
 
 
 def new_message(

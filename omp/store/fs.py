@@ -26,7 +26,7 @@ import stat
 from pathlib import Path
 
 from omp.errors import OmpError
-from omp.store.tree import in_state_tree
+from omp.store.tree import GITIGNORE, OMP_DIR, in_state_tree
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
@@ -159,8 +159,27 @@ def ensure_dir(path: Path, *, base: Path) -> Path:
                 pass  # a concurrent creator won the race; the check below judges what it made
             except OSError as exc:
                 raise storage_error(cur, exc) from exc
+            else:
+                if cur.parent == base and part == OMP_DIR:
+                    _ignore_all(cur)
             check_entry(cur, want_dir=True)
     return path
+
+
+def _ignore_all(omp_dir: Path) -> None:
+    """`.omp/.gitignore` holding `*`, written when omp creates `.omp/`: nothing of omp's then
+    shows in `git status` or is swept into an agent's `git add -A`, and the project's own
+    `.gitignore` is never touched. Best-effort: state works without it."""
+    try:  # (no `contextlib.suppress`: contextlib is kept off the per-call path)
+        fd = os.open(
+            omp_dir / GITIGNORE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, FILE_MODE
+        )
+        try:
+            os.write(fd, b"# omp's state, worktrees and logs: never committed\n*\n")
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def open_file(path: Path, flags: int, *, create: bool = False) -> int:

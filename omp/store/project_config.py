@@ -1,7 +1,10 @@
-"""`.omp/config.toml`: per-project settings, one table per concern (`[limits]`, `[timeouts]`).
+"""`.omp/config.toml`: per-project settings, one table per concern (`[limits]`, `[timeouts]`,
+`[team]`, `[notify]`, `[prices."<model>"]`).
 
-Each table maps onto a frozen dataclass of numbers; a missing file or table gives the defaults.
-A key the dataclass does not know, or a value that is not a number >= 0, is refused with
+A flat table maps onto a NamedTuple (`load_section`) whose defaults give each field's type:
+numbers, or strings (`[notify] command`); a missing file or table gives the defaults. A nested one
+(`[prices]`) is handed over raw (`load_table`) for its owner to check. A key the table does not
+know, a number that is not >= 0, or a string field given anything but a string is refused with
 `invalid_config` naming the file, so a typo never silently falls back to a default. Parsed
 tables are cached per process by the file's (inode, size, mtime): the monitor asks every scan.
 """
@@ -21,21 +24,22 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 _CACHE: dict[tuple[str, str], tuple[tuple[int, int, int], Any]] = {}
+_DOCS: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
 
 
-def load_section(project: StatePaths, section: str, cls: type[T], what: str) -> T:
-    """The `[section]` table as a `cls` instance; `what` names one key in messages."""
+def _doc(project: StatePaths) -> tuple[tuple[int, int, int], dict[str, Any]] | None:
+    """The parsed file and its (inode, size, mtime) key; None if the project has none."""
     path = project.config_toml
     try:
         if not project.check(project.omp_dir):
-            return cls()
+            return None
         st = os.lstat(path)
     except FileNotFoundError:
-        return cls()
+        return None
     key = (st.st_ino, st.st_size, st.st_mtime_ns)
-    cached = _CACHE.get((str(path), section))
+    cached = _DOCS.get(str(path))
     if cached is not None and cached[0] == key:
-        return cached[1]  # type: ignore[no-any-return]
+        return cached
     data = fs.read_bytes(path) or b""
     try:
         text = data.decode("utf-8")
@@ -49,9 +53,31 @@ def load_section(project: StatePaths, section: str, cls: type[T], what: str) -> 
             doc = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise OmpError("invalid_config", f"{path}: {exc}") from None
-    table = doc.get(section, {})
+    _DOCS[str(path)] = (key, doc)
+    return key, doc
+
+
+def load_table(project: StatePaths, section: str) -> dict[str, Any]:
+    """The raw `[section]` table (nested tables as dicts; empty when absent). The caller checks
+    its keys and values, as `load_section` does for flat tables of numbers."""
+    got = _doc(project)
+    table = got[1].get(section, {}) if got is not None else {}
     if not isinstance(table, dict):
-        raise OmpError("invalid_config", f"{path}: [{section}] must be a table")
+        raise OmpError("invalid_config", f"{project.config_toml}: [{section}] must be a table")
+    return table
+
+
+def load_section(project: StatePaths, section: str, cls: type[T], what: str) -> T:
+    """The `[section]` table as a `cls` instance; `what` names one key in messages."""
+    got = _doc(project)
+    if got is None:
+        return cls()
+    key, _ = got
+    path = project.config_toml
+    cached = _CACHE.get((str(path), section))
+    if cached is not None and cached[0] == key:
+        return cached[1]  # type: ignore[no-any-return]
+    table = load_table(project, section)
     # A NamedTuple with a default for every field: the default's type is the field's type.
     kinds: dict[str, Any] = dict(getattr(cls, "_field_defaults", {}))
     values: dict[str, Any] = {}
@@ -60,6 +86,11 @@ def load_section(project: StatePaths, section: str, cls: type[T], what: str) -> 
             raise OmpError(
                 "invalid_config", f"{path}: unknown {what} {k!r}; known: {', '.join(kinds)}"
             )
+        if isinstance(kinds[k], str):
+            if not isinstance(v, str):
+                raise OmpError("invalid_config", f"{path}: [{section}] {k} must be a string")
+            values[k] = v
+            continue
         if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
             raise OmpError("invalid_config", f"{path}: [{section}] {k} must be a number >= 0")
         values[k] = int(v) if isinstance(kinds[k], int) else float(v)
@@ -76,7 +107,8 @@ def plain_toml(text: str) -> dict[str, Any] | None:
     """What `tomllib.loads` reads from a file of plain tables of numbers, or None for anything
     else: comments, blank lines, `[table]` headers and `key = number` lines with bare names and
     decimal numbers (`8`, `-1`, `2.5`). The config file is read on every `omp team api` call,
-    and `tomllib` costs ~3 ms of imports; any other line, a repeated key or table, a control
+    and `tomllib` costs ~3 ms of imports; any other line (a string such as `[notify] command`,
+    a dotted or quoted table such as `[prices."<model>"]`), a repeated key or table, a control
     character leaves the file to `tomllib` (tests/store/test_project_config.py compares)."""
     doc: dict[str, Any] = {}
     table = doc

@@ -10,6 +10,7 @@ import itertools
 from pathlib import Path
 
 OMP_DIR, STATE_DIR = ".omp", "state"
+GITIGNORE = ".gitignore"  # `.omp/.gitignore`: `*`, so git never sees omp's files
 
 
 def in_state_tree(path: Path) -> bool:

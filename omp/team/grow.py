@@ -191,6 +191,7 @@ class AddWorkers(Launch):
                     entry["agent"] = profile.name
                 if w in panes:
                     entry["paneId"] = panes[w]
+                    entry.update(self.started[w])  # what `omp team resume` starts it with
                 entries.append(entry)
                 if tid is not None:
                     desc = setup.task_description(req.task, i, len(new))
@@ -223,10 +224,7 @@ class AddWorkers(Launch):
         }
 
     def _undo(self, tmux: Tmux | None) -> None:
-        for pane in reversed(self.created_panes):
-            if tmux is not None:
-                with contextlib.suppress(Exception):
-                    tmux.kill_pane(pane)
+        self.end_created(tmux, self.cfg.paths)
         if not self.state_written:
             return
         team = self.cfg.paths

@@ -21,26 +21,35 @@ another's edit; the config is rewritten atomically (readers see the old or the n
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
-from omp import clock
+from omp import clock, procs
 from omp.errors import OmpError
 from omp.mail import mailbox
 from omp.monitor import sweep
 from omp.record import config as team_config
 from omp.record import history
 from omp.record.config import TeamConfig
-from omp.store import locks
+from omp.store import fs, locks
 from omp.store.names import worker_name
 from omp.store.paths import TeamPaths
-from omp.tasks import conversations
+from omp.tasks import conversations, tasks
 
 
 @contextlib.contextmanager
 def members_locked(team: TeamPaths) -> Iterator[None]:
-    with locks.flocked(team.members_lock):
+    # the lock file may be made here, its team's directory never (a team deleted meanwhile)
+    try:
+        fd = fs.open_file(team.members_lock, os.O_RDWR, create=True)
+    except FileNotFoundError:
+        raise team.gone() from None
+    try:
+        locks.acquire(fd)
         yield
+    finally:
+        os.close(fd)
 
 
 def removed_names(raw: dict[str, Any]) -> list[str]:
@@ -72,66 +81,93 @@ def _pane_state(cfg: TeamConfig, name: str) -> str:
     return view.state if view is not None else "none"
 
 
-def _close_pane(cfg: TeamConfig, name: str) -> str | None:
-    """Kill the worker's pane if it is still the one recorded; returns the pane killed."""
+def _close_pane(cfg: TeamConfig, name: str, close: bool) -> tuple[str | None, procs.Ended]:
+    """Kill the worker's pane if `close` and it is still the one recorded, and end every process
+    the worker started (its pane's tree, and what carries its environment even after a
+    `setsid`, pane or no pane); returns the pane killed."""
     from omp.mail.panes import tmux_for, tmux_identity
+    from omp.team.shutdown import team_match
 
     pane = cfg.pane_of(name)
     ident = tmux_identity(cfg)
-    if pane is None or not ident or pane == cfg.raw.get("leaderPaneId"):
-        return None
+    match = team_match(cfg, [name])
+    if not close or pane is None or not ident or pane == cfg.raw.get("leaderPaneId"):
+        return None, procs.end_after(lambda: None, [], match)
     tmux = tmux_for(cfg)
     if not ident.same_server(tmux.server_identity()):
-        return None
+        return None, procs.end_after(lambda: None, [], match)
     st = tmux.pane_states([pane]).get(pane)
     if st is None or st.window_id != ident.window_id:
-        return None
-    tmux.kill_pane(pane)
-    return pane
+        return None, procs.end_after(lambda: None, [], match)
+    return pane, procs.end_after(lambda: tmux.kill_pane(pane), [st.pid], match)
 
 
 def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[str, Any]:
+    """Take `name` off the team, then settle what it held (see the module docstring).
+
+    The roster changes first, then the work is settled: a `claim-task` checks membership under
+    the tasks' guard (`omp.tasks.tasks.claim`), and the settling starts by taking that guard, so
+    a claim racing this removal either lands before the settling (which interrupts it) or finds
+    the worker gone; a task is never left in_progress with an owner who is not a member. Run on
+    a worker removed already (by an older omp, or a removal killed midway), it settles again."""
     team = cfg.paths
-    require_worker(cfg, name)
-    state = _pane_state(cfg, name)
-    if state in ("alive", "unknown") and not force:
-        raise OmpError(
-            "worker_alive",
-            f"{name}'s pane ({cfg.pane_of(name)}) is {state}; stop its agent first, or use "
-            "--force to close the pane",
-            worker=name,
-            pane=cfg.pane_of(name),
-        )
-    killed = _close_pane(cfg, name) if state in ("alive", "unknown") else None
+    worker_name(name)
+    already = name not in cfg.worker_names and name in removed_names(cfg.raw)
+    close = False
+    if not already:
+        require_worker(cfg, name)
+        state = _pane_state(cfg, name)
+        if state in ("alive", "unknown") and not force:
+            raise OmpError(
+                "worker_alive",
+                f"{name}'s pane ({cfg.pane_of(name)}) is {state}; stop its agent first, or use "
+                "--force to close the pane",
+                worker=name,
+                pane=cfg.pane_of(name),
+            )
+        close = state in ("alive", "unknown")
+    # Removed already (a removal killed midway): no pane to close, but whatever process of the
+    # worker outlived it is still ended.
+    killed, ended = _close_pane(cfg, name, close)
     now = clock.now()
     with members_locked(team):
         cfg = team_config.load(team)  # fresh, under the lock
-        entry = require_worker(cfg, name)
+        raw = cfg.raw
+        removed_now = name in cfg.worker_names
+        if removed_now:
+            entry = require_worker(cfg, name)
+            raw["workers"] = [w for w in cfg.workers if w.get("name") != name]
+            raw["workerCount"] = len(raw["workers"])
+            gone = [g for g in raw.get("removedWorkers") or [] if isinstance(g, dict)]
+            gone.append(
+                {
+                    "name": name,
+                    "removedAt": clock.iso(now),
+                    "paneId": entry.get("paneId"),
+                    "launchToken": entry.get("launchToken") or raw.get("launchToken"),
+                }
+            )
+            raw["removedWorkers"] = gone
+            team_config.write(team, raw)
+        elif name not in removed_names(raw):
+            require_worker(cfg, name)  # unknown_worker
+        # Every claim that read the old roster under the guard is done once we hold it.
+        tasks.settle_claims(team)
         actions = sweep.interrupt_worker(cfg, name, "it was removed from the team", now)
         actions += _cancel_emitted(cfg, name, now)
-        raw = cfg.raw
-        raw["workers"] = [w for w in cfg.workers if w.get("name") != name]
-        raw["workerCount"] = len(raw["workers"])
-        gone = [g for g in raw.get("removedWorkers") or [] if isinstance(g, dict)]
-        gone.append(
-            {
-                "name": name,
-                "removedAt": clock.iso(now),
-                "paneId": entry.get("paneId"),
-                "launchToken": entry.get("launchToken") or raw.get("launchToken"),
-            }
-        )
-        raw["removedWorkers"] = gone
-        team_config.write(team, raw)
-    history.member(team, name, "removed")
+    if removed_now:
+        history.member(team, name, "removed")
     return {
         "ok": True,
         "team": cfg.name,
         "worker": name,
+        "alreadyRemoved": not removed_now,
         "killedPane": killed,
+        "endedProcesses": ended.found,
+        **({"processesLeft": ended.left} if ended.left else {}),
         "interrupted": [a for a in actions if a.get("action") == "interrupted"],
         "cancelled": [a for a in actions if a.get("action") == "cancelled"],
-        "workers": [w["name"] for w in raw["workers"]],
+        "workers": [w["name"] for w in raw["workers"] if isinstance(w, dict)],
     }
 
 

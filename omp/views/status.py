@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.invocation import team_command
 from omp.mail import mailbox
 from omp.mail.panes import PaneView, pane_views
 from omp.record import config as team_config
@@ -52,6 +53,8 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
         panes={w: v.state for w, v in views.items() if cfg.pane_of(w)},  # headless: heartbeat
         task_list=task_list,
     )
+    shut = os.path.lexists(team.shutdown)
+    needs = {} if shut else _needs_you(cfg)
     workers = []
     for w in cfg.worker_names:
         view = views[w]
@@ -68,12 +71,16 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
                 "presence": states[w].presence,
                 "status": states[w].status,
                 "busyWith": states[w].busy_with,
+                # what only a person can answer now (`omp.monitor.attention`), or None
+                "needsYou": needs.get(w) if view.state in ("alive", "unknown") else None,
             }
         )
     shutdown = (
         fs.read_json(team.shutdown) if fs.check_entry(team.shutdown, want_dir=False) else None
     )
-    not_running = _not_running(cfg, views, shutdown is not None or os.path.lexists(team.shutdown))
+    shut = shutdown is not None or os.path.lexists(team.shutdown)
+    not_running = _not_running(cfg, views, shut)
+    down = [w["name"] for w in workers if w["pane"] in ("dead", "gone")]
     return {
         "team": cfg.name,
         "agent": cfg.raw.get("agent") or cfg.raw.get("role"),
@@ -97,7 +104,22 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
         "allDone": bool(task_list)
         and not task_list.broken
         and all(t.get("status") in tasks.TERMINAL for t in task_list),
+        # members whose pane died or went with its tmux server: `omp team resume` brings them back
+        "resume": {"workers": down, "command": resume_command(cfg)} if down and not shut else None,
     }
+
+
+def _needs_you(cfg: TeamConfig) -> dict[str, dict[str, Any]]:
+    from omp.monitor import attention
+
+    return {
+        w: {k: e.get(k) for k in ("what", "since", "lines", "attach", "seq")}
+        for w, e in attention.read(cfg)["workers"].items()
+    }
+
+
+def resume_command(cfg: TeamConfig) -> str:
+    return f"{team_command(cfg.raw)} team resume {cfg.name}"
 
 
 def _not_running(cfg: TeamConfig, views: dict[str, PaneView], shut: bool) -> str | None:

@@ -35,7 +35,7 @@ STDLIB = [
 OMP = [
     "omp", "omp.api", "omp.api.authorize", "omp.api.epilogue", "omp.api.operations",
     "omp.api.send", "omp.api.spec", "omp.cli", "omp.cli.api", "omp.cli.output", "omp.clock",
-    "omp.errors", "omp.ids", "omp.mail", "omp.mail.delivery", "omp.mail.limits",
+    "omp.errors", "omp.identity", "omp.ids", "omp.mail", "omp.mail.delivery", "omp.mail.limits",
     "omp.mail.mailbox", "omp.record", "omp.record.config", "omp.record.history", "omp.store",
     "omp.store.fs", "omp.store.jsonl", "omp.store.locks", "omp.store.names", "omp.store.paths",
     "omp.store.project_config", "omp.store.tree", "omp.textsafe", "omp.typelite",

@@ -17,7 +17,7 @@ from omp.store.paths import StatePaths
 from omp.team.shutdown import shutdown
 from omp.views.status import status
 from omp.views.wait import EXIT_GONE, wait
-from tests.helpers import child_env, isolate, make_project, make_team, run_omp
+from tests.helpers import child_env, isolate, make_project, make_team, run_cli
 from tests.team.test_monitor_policy import live_config
 
 
@@ -64,7 +64,7 @@ def test_wait_keeps_waiting_while_a_pane_is_reachable(root: Path) -> None:
 
 def test_wait_cli_exit_code_and_json(root: Path) -> None:
     env = child_env(Path(str(root.parent / "home")), OMP_NO_MONITOR="1")
-    r = run_omp("team", "wait", "t", "--timeout", "60", "--json", cwd=root, env=env)
+    r = run_cli("team", "wait", "t", "--timeout", "60", "--json", cwd=root, env=env)
     assert r.rc == 13 and r.json["event"] == "gone" and r.json["why"]
 
 
@@ -80,9 +80,9 @@ def test_status_says_a_team_is_not_running(root: Path) -> None:
 def test_team_list_shows_when_a_team_was_shut_down(root: Path) -> None:
     rec = shutdown(cfg(root))
     env = child_env(Path(str(root.parent / "home")), OMP_NO_MONITOR="1")
-    r = run_omp("team", "list", "--json", cwd=root, env=env)
+    r = run_cli("team", "list", "--json", cwd=root, env=env)
     (row,) = r.json["teams"]
     assert row["shutdownAt"] == rec["shutdownAt"]
-    text = run_omp("team", "list", cwd=root, env=env).stdout
+    text = run_cli("team", "list", cwd=root, env=env).stdout
     assert f"shut down {rec['shutdownAt']}" in text and row["createdAt"] not in text
     assert json.loads((StatePaths(root).team("t").shutdown).read_text())["shutdownAt"]

@@ -1,0 +1,1 @@
+"""What agent CLIs spent, read from their own session records: one reader per CLI."""
