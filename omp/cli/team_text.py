@@ -18,6 +18,9 @@ def collect_markdown(result: dict[str, Any]) -> str:
     if result["allDone"]:
         head += " — all finished"
     parts = [head]
+    spent = _team_tokens(result.get("usage"))
+    if spent:
+        parts.append(spent.strip())
     for w in result["workers"]:
         task = f" (task {inline(str(w['taskId']))})" if w.get("taskId") else ""
         parts.append(f"\n## {inline(w['name'])}{task}: {w['outcome']}")
@@ -92,13 +95,42 @@ def status_text(result: dict[str, Any]) -> str:
                 f"    {_cell(w['name']):<10} pane {_cell(w['paneId']):<5} {w['pane']:<7} "
                 f"{_cell(w.get('presence')):<8} {_cell(w.get('status')):<9} "
                 f"unread {w['unread']:<3} last {_cell(w['lastActivity'])}"
+                f"{_tokens_cell(w.get('usage'))}"
             )
+        spent = _team_tokens(t.get("usage"))
+        if spent:
+            lines.append(spent)
         lines.append(f"  allDone={str(t['allDone']).lower()}")
     mon = result.get("monitor")
     if mon:
         lines.append(_monitor_line(mon))
     lines += loops
     return "\n".join(lines) + "\n"
+
+
+def _tokens_cell(u: dict[str, Any] | None) -> str:
+    """` tokens 12,345 (40%)`, or why they are not known."""
+    if not u:
+        return ""
+    if u.get("unreadable"):
+        return f" tokens ? ({_cell(u['unreadable'])})"
+    pct = u.get("budgetPercent")
+    return f" tokens {u['total']:,}" + (f" ({pct:g}% of its budget)" if pct is not None else "")
+
+
+def _team_tokens(u: dict[str, Any] | None) -> str:
+    """`  tokens: 40,000 by the workers; budget 100,000: 40%` (empty when nothing is known)."""
+    if not u or u.get("unreadable"):
+        return ""
+    line = f"  tokens: {u['total']:,} by the workers"
+    if u.get("notCounted"):
+        line += f" (not counted: {', '.join(_cell(w) for w in u['notCounted'])})"
+    b = u.get("budget")
+    if b:
+        line += f"; budget {b['tokens']:,}: {b['percent']:g}% used"
+    if u.get("crossed"):
+        line += "; budget crossed: the loops are no longer driven"
+    return line
 
 
 def _monitor_line(mon: dict[str, Any]) -> str:

@@ -10,11 +10,14 @@ them as they are.
     .omp/state/hooks/                       (the stop hook's memory, `lock`, `hook.log`)
     .omp/state/team-monitor/owner.lock status.json events.jsonl events.lock restarts.json
     .omp/state/team-monitor/targets/<id>.json (+ <id>.lock)
+    .omp/state/team-monitor/usage/<team>.json (the usage index: `omp.monitor.usage`)
     .omp/state/team/<team>/config.json shutdown.json events.jsonl .members.lock
+        budget.json .budget.lock             (token budgets crossed: `omp.record.budget`)
         mailbox/<recipient>.jsonl .<recipient>.index.json .<recipient>.nudge.json
         tasks/<id>.json <id>.lock .guard
         conversations/<id>.json .open.json
         workers/<worker>/inbox.md result.md outbox.jsonl .outbox-offset heartbeat.json
+            session.json (the agent's own session, from the stop hook)
         runs/<shutdown time>/                (a past run: laid out as a team directory)
     .omp/state/team/.tomb-<kind>~<team>~<random>   (an interrupted removal)
 """
@@ -199,6 +202,14 @@ class StatePaths(NamedTuple):
     def monitor_target_lock(self, target_id: str) -> Path:
         return self.monitor_targets / f"{target_id}{_LOCK}"
 
+    @property
+    def monitor_usage(self) -> Path:
+        """The usage index the monitor keeps (`omp.monitor.usage`), one file per team."""
+        return self.monitor / "usage"
+
+    def monitor_usage_index(self, team: str) -> Path:
+        return self.monitor_usage / f"{team_name(team)}{_JSON}"
+
     def mode_file(self, mode: str) -> Path:
         return self.state / f"{mode}{_JSON}"
 
@@ -270,6 +281,15 @@ class TeamPaths(NamedTuple):
         return self.dir / "shutdown.json"
 
     @property
+    def budget(self) -> Path:
+        """The token budgets this launch of the team crossed (`omp.record.budget`)."""
+        return self.dir / "budget.json"
+
+    @property
+    def budget_lock(self) -> Path:
+        return self.dir / ".budget.lock"
+
+    @property
     def mailbox_dir(self) -> Path:
         return self.dir / "mailbox"
 
@@ -299,6 +319,11 @@ class TeamPaths(NamedTuple):
 
     def result(self, worker: str) -> Path:
         return self.worker_dir(worker) / "result.md"
+
+    def session(self, worker: str) -> Path:
+        """The worker agent's own session (`{agent, sessionId, transcriptPath, cwd, updatedAt}`),
+        recorded by the stop hook; `omp team resume` resumes it."""
+        return self.worker_dir(worker) / "session.json"
 
     def outbox(self, worker: str) -> Path:
         return self.worker_dir(worker) / "outbox.jsonl"
