@@ -197,8 +197,8 @@ def _member(
 
     role = "leader" if name == LEADER else "worker"
     agent = entry.get("agent") or agent_of(cfg, name)
-    records: list[dict[str, Any]] = [
-        r for r in entry.get("records") or [] if isinstance(r, dict) and r.get("path")
+    records: list[dict[str, Any]] = [  # copies: the loaded index is compared with the new one
+        dict(r) for r in entry.get("records") or [] if isinstance(r, dict) and r.get("path")
     ]
     how = str(entry.get("how") or "")
     sess = _session_record(cfg, name)
