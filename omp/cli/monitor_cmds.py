@@ -29,7 +29,8 @@ def register(team_app: typer.Typer) -> None:
         exit_codes: bool = typer.Option(
             False,
             "--exit-codes",
-            help="Exit 10 all done, 11 timeout, 12 shut down (default: 0 unless the team is gone).",
+            help="Exit 10 all done, 11 timeout, 12 shut down, 14 attention (default: 0 unless "
+            "the team is gone).",
         ),
         as_json: bool = JsonOpt,
     ) -> None:
@@ -41,8 +42,8 @@ def register(team_app: typer.Typer) -> None:
         Exit 0 for every outcome (the JSON's `event` says which), but 13 when the team's tmux
         server or every worker pane is gone (said at once, with why): an agent's shell shows a
         non-zero exit as a failed call. With --exit-codes: 0 mail or a task moved, 10 all tasks
-        done, 11 timeout, 12 team shut down, 13 gone (1, 2 and 3 are errors, as everywhere in
-        omp). Writes nothing.
+        done, 11 timeout, 12 team shut down, 13 gone, 14 attention (a token budget crossed) (1,
+        2 and 3 are errors, as everywhere in omp). Writes nothing.
         """
         from omp.cli.team_text import wait_text
 

@@ -169,6 +169,8 @@ def wait_text(r: dict[str, Any]) -> str:
         who = ", ".join(f"{inline(s['from'])} ({s['count']})" for s in msgs["senders"])
         lines.append(f"{msgs['count']} unread message(s) for the leader from {who}")
         lines.append(f"  read them: {msgs['readCommand']}")
+    for a in r.get("attention") or []:
+        lines.append(f"needs you: {inline(str(a.get('text') or a.get('what')))}")
     for m in r["moved"]:
         owner = f" ({inline(str(m['owner']))})" if m.get("owner") else ""
         res = f": {inline(str(m['result']))}" if m.get("result") else ""
@@ -188,7 +190,7 @@ def wait_text(r: dict[str, Any]) -> str:
     elif event == "timeout":
         again = r.get("next") or hint(f"team wait {team}")
         lines.append(f"nothing new after {r['waitedSeconds']:g}s; wait again: {again}")
-    if r.get("next") and event in ("mail", "tasks"):
+    if r.get("next") and event in ("mail", "tasks", "attention"):
         lines.append(f"  wait again: {r['next']}")
     return "\n".join(lines)
 

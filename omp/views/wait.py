@@ -1,8 +1,9 @@
 """`omp team wait TEAM`: block until something a leader must act on happens, then say what.
 
-It returns when the leader has unread mail (at once if it already has), when a task's status
-differs from what the leader last saw, when every task is terminal, when the team is shut down, or
-at the timeout. Only a team that is gone exits non-zero by default: an agent's shell tool shows a
+It returns when a token budget of the team was crossed and the leader has not read the message
+that said so (`attention`), when the leader has unread mail (at once if it already has), when a
+task's status differs from what the leader last saw, when every task is terminal, when the team
+is shut down, or at the timeout. Only a team that is gone exits non-zero by default: an agent's shell tool shows a
 non-zero exit as a failed call (Copilot marks it ✗), and mail, a task move or "all done" is no
 failure. The JSON's `event` tells them apart; `--exit-codes` gives each its own exit code (below)
 for a script that branches without parsing.
@@ -42,6 +43,7 @@ EXIT_ALL_DONE = 10  # every task is completed, failed or interrupted
 EXIT_TIMEOUT = 11  # nothing happened within --timeout
 EXIT_SHUTDOWN = 12  # the team was shut down
 EXIT_GONE = 13  # the team's tmux server or every worker pane is gone: nothing more will happen
+EXIT_ATTENTION = 14  # something needs the person: a token budget was crossed
 # The exit codes `--exit-codes` gives each event (and `eventCode` in the JSON, always).
 EXIT_CODES = {
     "mail": EXIT_EVENT,
@@ -50,6 +52,7 @@ EXIT_CODES = {
     "timeout": EXIT_TIMEOUT,
     "shutdown": EXIT_SHUTDOWN,
     "gone": EXIT_GONE,
+    "attention": EXIT_ATTENTION,
 }
 GONE_EVERY = 2.0  # seconds between looks at tmux (one server query and one list-panes)
 DEFAULT_TIMEOUT = 600.0
@@ -222,11 +225,26 @@ def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, An
         return {"event": "all_done", **out}
     if os.path.lexists(cfg.paths.shutdown):
         return {"event": "shutdown", **out}
+    # A token budget crossed (`omp.monitor.budget`) needs the person while the leader has not
+    # read the one message that told it: the message is the record, so no cursor is needed.
+    crossed = [_budget_attention(m) for m in msgs if m.get("intent") == "budget"]
+    if crossed:
+        return {"event": "attention", **out, "attention": crossed}
     if msgs:
         return {"event": "mail", **out}
     if moved:
         return {"event": "tasks", **out}
     return None
+
+
+def _budget_attention(msg: dict[str, Any]) -> dict[str, Any]:
+    """`{worker?, what, ...}`: the shape of every `attention` entry."""
+    got = msg.get("budget")
+    crossing: dict[str, Any] = got if isinstance(got, dict) else {}
+    entry: dict[str, Any] = {"what": "budget", "text": msg.get("body")}
+    if crossing.get("scope") == "worker" and crossing.get("worker"):
+        entry["worker"] = crossing["worker"]
+    return {**entry, "since": crossing.get("at"), "budget": crossing, "messageId": msg.get("id")}
 
 
 def _finish(

@@ -13,6 +13,7 @@ import pytest
 
 from omp import clock, modes
 from omp.errors import OmpError
+from omp.mail.mailbox import Mailbox
 from omp.monitor.loop import Monitor
 from omp.monitor.policy import IDLE_PROMPT
 from omp.record import budget as budgets
@@ -21,6 +22,7 @@ from omp.stophook.run import handle
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths
 from omp.usage.totals import Tokens
+from omp.views.wait import wait
 from tests.helpers import REPO, isolate, make_project, records
 from tests.team.test_monitor_policy import (
     READY,
@@ -154,6 +156,17 @@ def test_a_budget_crossed_mid_loop_ends_the_loop_at_the_next_stop_and_the_leader
     assert world.prompts() == {p: 1 for p in world.panes.values()}
     assert len(world.leader_mail()) == 1 and len(world.crossings()) == 1
 
+    # `wait` says it needs the person while that message is unread, then no more
+    cfg = team_config.load(world.team)
+    res = wait(cfg, timeout=1, clock=world.clock, sleep=world.clock.sleep, unreachable=no_tmux)
+    assert res["event"] == "attention" and res["eventCode"] == 14
+    [a] = res["attention"]
+    assert a["what"] == "budget" and "worker" not in a and a["budget"]["used"] == 3358
+    assert a["messageId"] == mail["id"] and "crossed its token budget" in a["text"]
+    Mailbox(world.team, LEADER).mark([mail["id"]])
+    res = wait(cfg, timeout=1, clock=world.clock, sleep=world.clock.sleep, unreachable=no_tmux)
+    assert res["event"] == "timeout"
+
     # the leader's next stop ends the loop and says why; the one after is a plain allow
     reply = world.leader_stop()
     assert reply.get("decision") != "block"
@@ -162,6 +175,10 @@ def test_a_budget_crossed_mid_loop_ends_the_loop_at_the_next_stop_and_the_leader
     assert state is not None and state["active"] is False and state["endReason"] == "budget"
     assert state["lastDecision"]["why"] == "budget"
     assert world.leader_stop() == {}
+
+
+def no_tmux(cfg: Any) -> None:
+    return None  # the fake team's panes are not on a real tmux server
 
 
 def test_a_loop_started_after_the_crossing_is_the_persons_decision_and_runs(world: World) -> None:
@@ -195,6 +212,9 @@ def test_a_worker_budget_holds_that_worker_only(
     assert (c["scope"], c["worker"], c["budget"]) == ("worker", "worker-1", PER_CALL[0])
     [mail] = w.leader_mail()
     assert mail["from"] == "worker-1" and "worker-1 crossed its worker token budget" in mail["body"]
+    cfg = team_config.load(w.team)
+    res = wait(cfg, timeout=1, clock=w.clock, sleep=w.clock.sleep, unreachable=no_tmux)
+    assert res["event"] == "attention" and res["attention"][0]["worker"] == "worker-1"
     held = w.panes["worker-1"]
     assert w.prompts() == {p: 1 for p in w.panes.values() if p != held}
     assert w.leader_stop().get("decision") != "block"  # the loop ends at the leader's stop
