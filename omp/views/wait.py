@@ -3,10 +3,10 @@
 It returns when a token budget of the team was crossed and the leader has not read the message
 that said so (`attention`), when the leader has unread mail (at once if it already has), when a
 task's status differs from what the leader last saw, when every task is terminal, when the team
-is shut down, or at the timeout. Only a team that is gone exits non-zero by default: an agent's shell tool shows a
-non-zero exit as a failed call (Copilot marks it ✗), and mail, a task move or "all done" is no
-failure. The JSON's `event` tells them apart; `--exit-codes` gives each its own exit code (below)
-for a script that branches without parsing.
+is shut down, or at the timeout. Only a team that is gone exits non-zero by default: an agent's
+shell tool shows a non-zero exit as a failed call (Copilot marks it ✗), and mail, a task move or
+"all done" is no failure. The JSON's `event` tells them apart; `--exit-codes` gives each its
+own exit code (below) for a script that branches without parsing.
 
 What the leader last saw is a cursor the leader carries, not state omp keeps: every wait returns
 `cursor`, the status of every task as that wait saw them (`1=c,2=i`: one letter per known status),
