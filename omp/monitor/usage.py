@@ -156,10 +156,11 @@ def compute(
     known = doc["members"] if doc is not None else {}
     members: dict[str, Any] = {}
     rows: list[Row] = []
+    procs = _Procs()
     for name in [*cfg.worker_names, LEADER]:
         entry = known.get(name)
         entry = dict(entry) if isinstance(entry, dict) else {}
-        row = _member(cfg, name, entry, pids.get(name), now, env)
+        row = _member(cfg, name, entry, pids.get(name), now, env, procs)
         members[name] = entry
         rows.append(row)
     new = {
@@ -191,6 +192,7 @@ def _member(
     pid: int | None,
     now: float,
     env: Mapping[str, str],
+    procs: _Procs,
 ) -> Row:
     """Find (or re-find) the member's session, read its records on; `entry` is updated."""
     from omp.usage.read import READERS
@@ -214,7 +216,7 @@ def _member(
             else:
                 how = f"session.json: {found.how}"
     elif agent in READERS and role == "worker" and pid is not None and _due(entry, pid, now):
-        found = _from_process(cfg, name, agent, pid)
+        found = _from_process(cfg, name, agent, procs.tree(pid))
         entry.update(pid=pid, lookedAt=now)
         if found is not None and found.path is not None:
             how = f"the pane's process ({found.how})"
@@ -331,11 +333,24 @@ def _from_session(agent: str, sess: Mapping[str, Any], env: Mapping[str, str]) -
     return from_hook(agent, payload, env)
 
 
-def _from_process(cfg: TeamConfig, member: str, agent: str, pid: int) -> Any:
-    from omp.usage.locate import from_process
-    from omp.usage.process import tree
+class _Procs:
+    """The pane's process trees of one read, from one pass over /proc (made when first asked)."""
 
-    return from_process(agent, tree(pid), marker=str(cfg.paths.inbox(member)))
+    def __init__(self) -> None:
+        self.children: dict[int, list[int]] | None = None
+
+    def tree(self, pid: int) -> list[Any]:
+        from omp.usage import process
+
+        if self.children is None:
+            self.children = process.children_of()
+        return process.tree(pid, children=self.children)
+
+
+def _from_process(cfg: TeamConfig, member: str, agent: str, procs: list[Any]) -> Any:
+    from omp.usage.locate import from_process
+
+    return from_process(agent, procs, marker=str(cfg.paths.inbox(member)))
 
 
 def team_tokens(rows: list[Row]) -> Tokens:
