@@ -6,6 +6,8 @@ test_monitor_policy.py); the session is the recorded Copilot one (tests/fixtures
 from __future__ import annotations
 
 import json
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -292,3 +294,28 @@ def test_budget_options_are_checked_and_config_toml_gives_the_defaults(tmp_path:
     assert err.value.code == "invalid_config"
     assert budgets.of_config({"budgetTokens": "9", "workerBudgetTokens": True}) == (None, None)
     assert Tokens(1, 2, 3, 4, 5).total == 14  # what a budget counts: every kind of token
+
+
+def test_the_crossing_goes_to_the_notify_command_once(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`omp.notify.emit(paths, event, key=)` (the notifications of issue "needs you", branch
+    `attention`) gets the crossing, keyed so it is queued once; stood in for here."""
+    emitted: list[tuple[Any, dict[str, Any], str]] = []
+
+    def emit(paths: Any, event: dict[str, Any], *, key: str) -> bool:
+        emitted.append((paths, event, key))
+        return True
+
+    fake = types.ModuleType("omp.notify")
+    fake.emit = emit  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "omp.notify", fake)
+    mon = world.monitor()
+    world.session.call()
+    world.session.call()
+    world.scan_for(mon, 30)
+    [(paths, event, key)] = emitted
+    assert paths == world.paths
+    assert event["kind"] == "attention" and event["what"] == "budget" and event["team"] == "t"
+    assert "crossed its token budget" in event["text"] and "worker" not in event
+    assert key.startswith("budget:t:") and key.endswith(":1")
