@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.machine import machine_lines  # noqa: E402
 from omp import clock  # noqa: E402
 from omp.mail.mailbox import Mailbox, new_message  # noqa: E402
+from omp.record import history  # noqa: E402
 from omp.store.paths import StatePaths  # noqa: E402
 from omp.team.setup import archive_previous_run, create_team  # noqa: E402
 
@@ -122,12 +123,14 @@ def main() -> None:
         create_team(root, "empty", 2)
         create_team(root, "big", 2)
         end = write_log(root, "big", events)
-        empty_end = (StatePaths(root).team("empty").dir / "events.jsonl").stat().st_size
+        empty = StatePaths(root).team("empty")
+        empty_end = history.cursor_at(empty, (empty.dir / "events.jsonl").stat().st_size)
+        big_end = history.cursor_at(StatePaths(root).team("big"), end)
         poll_empty = median_ms(
-            ["team", "events", "empty", "--since", str(empty_end), "--json"], root, env, runs
+            ["team", "events", "empty", "--since", empty_end, "--json"], root, env, runs
         )
         poll_big = median_ms(
-            ["team", "events", "big", "--since", str(end), "--json"], root, env, runs
+            ["team", "events", "big", "--since", big_end, "--json"], root, env, runs
         )
         ratio = poll_big / poll_empty
         rows.append(

@@ -1,7 +1,9 @@
-"""Agent profiles as data, and what an agent's screen says: ready, busy, a dialog, or starting.
+"""Agent profiles as data, and what an agent's screen says: ready, busy, a dialog, or starting;
+and whether it needs a person (`screen_state`).
 
-Built-in profiles: `copilot`, `claude`, `codex`, `gemini` and `demo`. A project overrides or adds
-profiles in `<root>/.omp/agents.toml` or `<root>/.omp/agents.json` (one of them, not both):
+Built-in profiles: `copilot`, `claude`, `codex`, `gemini`, `pi` and `demo`. A project overrides
+or adds profiles in `<root>/.omp/agents.toml` or `<root>/.omp/agents.json` (one of them, not
+both):
 
     [agents.copilot]              # override: each field given replaces the built-in's value
     command = ["copilot", "--allow-all-tools", "--model", "gpt-5"]
@@ -18,6 +20,10 @@ profiles in `<root>/.omp/agents.toml` or `<root>/.omp/agents.json` (one of them,
     pattern = 'Trust this folder\\?'
     keys = ["Enter"]
 
+    [[agents.mycli.notices]]      # a line saying a person must act, though the prompt shows
+    name = "rate-limit"
+    pattern = '^Error: 429 '
+
 The JSON file holds the same thing: `{"agents": {"mycli": {"command": ["mycli"], ...}}}`.
 Profile names: 1-32 of `a-z 0-9 _ -`, starting with a letter. Fields:
 
@@ -25,6 +31,8 @@ Profile names: 1-32 of `a-z 0-9 _ -`, starting with a letter. Fields:
     program          string            the executable that must be on PATH (default: command[0])
     env_prefixes     list of strings   environment variables with these prefixes are forwarded
     env              table of strings  fixed extra variables for the agent's pane
+    env_defaults     table of strings  variables for the agent's pane unless the launching
+                                       environment sets them (then its value is forwarded)
     add_dir_flag     string            flag that lets the agent use files in a directory; launch
                                        appends it with the directory of the omp the agent runs
                                        (Copilot asks before a command names a path outside its
@@ -34,8 +42,15 @@ Profile names: 1-32 of `a-z 0-9 _ -`, starting with a letter. Fields:
     busy_patterns    list of regexes   the agent is working (beats ready: prompts stay drawn)
     starting_patterns list of regexes  the agent is (re)starting
     blocked_patterns list of regexes   a human must act (e.g. sign in) although a prompt shows
-    dialogs          list of tables    {name, pattern, keys}: a modal screen and the keys that
-                                       answer it (sent one by one), in priority order
+                                       (the older form of a notice, named "blocked")
+    dialogs          list of tables    {name, pattern, keys, fix}: a modal screen and the keys
+                                       that answer it (sent one by one), in priority order; no
+                                       keys: only a person can answer it (`fix` says how)
+    notices          list of tables    {name, pattern, fix}: a line saying a person must act
+                                       although the prompt shows (a sign-in, a rate limit, a
+                                       quota, an API error), in priority order
+    notice_lines     integer           how many bottom non-blank lines a notice counts in (so
+                                       one the agent has moved past stops counting)
     submit_key       string            key that submits typed text (Copilot >= 1.0.61 ignores C-m)
     submit_delay     seconds           pause between typing and the submit key (Codex and Gemini
                                        take text + Enter in one burst as a paste)
@@ -43,17 +58,27 @@ Profile names: 1-32 of `a-z 0-9 _ -`, starting with a letter. Fields:
     ready_settle     seconds           how long `ready` must hold before a launch trusts it
                                        (Gemini draws its prompt ~3 s before its trust dialog)
     bottom_lines     integer           how many bottom non-blank lines the screen is judged by
+    boxed_input      boolean           the input box has no prompt glyph: it is the lines
+                                       between the last two horizontal rules (pi)
     line_oriented    boolean           a line-by-line agent (the demo), not a full-screen one: its
                                        input line is only ever the last line, so a prompt line
                                        with output under it was submitted
+    resume_args      list of strings   appended to the recorded command by `omp team resume` when
+                                       the worker's session id is known; `{session_id}` is
+                                       replaced by it (checked against each pinned CLI's --help)
 
 Patterns are Python regexes searched in the bottom window joined by newlines, with `re.MULTILINE`
 (so `^`/`$` anchor at lines and a pattern may span lines). Only the bottom of the screen counts, so
 old output never reads as busy. Among dialog, starting and ready the lowest match wins (what was
 drawn last is the current state); busy beats ready and starting (agents keep their prompt drawn
-while working) and beats a dialog only from below it. The built-in patterns come from real captures
-(`tests/fixtures/screens/`: Copilot CLI 1.0.102, Codex 0.171, Gemini 0.61); Claude Code's are
-taken from other projects' detectors and are unverified here.
+while working) and beats a dialog only from below it.
+
+A screen needs a person (`screen_state` says `needs_person` and what) when it shows a dialog no
+keys answer (a permission prompt, a sign-in, a menu) or, while not busy, a notice in its bottom
+`notice_lines` lines (a rate limit, a quota, a rejected key, an API error). omp types nothing into
+such a screen. The built-in patterns come from real captures (`tests/fixtures/screens/`: Copilot
+CLI 1.0.102, Codex 0.171, Gemini 0.61, Claude Code 2.1.328, pi 0.73.1; the error screens from
+each CLI on the tests' scripted model answering 429, 401, 500).
 """
 
 from __future__ import annotations
@@ -74,6 +99,8 @@ from omp.errors import OmpError
 from omp.store.paths import StatePaths
 
 ScreenState = Literal["ready", "busy", "dialog", "starting"]
+# What `screen_state` says: a ScreenState, or that a person must act.
+PersonState = Literal["ready", "busy", "dialog", "starting", "needs_person"]
 
 # A prompt glyph, optionally inside a box border; not a numbered menu item (`❯ 1. Yes`).
 GENERIC_PROMPT = r"^\s*(?:[│┃]\s*)?[›>❯](?!\s*\d+\.\s)(?:\s|$)"
@@ -81,11 +108,19 @@ GENERIC_PROMPT = r"^\s*(?:[│┃]\s*)?[›>❯](?!\s*\d+\.\s)(?:\s|$)"
 
 @dataclass(frozen=True)
 class Dialog:
-    """A modal screen: `pattern` finds it, `keys` answer it; `()` means only a human can."""
+    """A modal screen: `pattern` finds it, `keys` answer it; `()` means only a human can (`fix`
+    tells them how). Also a notice: a line saying a person must act (never any keys)."""
 
     name: str
     pattern: str
     keys: tuple[str, ...] = ()
+    fix: str = ""
+
+    @property
+    def what(self) -> str:
+        """The short label a person reads: `permission prompt` for `permission-prompt`."""
+        words = self.name.replace("-", " ")
+        return " ".join("API" if w == "api" else w for w in words.split(" "))
 
 
 @dataclass(frozen=True)
@@ -95,6 +130,7 @@ class AgentProfile:
     program: str
     env_prefixes: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    env_defaults: dict[str, str] = field(default_factory=dict)
     add_dir_flag: str = ""
     prompt_pattern: str = GENERIC_PROMPT
     ready_patterns: tuple[str, ...] = (GENERIC_PROMPT,)
@@ -102,12 +138,29 @@ class AgentProfile:
     starting_patterns: tuple[str, ...] = ()
     blocked_patterns: tuple[str, ...] = ()
     dialogs: tuple[Dialog, ...] = ()
+    notices: tuple[Dialog, ...] = ()
+    notice_lines: int = 6
     submit_key: str = "Enter"
     submit_delay: float = 0.15
     startup_timeout: float = 60.0
     ready_settle: float = 0.0
     bottom_lines: int = 12
     line_oriented: bool = False
+    boxed_input: bool = False
+    resume_args: tuple[str, ...] = ()
+
+
+_COPILOT_SIGN_IN = (
+    "run `copilot` once and sign in with /login, or set COPILOT_PROVIDER_BASE_URL (and its key) "
+    "for a model server of your own"
+)
+_CODEX_SIGN_IN = (
+    "run `codex` once and sign in, or set a model provider of your own in ~/.codex/config.toml"
+)
+_GEMINI_SIGN_IN = (
+    "run `gemini` once and sign in, or set GEMINI_API_KEY (and GOOGLE_GEMINI_BASE_URL for a "
+    "server of your own)"
+)
 
 
 def _builtins() -> dict[str, AgentProfile]:
@@ -135,38 +188,109 @@ def _builtins() -> dict[str, AgentProfile]:
             r"(?i)esc to interrupt",
             r"^\s*\S \S.*\besc esc (?:interrupt|edit prompt)\b",
         ),
-        blocked_patterns=(
-            r"Please use /login to sign in",
-            r"You must be logged in to send messages",
-        ),
         dialogs=(
             # `1` selects "Yes" (this session only) directly; no Enter needed.
             Dialog(
                 "trust", r"Do you trust the files in this folder\?|Confirm folder trust", ("1",)
             ),
-            Dialog("login-error", r"Press any key to retry"),
+            Dialog("login-error", r"Press any key to retry", fix=_COPILOT_SIGN_IN),
             Dialog("menu", r"↑/↓ to navigate · enter to select"),
         ),
+        # An error ends a turn as ` ✗ <what>` above the prompt (seen on the scripted model).
+        notices=(
+            Dialog(
+                "sign-in",
+                r"Please use /login to sign in|You must be logged in to send messages"
+                r"|^ ✗ Authentication failed",
+                fix=_COPILOT_SIGN_IN,
+            ),
+            Dialog("rate-limit", r"^ ✗ (?:429\b|.*\b[Rr]ate limit)"),
+            Dialog("quota", r"^ ✗ .*\b(?:[Qq]uota|credit balance|premium requests)"),
+            Dialog("api-error", r"^ ✗ (?:\d{3} |.*\(HTTP \d{3}\))"),
+        ),
+        notice_lines=7,
         ready_settle=0.5,
+        resume_args=("--resume={session_id}",),  # 1.0.102: `-r, --resume [<value>]`
     )
     claude = AgentProfile(
         name="claude",
         command=["claude", "--dangerously-skip-permissions"],
         program="claude",
-        env_prefixes=("ANTHROPIC_", "CLAUDE_"),
-        busy_patterns=(r"(?i)esc to interrupt",),
-        ready_patterns=(GENERIC_PROMPT, r"\? for shortcuts"),
+        # IS_SANDBOX: as root, --dangerously-skip-permissions refuses to start without it. omp
+        # never sets it; a user who set it (a container) gets it forwarded.
+        env_prefixes=(
+            "ANTHROPIC_",
+            "CLAUDE_",
+            "DISABLE_AUTOUPDATER",
+            "DISABLE_TELEMETRY",
+            "DISABLE_ERROR_REPORTING",
+            "IS_SANDBOX",
+        ),
+        # Left on, its updater ran `npm install --global` into the system during a test.
+        env_defaults={"DISABLE_AUTOUPDATER": "1"},
+        prompt_pattern=r"^❯(?:\s|$)",
+        # The input box: `❯` right under a rule (the transcript echoes typed lines as `❯ ...`
+        # too), and the footer `⏵⏵ bypass permissions on (shift+tab to cycle)`.
+        ready_patterns=(
+            r"^[─━]{8,}\n❯(?:\s|$)",
+            r"⏵⏵ .*\(shift\+tab to cycle\)",
+            r"\? for shortcuts",
+        ),
+        # The footer gains `· esc to interrupt` while a turn runs; above the box a spinner line
+        # `✶ Recombobulating… (3s · ↓ 10 tokens)` (glyph and word vary).
+        busy_patterns=(r"(?i)esc to interrupt", r"^(?![❯●⎿])\S [A-Z][a-z]+…(?:\s|$)"),
         dialogs=(
+            # 2.1.328's menus preselect "No, exit" and have no digit keys; Down wraps around.
+            # So: Down only while "No" is selected, Enter only once "Yes" is: never Enter on No.
+            Dialog("trust", r"^\s*❯ Yes, I trust this folder", ("Enter",)),
+            Dialog("trust-select", r"Yes, I trust this folder", ("Down",)),
             Dialog(
-                "trust",
-                r"Do you trust the files in this folder\?|Do you trust the contents of this",
+                "bypass-permissions",
+                r"Bypass Permissions mode(?:.*\n)*?\s*❯ Yes, I accept",
                 ("Enter",),
             ),
-            Dialog("bypass-permissions", r"Bypass Permissions mode", ("2", "Enter")),
-            Dialog("sign-in", r"Select login method|Choose the text style"),
+            Dialog("bypass-permissions-select", r"Bypass Permissions mode", ("Down",)),
+            Dialog(
+                "api-key-question",
+                r"Detected a custom API key|Do you want to use this API key\?",
+                fix="Claude Code asks whether to use ANTHROPIC_API_KEY (a billing choice omp "
+                "leaves to you): run `claude` once in this project and answer it, or pass the "
+                "key as ANTHROPIC_AUTH_TOKEN instead",
+            ),
+            Dialog(
+                "onboarding",
+                r"Unable to connect to Anthropic services|Choose the text style"
+                r"|^\s*Syntax theme: |^\s*Security notes:|Select login method",
+                fix="Claude Code's first-run setup is not done (offline it exits): run `claude` "
+                "once and finish it; with a model server of your own (ANTHROPIC_BASE_URL) set "
+                '"hasCompletedOnboarding": true in ~/.claude.json',
+            ),
+            Dialog(
+                "permission-prompt",
+                r"Do you want to proceed\?|Esc to cancel · Tab to amend"
+                r"|Do you want to (?:make this edit|create|allow)",
+            ),
+            # Auto mode's billing notice (not in bypass mode): Enter continues.
+            Dialog("auto-mode-notice", r"Enter to continue · Esc to cancel", ("Enter",)),
             Dialog("menu", r"Enter to confirm · Esc to (?:exit|cancel)"),
         ),
+        # A failed turn ends in `● API Error: ...` or `⎿  <what>` above the box.
+        notices=(
+            Dialog(
+                "sign-in",
+                r"Not logged in · Please run /login|^● API Error: (?:Request rejected \()?40[13]\b",
+                fix="Claude Code is not signed in: run `claude` once and /login, or set "
+                "ANTHROPIC_BASE_URL and ANTHROPIC_AUTH_TOKEN for a model server of your own",
+            ),
+            Dialog(
+                "rate-limit", r"^● API Error: .*(?:\b429\b|[Rr]ate limit)|^\s*⎿\s+.*limit reached"
+            ),
+            Dialog("quota", r"^\s*⎿\s+Credit balance too low|^● API Error: .*credit balance"),
+            Dialog("api-error", r"^● API Error: "),
+        ),
+        notice_lines=7,
         ready_settle=1.0,
+        resume_args=("--resume", "{session_id}"),  # 2.1.328: `-r, --resume [value]`
     )
     codex = AgentProfile(
         name="codex",
@@ -191,11 +315,25 @@ def _builtins() -> dict[str, AgentProfile]:
                 "sign-in",
                 r"Sign in with ChatGPT|Sign in another way|Use an OpenAI API key"
                 r"|Paste or type your API key|Press enter to continue",
+                fix=_CODEX_SIGN_IN,
             ),
             Dialog("hooks-review", r"Hooks need review"),
             Dialog("warnings", r"esc dismiss & close", ("Escape",)),
         ),
+        # A failed turn ends in `■ <what>` above the box (`■ Conversation interrupted` is Esc).
+        notices=(
+            Dialog("sign-in", r"^■ unexpected status 40[13]\b", fix=_CODEX_SIGN_IN),
+            Dialog("rate-limit", r"^■ .*(?:\b429\b|[Rr]ate limit)"),
+            Dialog("quota", r"^■ .*(?:[Qq]uota|usage limit|credits)"),
+            Dialog(
+                "api-error",
+                r"^■ (?:unexpected status|exceeded retry limit|stream disconnected"
+                r"|We’re currently experiencing)",
+            ),
+        ),
+        notice_lines=5,
         ready_settle=0.5,
+        resume_args=("resume", "{session_id}"),  # 0.171: `codex [OPTIONS] resume [SESSION_ID]`
     )
     gemini = AgentProfile(
         name="gemini",
@@ -215,11 +353,57 @@ def _builtins() -> dict[str, AgentProfile]:
                 "sign-in",
                 r"How would you like to authenticate|\(Use Enter to select\)"
                 r"|Enter Gemini API Key|Paste your API key here",
+                fix=_GEMINI_SIGN_IN,
             ),
         ),
+        # A failed turn ends in `✕ [API Error: <the server's JSON>]` above the box.
+        notices=(
+            Dialog(
+                "sign-in",
+                r"^✕ \[API Error:.*(?:\b40[13]\b|UNAUTHENTICATED|PERMISSION_DENIED|API key not)",
+                fix=_GEMINI_SIGN_IN,
+            ),
+            Dialog("rate-limit", r"^✕ \[API Error:.*(?:\b429\b|RESOURCE_EXHAUSTED|[Rr]ate limit)"),
+            Dialog("quota", r"^✕ \[API Error:.*[Qq]uota"),
+            Dialog("api-error", r"^✕ \[API Error:"),
+        ),
+        notice_lines=8,
         # The prompt shows ~3 s before the trust dialog on a fresh directory.
         ready_settle=3.5,
         bottom_lines=16,
+        resume_args=("--resume", "{session_id}"),  # 0.61: `--resume {uuid}` (or an index)
+    )
+    pi = AgentProfile(
+        name="pi",
+        command=["pi"],
+        program="pi",
+        # PI_OFFLINE=1 skips its startup network calls (version check, fd/ripgrep download);
+        # PI_CODING_AGENT_DIR moves ~/.pi/agent (models.json, settings.json).
+        env_prefixes=("PI_",),
+        # No prompt glyph: the input box is the lines between two rules, the cwd and a footer
+        # with the model under it. No dialogs: pi asks no permission and has no trust screen.
+        prompt_pattern=r"^(?!)",
+        ready_patterns=(r"^[─━]{8,}\n(?:(?![─━]{8,}).*\n){0,8}[─━]{8,}$",),
+        # ` ⠙ Working...` above the box while a turn runs, ` ⠏ Retrying (3/3) in 1s...` while
+        # it waits to retry a failed request.
+        busy_patterns=(r"^\s*\S (?:Working\.\.\.|Retrying \(\d+/\d+\))",),
+        # A failed turn ends in ` Error: <status> <message>` above the box.
+        notices=(
+            Dialog(
+                "sign-in",
+                r"^ Error: (?:Retry failed after \d+ attempts: )?40[13]\b"
+                r"|Warning: No models available|%/0 \([^)]*\)\s+unknown$",
+                fix="pi has no usable model: add one to ~/.pi/agent/models.json (a server of "
+                "your own) or run `pi` once and /login",
+            ),
+            Dialog("rate-limit", r"^ Error: (?:Retry failed after \d+ attempts: )?429\b"),
+            Dialog("quota", r"^ Error: .*(?:credit balance|[Qq]uota)"),
+            Dialog("api-error", r"^ Error: (?:Retry failed after \d+ attempts: )?\d{3}\b"),
+        ),
+        notice_lines=5,
+        boxed_input=True,
+        ready_settle=0.5,
+        resume_args=("--session", "{session_id}"),  # 0.73.1: "session file or partial UUID"
     )
     demo = AgentProfile(
         name="demo",
@@ -238,7 +422,7 @@ def _builtins() -> dict[str, AgentProfile]:
         bottom_lines=3,
         line_oriented=True,
     )
-    return {p.name: p for p in (copilot, claude, codex, gemini, demo)}
+    return {p.name: p for p in (copilot, claude, codex, gemini, pi, demo)}
 
 
 BUILTIN_PROFILES: Mapping[str, AgentProfile] = _builtins()
@@ -310,11 +494,71 @@ def find_dialog(profile: AgentProfile, lines: Sequence[str]) -> tuple[str, ...] 
 
 
 def blocked_reason(profile: AgentProfile, lines: Sequence[str]) -> str | None:
-    """The bottom line saying a human must act (e.g. sign in), or None."""
+    """The bottom line saying a human must act (e.g. sign in), or None: a notice (in the bottom
+    `notice_lines`) or a `blocked_patterns` match (in the bottom window)."""
+    found = _notice(profile, lines)
+    if found is not None:
+        return found[1]
     for ln in reversed(bottom_window(lines, profile.bottom_lines)):
         if any(_rx(p).search(ln) for p in profile.blocked_patterns):
             return ln.strip()
     return None
+
+
+_BLOCKED = Dialog("blocked", "")
+
+
+def _notice(profile: AgentProfile, lines: Sequence[str]) -> tuple[Dialog, str] | None:
+    """The first notice (priority order) in the bottom `notice_lines` lines, and its line.
+
+    Only below the last line the agent echoed a typed message on (a `prompt_pattern` line above
+    the input box): what came before the person's last message is history.
+    """
+    window = bottom_window(lines, profile.notice_lines)
+    if not profile.boxed_input and not profile.line_oriented:
+        prompts = [i for i, ln in enumerate(window) if _rx(profile.prompt_pattern).search(ln)]
+        if len(prompts) >= 2:
+            window = window[prompts[-2] + 1 :]
+    text = "\n".join(window)
+    for d in profile.notices:
+        m = _rx(d.pattern).search(text)
+        if m is not None:
+            start = text.rfind("\n", 0, m.start()) + 1
+            end = text.find("\n", m.start())
+            return d, text[start : len(text) if end < 0 else end].strip()
+    for p in profile.blocked_patterns:
+        for ln in reversed(window):
+            if _rx(p).search(ln):
+                return _BLOCKED, ln.strip()
+    return None
+
+
+def screen_state(profile: AgentProfile, lines: Sequence[str]) -> tuple[PersonState, str | None]:
+    """What the screen says, for the monitor: (state, what).
+
+    - `("needs_person", what)`: a dialog no keys answer (what: its label, e.g. `permission
+      prompt`, `sign in`, `menu`), or, unless busy, a notice (`rate limit`, `quota`, `sign in`,
+      `api error`, `blocked`). Nothing may be typed into it; a person must look.
+    - `("dialog", name)`: a dialog omp answers at launch (e.g. `trust`).
+    - `("ready" | "busy" | "starting", None)` otherwise.
+    """
+    state, dialog = _judge(profile, lines)
+    if dialog is not None:
+        return ("dialog", dialog.name) if dialog.keys else ("needs_person", dialog.what)
+    if state != "busy":
+        found = _notice(profile, lines)
+        if found is not None:
+            return "needs_person", found[0].what
+    return state, None
+
+
+def person_fix(profile: AgentProfile, lines: Sequence[str]) -> str | None:
+    """How a person clears what the screen shows (a dialog's or notice's `fix`), if known."""
+    state, dialog = _judge(profile, lines)
+    if dialog is not None:
+        return dialog.fix or None
+    found = _notice(profile, lines) if state != "busy" else None
+    return found[0].fix or None if found is not None else None
 
 
 def input_region(profile: AgentProfile, lines: Sequence[str]) -> list[str] | None:
@@ -328,6 +572,8 @@ def input_region(profile: AgentProfile, lines: Sequence[str]) -> list[str] | Non
     nonblank = [i for i, ln in enumerate(stripped) if ln.strip()]
     if not nonblank:
         return None
+    if profile.boxed_input:
+        return _between_rules(stripped, nonblank[-profile.bottom_lines :])
     rx = _rx(profile.prompt_pattern)
     if profile.line_oriented:
         last = stripped[nonblank[-1]]
@@ -342,6 +588,20 @@ def input_region(profile: AgentProfile, lines: Sequence[str]) -> list[str] | Non
             break
         region.append(ln)
     return region
+
+
+def _is_rule(line: str) -> bool:
+    body = line.strip()
+    return len(body) >= 8 and set(body) <= {"─", "━"}
+
+
+def _between_rules(stripped: list[str], window: list[int]) -> list[str] | None:
+    """The lines between the last two rules in the window (blank lines kept: an empty box is
+    one blank line); None without two rules."""
+    rules = [i for i in window if _is_rule(stripped[i])]
+    if len(rules) < 2:
+        return None
+    return stripped[rules[-2] + 1 : rules[-1]]
 
 
 def squash(text: str) -> str:
@@ -360,9 +620,12 @@ def text_probe(text: str, size: int = 24) -> str:
 def forwarded_env(
     profile: AgentProfile, environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """Variables to set in the agent's pane: matching `env_prefixes`, then the fixed `env`."""
+    """Variables to set in the agent's pane: matching `env_prefixes`, `env_defaults` unless the
+    environment has them, then the fixed `env`."""
     src = os.environ if environ is None else environ
     out = {k: v for k, v in src.items() if k.startswith(profile.env_prefixes)}
+    for key, value in profile.env_defaults.items():
+        out[key] = src.get(key, value)
     out.update(profile.env)
     return out
 
@@ -512,11 +775,11 @@ def _field(path: Path, where: str, key: str, val: Any) -> Any:
         if key == "submit_key":
             _key(path, where, val)
         return val
-    if key == "env_prefixes":
+    if key in ("env_prefixes", "resume_args"):
         if not _str_list(val) or not all(val):
             raise fail("a list of non-empty strings")
         return tuple(val)
-    if key == "env":
+    if key in ("env", "env_defaults"):
         if not isinstance(val, dict) or not all(
             isinstance(k, str) and k and isinstance(v, str) for k, v in val.items()
         ):
@@ -537,11 +800,15 @@ def _field(path: Path, where: str, key: str, val: Any) -> Any:
         if not isinstance(val, list):
             raise fail("a list of {name, pattern, keys} tables")
         return tuple(_dialog(path, f"{where}[{i}]", d) for i, d in enumerate(val))
-    if key == "bottom_lines":
+    if key == "notices":
+        if not isinstance(val, list):
+            raise fail("a list of {name, pattern} tables")
+        return tuple(_dialog(path, f"{where}[{i}]", d, notice=True) for i, d in enumerate(val))
+    if key in ("bottom_lines", "notice_lines"):
         if type(val) is not int or not 1 <= val <= 500:
             raise fail("an integer from 1 to 500")
         return val
-    if key == "line_oriented":
+    if key in ("line_oriented", "boxed_input"):
         if not isinstance(val, bool):
             raise fail("true or false")
         return val
@@ -552,13 +819,18 @@ def _field(path: Path, where: str, key: str, val: Any) -> Any:
     return float(val)
 
 
-def _dialog(path: Path, where: str, spec: Any) -> Dialog:
+def _dialog(path: Path, where: str, spec: Any, *, notice: bool = False) -> Dialog:
+    allowed = {"name", "pattern", "fix"} | (set() if notice else {"keys"})
     if not isinstance(spec, dict):
-        raise _bad(path, f"{where} must be a table with name, pattern and keys")
-    unknown = sorted(set(spec) - {"name", "pattern", "keys"})
+        raise _bad(path, f"{where} must be a table with {', '.join(sorted(allowed))}")
+    unknown = sorted(set(spec) - allowed)
     if unknown:
-        raise _bad(path, f"{where}: unknown key {unknown[0]!r} (allowed: keys, name, pattern)")
+        shown = ", ".join(sorted(allowed))
+        raise _bad(path, f"{where}: unknown key {unknown[0]!r} (allowed: {shown})")
     name, pattern, keys = spec.get("name"), spec.get("pattern"), spec.get("keys", [])
+    fix = spec.get("fix", "")
+    if not isinstance(fix, str):
+        raise _bad(path, f"{where}.fix must be a string")
     if not isinstance(name, str) or not name:
         raise _bad(path, f"{where}.name must be a non-empty string")
     if not isinstance(pattern, str) or not pattern:
@@ -568,7 +840,7 @@ def _dialog(path: Path, where: str, spec: Any) -> Dialog:
         raise _bad(path, f"{where}.keys must be a list of key names")
     for k in keys:
         _key(path, f"{where}.keys", k)
-    return Dialog(name, pattern, tuple(keys))
+    return Dialog(name, pattern, tuple(keys), fix)
 
 
 def _str_list(val: Any) -> bool:

@@ -35,7 +35,7 @@ from omp.demo_shell import ShellApi
 from omp.errors import OmpError
 from omp.store import fs
 from omp.store.names import LEADER
-from omp.store.paths import INBOX, StatePaths, find_root, worker_of_inbox
+from omp.store.paths import INBOX, RESUME_INBOX, StatePaths, find_root, worker_of_inbox
 
 if TYPE_CHECKING:
     from typer import Typer
@@ -54,6 +54,10 @@ _TASK_ID_RE = re.compile(r"Task ID:\s*[`*]*([A-Za-z0-9_-]+)")
 # The task text sits under `## Task` (omp's inbox) or `## Description` (the TS tool's).
 _DESCRIPTION_RE = re.compile(r"^##\s*(?:Task|Description)\s*$(.*?)(?=^#+\s|\Z)", re.M | re.S)
 _JSON_OBJECT_RE = re.compile(r"\{[^{}]*\}")
+# What `omp team resume` writes in resume.md (omp.mail.bootstrap.resume_markdown).
+_STATUS_LINE_RE = re.compile(r"^Status:\s*([a-z_]+)", re.M)
+_CLAIM_TOKEN_RE = re.compile(r"^Claim token:\s*(\S+)", re.M)
+_UNREAD_RE = re.compile(r"^Unread messages:\s*(\d+)", re.M)
 _STATUS_RE = re.compile(r"\bstatus\b", re.I)
 
 
@@ -184,15 +188,19 @@ def read_lines(fd: int, out: Lines) -> None:
 
 
 def find_inbox_path(text: str, cwd: Path | None = None) -> Path | None:
-    """The `.../inbox.md` path a line mentions, or None if it mentions none.
+    """The `.../inbox.md` (or a resume's `.../resume.md`) path a line mentions, or None.
 
     Paths may contain spaces, so every word start before `inbox.md` is tried as the start of the
     path and the first that names an existing file wins; else the last word ending in inbox.md.
     """
-    end = text.find(INBOX)
-    if end < 0:
-        return None
-    end += len(INBOX)
+    for name in (INBOX, RESUME_INBOX):
+        end = text.find(name)
+        if end >= 0:
+            return _path_ending_at(text, end + len(name), cwd)
+    return None
+
+
+def _path_ending_at(text: str, end: int, cwd: Path | None) -> Path:
     base = cwd or Path.cwd()
     starts = [m.start() for m in re.finditer(r"(?:^|(?<=[\s'\"`(]))\S", text[:end])]
     for start in starts:
@@ -319,6 +327,9 @@ class DemoAgent:
             return
         inbox = data.decode("utf-8", "replace")
         self.learn(inbox)
+        if path.name == RESUME_INBOX:
+            self.on_resume(path, inbox)
+            return
         m = _TASK_ID_RE.search(inbox)
         if m is None:  # launched without a task: wait for the leader's messages and requests
             self.screen.say("● no task yet; waiting for the leader (mail or a task_req)")
@@ -332,6 +343,43 @@ class DemoAgent:
             return
         self.screen.say(f"● reading {path}: task {tid}")
         self.run_task(tid, task_description(inbox))
+
+    def on_resume(self, path: Path, text: str) -> None:
+        """`omp team resume` restarted this agent (a new session: nothing is remembered). It
+        rereads its inbox, reads the mail waiting, and goes on with its task: claimed and in
+        progress (its claim token is in the text: never claimed again), pending, or finished."""
+        if self.team is None or self.worker is None:
+            self.screen.say("✗ unknown team or worker: OMP_TEAM / OMP_WORKER are not set")
+            return
+        self.screen.say(f"● resumed: reading {path}")
+        description = ""
+        try:
+            first = fs.read_bytes(path.with_name(INBOX))
+        except (OSError, OmpError):
+            first = None
+        if first is not None:
+            original = first.decode("utf-8", "replace")
+            self.learn(original)
+            description = task_description(original)
+        unread = _UNREAD_RE.search(text)
+        if unread is not None and int(unread.group(1)) > 0:
+            self.on_mail("")
+        m, status = _TASK_ID_RE.search(text), _STATUS_LINE_RE.search(text)
+        if m is None or status is None:
+            self.screen.say("● no task; waiting for the leader")
+            return
+        tid, state = m.group(1), status.group(1)
+        token = _CLAIM_TOKEN_RE.search(text)
+        if state == "in_progress" and token is not None:
+            self.task_id, self.task_state = tid, "in_progress"
+            self.notify_leader(f"{self.me} resumed task {tid}")
+            self.screen.say(f"● resumed task {tid}: still mine")
+            self.finish_task(tid, token.group(1), description)
+        elif state == "pending":
+            self.run_task(tid, description)
+        else:
+            self.task_id, self.task_state = tid, state
+            self.screen.say(f"● task {tid} is {state}; nothing to do")
 
     def run_task(self, tid: str, description: str) -> None:
         assert self.team is not None
@@ -349,6 +397,12 @@ class DemoAgent:
         start = f"{self.me} started task {tid}"
         self.notify_leader(f"{start}: {description[:80]}" if description else start)
         self.screen.say(f"● {start}")
+        self.finish_task(tid, token, description)
+
+    def finish_task(self, tid: str, token: object, description: str) -> None:
+        """Work on a claimed task, write the result file, complete it with the claim token."""
+        assert self.team is not None
+        base = {"team_name": self.team, "task_id": tid, "worker": self.me}
         self.work(tid)
         try:
             if not isinstance(token, str) or not token:
@@ -409,7 +463,7 @@ class DemoAgent:
         root = self.root if self.root is not None else find_root()
         paths = StatePaths(root)
         team = paths.team(self.team)
-        paths.ensure(team.worker_dir(self.me))
+        team.ensure_in(team.worker_dir(self.me))
         answered = "\n".join(f"- {a}" for a in self.answered) or "- none"
         text = (
             f"# Result: task {tid}\n\n"

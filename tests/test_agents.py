@@ -22,6 +22,9 @@ from omp.agents import (
     load_profiles,
     match_dialog,
     missing_program,
+    person_fix,
+    screen_state,
+    squash,
 )
 from omp.errors import OmpError
 
@@ -30,6 +33,34 @@ SCREENS = Path(__file__).parent / "fixtures" / "screens"
 # What each capture shows, from tests/fixtures/screens/README.md: (state, dialog name).
 # "Looks idle" captures (Codex right after a submit) are ready: that is what the screen says.
 EXPECTED: dict[str, tuple[str, str | None]] = {
+    "claude-01-onboarding-offline-exit": ("dialog", "onboarding"),
+    "claude-02-trust-dialog": ("dialog", "trust-select"),
+    "claude-03-trust-down-yes-selected": ("dialog", "trust"),
+    "claude-04-api-key-question": ("dialog", "api-key-question"),
+    "claude-05-bypass-warning": ("dialog", "bypass-permissions-select"),
+    "claude-06-bypass-down-yes-selected": ("dialog", "bypass-permissions"),
+    "claude-07-ready": ("ready", None),
+    "claude-08-typed": ("ready", None),
+    "claude-09-enter-0.3s-busy": ("busy", None),
+    "claude-10-busy-spinner": ("busy", None),
+    "claude-11-busy-tool-ran": ("busy", None),
+    "claude-12-busy-running-command": ("busy", None),
+    "claude-13-busy-model-thinking": ("busy", None),
+    "claude-14-idle-after-turn": ("ready", None),
+    "claude-15-idle-after-tool-focus-hint": ("ready", None),
+    "claude-16-permission-prompt": ("dialog", "permission-prompt"),
+    "claude-17-stop-hook-block-idle": ("ready", None),
+    "claude-18-auto-mode-idle": ("ready", None),
+    "claude-19-auto-mode-billing-dialog": ("dialog", "auto-mode-notice"),
+    "claude-20-auto-mode-classifier-idle": ("ready", None),
+    "claude-21-error-429-rate-limit": ("ready", None),
+    "claude-22-error-500": ("ready", None),
+    "claude-23-error-529-overloaded": ("ready", None),
+    "claude-24-error-401-not-logged-in": ("ready", None),
+    "claude-25-error-credit-balance": ("ready", None),
+    "claude-26-error-429-then-answered": ("ready", None),
+    "claude-27-onboarding-theme-picker": ("dialog", "onboarding"),
+    "claude-28-onboarding-security-notes": ("dialog", "onboarding"),
     "codex-01-start-2s-blank": ("starting", None),
     "codex-02-start-5s-signin": ("dialog", "sign-in"),
     "codex-03-start-10s": ("dialog", "sign-in"),
@@ -56,6 +87,10 @@ EXPECTED: dict[str, tuple[str, str | None]] = {
     "codex-29-enter-while-working-text-kept-tab-to-queue": ("busy", None),
     "codex-30-1.5s-after-submit-looks-idle": ("ready", None),
     "codex-31-no-daemon-ctrl-c-exit": ("starting", None),
+    "codex-40-error-429-retry-limit": ("ready", None),
+    "codex-41-error-500-high-demand": ("ready", None),
+    "codex-42-error-401": ("ready", None),
+    "codex-43-error-401-then-answered": ("ready", None),
     "copilot-01-start-2s": ("starting", None),
     "copilot-02-start-5s-trust-dialog": ("dialog", "trust"),
     "copilot-05-trust-enter-ready": ("ready", None),
@@ -75,6 +110,10 @@ EXPECTED: dict[str, tuple[str, str | None]] = {
     "copilot-40-busy-running-shell-command": ("busy", None),
     "copilot-41-busy-model-thinking": ("busy", None),
     "copilot-42-busy-turn-start-edit-prompt": ("busy", None),
+    "copilot-50-error-429": ("ready", None),
+    "copilot-51-error-500": ("ready", None),
+    "copilot-52-error-401-provider-auth": ("ready", None),
+    "copilot-53-error-429-then-answered": ("ready", None),
     "gemini-01-start-2s-trust-dialog": ("dialog", "trust"),
     "gemini-02-start-5s": ("dialog", "trust"),
     "gemini-05-trust-enter-restarting": ("starting", None),
@@ -99,6 +138,85 @@ EXPECTED: dict[str, tuple[str, str | None]] = {
     "gemini-28-ctrl-c-once": ("ready", None),
     "gemini-29-ctrl-c-twice-exit": ("starting", None),
     "gemini-30-env-GEMINI_CLI_TRUST_WORKSPACE-no-dialog": ("ready", None),
+    "gemini-40-error-401": ("ready", None),
+    "gemini-41-error-429-still-retrying-4min": ("busy", None),
+    "gemini-42-error-401-then-answered": ("ready", None),
+    "pi-01-no-models": ("ready", None),
+    "pi-02-ready": ("ready", None),
+    "pi-03-typed": ("ready", None),
+    "pi-04-enter-0.2s-busy": ("busy", None),
+    "pi-05-busy-tool-ran": ("busy", None),
+    "pi-06-busy-running-command": ("busy", None),
+    "pi-07-busy-model-thinking": ("busy", None),
+    "pi-08-idle-after-turn": ("ready", None),
+    "pi-09-error-429-retry-failed": ("ready", None),
+    "pi-10-error-500-retry-failed": ("ready", None),
+    "pi-11-error-401": ("ready", None),
+    "pi-12-error-credit-balance": ("ready", None),
+    "pi-13-error-429-then-answered": ("ready", None),
+    "pi-14-error-401-then-answered": ("ready", None),
+}
+
+# What `screen_state` says where it is not the plain classification: a screen that needs a
+# person (a dialog no keys answer, or a notice while not busy), and a dialog omp answers.
+# Every other capture: (its EXPECTED state, None).
+NEEDS: dict[str, tuple[str, str]] = {
+    "claude-01-onboarding-offline-exit": ("needs_person", "onboarding"),
+    "claude-02-trust-dialog": ("dialog", "trust-select"),
+    "claude-03-trust-down-yes-selected": ("dialog", "trust"),
+    "claude-04-api-key-question": ("needs_person", "API key question"),
+    "claude-05-bypass-warning": ("dialog", "bypass-permissions-select"),
+    "claude-06-bypass-down-yes-selected": ("dialog", "bypass-permissions"),
+    "claude-16-permission-prompt": ("needs_person", "permission prompt"),
+    "claude-19-auto-mode-billing-dialog": ("dialog", "auto-mode-notice"),
+    "claude-21-error-429-rate-limit": ("needs_person", "rate limit"),
+    "claude-22-error-500": ("needs_person", "API error"),
+    "claude-23-error-529-overloaded": ("needs_person", "API error"),
+    "claude-24-error-401-not-logged-in": ("needs_person", "sign in"),
+    "claude-25-error-credit-balance": ("needs_person", "quota"),
+    # with a model server of its own, the first run asks for a theme, then shows notes
+    "claude-27-onboarding-theme-picker": ("needs_person", "onboarding"),
+    "claude-28-onboarding-security-notes": ("needs_person", "onboarding"),
+    "codex-02-start-5s-signin": ("needs_person", "sign in"),
+    "codex-03-start-10s": ("needs_person", "sign in"),
+    "codex-04-start-20s": ("needs_person", "sign in"),
+    "codex-05-signin-other-way": ("needs_person", "sign in"),
+    "codex-06-apikey-entry": ("needs_person", "sign in"),
+    "codex-07-trust-dialog": ("dialog", "trust"),
+    "codex-17-f2-warnings": ("dialog", "warnings"),
+    "codex-20-cm-run-start-2s-trust": ("dialog", "trust"),
+    "codex-40-error-429-retry-limit": ("needs_person", "rate limit"),
+    "codex-41-error-500-high-demand": ("needs_person", "API error"),
+    "codex-42-error-401": ("needs_person", "sign in"),
+    "copilot-02-start-5s-trust-dialog": ("dialog", "trust"),
+    # signed out: "Please use /login to sign in to use Copilot" above the prompt
+    "copilot-05-trust-enter-ready": ("needs_person", "sign in"),
+    "copilot-06-typed": ("needs_person", "sign in"),
+    "copilot-07-enter-0.2s": ("needs_person", "sign in"),  # "You must be logged in to send"
+    "copilot-10-slash-completion": ("needs_person", "sign in"),
+    "copilot-11-login-account-menu": ("needs_person", "menu"),
+    "copilot-12-login-method-menu": ("needs_person", "menu"),
+    "copilot-13-login-network-error": ("needs_person", "login error"),
+    "copilot-20-allow-all-tools-5s-trust-dialog": ("dialog", "trust"),
+    "copilot-21-allow-all-tools-trust-1-ready": ("needs_person", "sign in"),
+    "copilot-22-allow-all-tools-typed": ("needs_person", "sign in"),
+    "copilot-23-allow-all-tools-cm-0.2s": ("needs_person", "sign in"),
+    "copilot-26-burst-text+enter-2s": ("needs_person", "sign in"),
+    "copilot-30-env-COPILOT_ALLOW_ALL-5s-no-trust-dialog": ("needs_person", "sign in"),
+    "copilot-50-error-429": ("needs_person", "rate limit"),
+    "copilot-51-error-500": ("needs_person", "API error"),
+    "copilot-52-error-401-provider-auth": ("needs_person", "sign in"),
+    "gemini-01-start-2s-trust-dialog": ("dialog", "trust"),
+    "gemini-02-start-5s": ("dialog", "trust"),
+    "gemini-06-auth-dialog": ("needs_person", "sign in"),
+    "gemini-07-apikey-entry": ("needs_person", "sign in"),
+    "gemini-21-cm-run-5s-trust-dialog": ("dialog", "trust"),
+    "gemini-40-error-401": ("needs_person", "sign in"),
+    "pi-01-no-models": ("needs_person", "sign in"),
+    "pi-09-error-429-retry-failed": ("needs_person", "rate limit"),
+    "pi-10-error-500-retry-failed": ("needs_person", "API error"),
+    "pi-11-error-401": ("needs_person", "sign in"),
+    "pi-12-error-credit-balance": ("needs_person", "quota"),
 }
 
 
@@ -121,9 +239,58 @@ def test_real_screens_are_classified(name: str, expected: tuple[str, str | None]
     assert (classify_screen(profile, lines), dialog.name if dialog else None) == expected
 
 
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_which_screens_need_a_person(name: str) -> None:
+    """`screen_state`, the monitor's one call, on every capture: the error screens come from
+    each CLI on the scripted model answering 429, 401, 500 (an error after which the person
+    typed again and the agent answered reads ready: it is history)."""
+    want = NEEDS.get(name, (EXPECTED[name][0], None))
+    assert screen_state(profile_for(name), screen(name)) == want
+
+
+def test_every_profile_knows_a_screen_that_needs_a_person() -> None:
+    seen = {name.split("-", 1)[0] for name, (state, _) in NEEDS.items() if state == "needs_person"}
+    assert seen == set(BUILTIN_PROFILES) - {"demo"}
+
+
+def test_a_notice_counts_only_at_the_bottom() -> None:
+    """The rate-limit line moved up by later output (no new prompt echoed) stops counting once
+    it leaves the profile's `notice_lines`."""
+    claude = BUILTIN_PROFILES["claude"]
+    lines = [ln for ln in screen("claude-21-error-429-rate-limit") if ln.strip()]
+    at = next(i for i, ln in enumerate(lines) if "API Error" in ln)
+    assert screen_state(claude, lines) == ("needs_person", "rate limit")
+    pushed = [
+        *lines[: at + 1],
+        *(f"  output {i}" for i in range(claude.notice_lines)),
+        *lines[at + 1 :],
+    ]
+    assert screen_state(claude, pushed) == ("ready", None)
+
+
+def test_a_fix_is_known_for_sign_in_and_first_run_screens() -> None:
+    claude = BUILTIN_PROFILES["claude"]
+    fix = person_fix(claude, screen("claude-01-onboarding-offline-exit"))
+    assert fix is not None and "hasCompletedOnboarding" in fix
+    fix = person_fix(claude, screen("claude-04-api-key-question"))
+    assert fix is not None and "ANTHROPIC_AUTH_TOKEN" in fix
+    assert person_fix(BUILTIN_PROFILES["pi"], screen("pi-01-no-models")) is not None
+    assert person_fix(claude, screen("claude-16-permission-prompt")) is None
+    assert person_fix(claude, screen("claude-07-ready")) is None
+
+
 @pytest.mark.parametrize(
     ("name", "keys"),
     [
+        # Claude Code 2.1.328 preselects "No, exit" and Down wraps: Down only while No is
+        # selected, Enter only once Yes is (never Enter on the default)
+        ("claude-02-trust-dialog", ("Down",)),
+        ("claude-03-trust-down-yes-selected", ("Enter",)),
+        ("claude-05-bypass-warning", ("Down",)),
+        ("claude-06-bypass-down-yes-selected", ("Enter",)),
+        ("claude-04-api-key-question", ()),  # a billing choice: a person answers it
+        ("claude-16-permission-prompt", ()),  # Enter would approve the command
+        ("claude-07-ready", None),
         ("copilot-02-start-5s-trust-dialog", ("1",)),  # a digit selects directly
         ("codex-07-trust-dialog", ("Enter",)),  # the digit did nothing there; Enter accepted
         ("gemini-21-cm-run-5s-trust-dialog", ("1",)),
@@ -225,32 +392,16 @@ def test_demo_profile(lines: list[str], state: str) -> None:
     assert classify_screen(BUILTIN_PROFILES["demo"], lines) == state
 
 
-@pytest.mark.parametrize(
-    ("lines", "state"),
-    [
-        (
-            [
-                "╭" + "─" * 20 + "╮",
-                "│ >                  │",
-                "╰" + "─" * 20 + "╯",
-                "  ? for shortcuts",
-            ],
-            "ready",
-        ),
-        (["✻ Caramelizing… (esc to interrupt)", "╭──╮", "│ > │", "╰──╯"], "busy"),
-        (
-            ["Do you trust the files in this folder?", "❯ 1. Yes, proceed", "  2. No, exit"],
-            "dialog",
-        ),
-        (
-            ["Bypass Permissions mode", "  1. No, exit", "❯ 2. Yes, I accept", "Enter to confirm"],
-            "dialog",
-        ),
-    ],
-)
-def test_claude_profile_on_screens_described_elsewhere(lines: list[str], state: str) -> None:
-    """Claude Code was not installable here (node 20): these screens follow OMC/OMX's detectors."""
-    assert classify_screen(BUILTIN_PROFILES["claude"], lines) == state
+def test_claude_reads_its_own_echoed_lines_as_history() -> None:
+    """Claude Code echoes each typed line as `❯ <text>` in its transcript: only the `❯` right
+    under a rule is the input box."""
+    claude = BUILTIN_PROFILES["claude"]
+    lines = screen("claude-26-error-429-then-answered")
+    assert "❯ hello" in [ln.rstrip() for ln in lines]
+    assert input_region(claude, lines) == ["❯"]
+    # the box's `❯` is followed by a no-break space
+    assert input_region(claude, screen("claude-08-typed")) == ["❯\xa0run the PROBE please"]
+    assert input_region(claude, screen("claude-16-permission-prompt")) is None  # `❯ 1. Yes`
 
 
 def test_demo_input_line_is_the_last_line_only() -> None:
@@ -260,8 +411,18 @@ def test_demo_input_line_is_the_last_line_only() -> None:
     assert input_region(demo, []) is None
 
 
+def test_pi_input_box_lies_between_two_rules() -> None:
+    pi = BUILTIN_PROFILES["pi"]
+    assert squash("".join(input_region(pi, screen("pi-03-typed")) or [])) == "runthePROBEplease"
+    assert squash("".join(input_region(pi, screen("pi-02-ready")) or ["x"])) == ""
+    assert input_region(pi, ["no rules here", "at all"]) is None
+
+
 def test_builtins() -> None:
-    assert set(BUILTIN_PROFILES) == {"copilot", "claude", "codex", "gemini", "demo"}
+    assert set(BUILTIN_PROFILES) == {"copilot", "claude", "codex", "gemini", "pi", "demo"}
+    assert BUILTIN_PROFILES["pi"].command == ["pi"]
+    assert BUILTIN_PROFILES["pi"].dialogs == ()  # no permission prompts, no trust screen
+    assert BUILTIN_PROFILES["claude"].command == ["claude", "--dangerously-skip-permissions"]
     assert BUILTIN_PROFILES["copilot"].command == ["copilot", "--allow-all-tools"]
     assert BUILTIN_PROFILES["copilot"].submit_key == "Enter"  # >= 1.0.61 ignores C-m
     demo = BUILTIN_PROFILES["demo"]
@@ -284,6 +445,31 @@ def test_forwarded_env() -> None:
     # The profile's fixed value wins over the forwarded one.
     assert env == {"COPILOT_HOME": "/h", "GH_TOKEN": "t", "COPILOT_AUTO_UPDATE": "false"}
     assert forwarded_env(BUILTIN_PROFILES["demo"], environ) == {}
+
+
+@pytest.mark.parametrize(
+    ("environ", "want"),
+    [
+        ({}, "1"),  # Claude Code's updater ran `npm install --global` in a test: off by default
+        ({"DISABLE_AUTOUPDATER": "0"}, "0"),  # the user's own choice is forwarded
+    ],
+)
+def test_claude_workers_get_no_auto_update_unless_the_user_says(
+    environ: dict[str, str], want: str
+) -> None:
+    env = forwarded_env(BUILTIN_PROFILES["claude"], {**environ, "ANTHROPIC_BASE_URL": "http://x"})
+    assert env["DISABLE_AUTOUPDATER"] == want and env["ANTHROPIC_BASE_URL"] == "http://x"
+
+
+def test_claude_never_gets_is_sandbox_unless_the_user_set_it() -> None:
+    claude = BUILTIN_PROFILES["claude"]
+    assert "IS_SANDBOX" not in forwarded_env(claude, {})
+    assert forwarded_env(claude, {"IS_SANDBOX": "1"})["IS_SANDBOX"] == "1"
+
+
+def test_pi_forwards_its_own_variables() -> None:
+    env = forwarded_env(BUILTIN_PROFILES["pi"], {"PI_OFFLINE": "1", "PI_CODING_AGENT_DIR": "/d"})
+    assert env == {"PI_OFFLINE": "1", "PI_CODING_AGENT_DIR": "/d"}
 
 
 def test_agent_argv_grants_copilot_the_directory_of_omp(tmp_path: Path) -> None:
@@ -334,6 +520,15 @@ line_oriented = true
 name = "trust"
 pattern = 'Trust this folder\\?'
 keys = ["Enter"]
+
+[[agents.mycli.dialogs]]
+name = "login"
+pattern = 'Log in'
+fix = "run mycli login"
+
+[[agents.mycli.notices]]
+name = "rate-limit"
+pattern = '^Error: 429'
 """,
     )
     profiles = load_profiles(tmp_path)
@@ -342,7 +537,14 @@ keys = ["Enter"]
     assert copilot.dialogs == BUILTIN_PROFILES["copilot"].dialogs  # untouched fields stay
     mine = profiles["mycli"]
     assert mine.program == "/opt/mycli/bin/mycli"
-    assert mine.dialogs == (Dialog("trust", r"Trust this folder\?", ("Enter",)),)
+    assert mine.dialogs == (
+        Dialog("trust", r"Trust this folder\?", ("Enter",)),
+        Dialog("login", "Log in", (), "run mycli login"),
+    )
+    assert mine.notices == (Dialog("rate-limit", "^Error: 429"),)
+    assert screen_state(mine, ["Error: 429 slow down", "> "]) == ("needs_person", "rate limit")
+    assert screen_state(mine, ["Log in", "> 1. yes"]) == ("ready", None)
+    assert screen_state(mine, ["> 1. yes", "Log in"]) == ("needs_person", "login")
     assert mine.env == {"MYCLI_MODE": "team"} and mine.bottom_lines == 6 and mine.line_oriented
     assert classify_screen(mine, ["Trust this folder?", "> 1. yes"]) == "ready"
     assert classify_screen(mine, ["> 1. yes", "Trust this folder?"]) == "dialog"
@@ -375,6 +577,19 @@ def test_json_file(tmp_path: Path) -> None:
         ("agents.toml", "[agents.copilot]\nline_oriented = 1\n", "must be true or false"),
         ("agents.toml", "[agents.copilot]\nadd_dir_flag = 1\n", "add_dir_flag must be"),
         ("agents.toml", "[[agents.copilot.dialogs]]\npattern = 'x'\n", "name must be"),
+        (
+            "agents.toml",
+            "[[agents.copilot.notices]]\nname = 'n'\npattern = 'x'\nkeys = ['1']\n",
+            "unknown key 'keys'",  # nothing ever answers a notice
+        ),
+        ("agents.toml", "[agents.copilot]\nnotice_lines = 0\n", "notice_lines must be"),
+        ("agents.toml", "[agents.copilot]\nboxed_input = 'yes'\n", "must be true or false"),
+        ("agents.toml", "[agents.copilot]\nenv_defaults = {A = 1}\n", "env_defaults must be"),
+        (
+            "agents.toml",
+            "[[agents.copilot.dialogs]]\nname = 't'\npattern = 'x'\nfix = 1\n",
+            "fix must be a string",
+        ),
         (
             "agents.toml",
             "[[agents.copilot.dialogs]]\nname = 't'\npattern = 'x'\nkey = ['1']\n",

@@ -97,3 +97,35 @@ def test_bench_usage_quick_prints_a_row_per_cli(tmp_path: Path) -> None:
         assert all(len(c) == width and c[1] == "2 MB" for c in cells), rows
         assert all(c[3].endswith(" ms") and c[5].endswith(" ms") for c in cells)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
+
+
+def test_bench_worktrees_quick_prints_its_table(tmp_path: Path) -> None:
+    proc = run_benchmark(tmp_path, "bench_worktrees.py", "--quick")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("machine: ") for line in lines)
+    assert any(line.startswith("git: ") for line in lines)
+    header = "| | Benchmark | Median | Target | Meets target |"
+    assert header in lines
+    rows = [line for line in lines[lines.index(header) + 2 :] if line.startswith("| ")]
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    assert [c[0] for c in cells] == ["a", "b", "b", "c", "d", "e"]
+    assert all(len(c) == 5 and (" ms" in c[2] or "MiB" in c[2]) for c in cells), rows
+    assert "8 worktrees made" in cells[1][1] and "vs 0 ms" in cells[1][2]
+    assert "plain `git worktree add`" in cells[2][1]
+    assert "disk per worktree" in cells[3][1] and "MiB" in cells[3][2]
+
+
+@pytest.mark.tmux
+def test_bench_resume_quick_prints_its_table(tmp_path: Path) -> None:
+    proc = run_benchmark(tmp_path, "bench_resume.py", "--quick", timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    header = "| | measure (1 run(s) each) | median | target |"
+    assert header in lines
+    rows = [line for line in lines[lines.index(header) + 2 :] if line.startswith("| ")]
+    cells = [[c.strip() for c in r.strip("|").split("|")] for r in rows]
+    assert [c[0] for c in cells] == ["a", "a", "b"], rows
+    assert "resume of 8 demo workers" in cells[0][1] and "launch of 8" in cells[1][1]
+    assert all(c[2].endswith(" ms") for c in cells), rows
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]

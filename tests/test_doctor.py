@@ -280,12 +280,12 @@ def test_cli_exit_code_follows_the_default_agent(proj: Path, tmp_path: Path) -> 
     assert out.rc == 1, out
     assert out.json["ok"] is False and out.json["error"] == "doctor_failed"
     assert _by_name(out.json)["agent copilot"]["status"] == "fail"
-    # 3 missing agent programs, and no omp stop hook for copilot
-    assert out.json["message"] == "1 failed, 4 warning(s): not ready for --agent copilot"
+    # 4 missing agent programs, and no omp stop hook for copilot
+    assert out.json["message"] == "1 failed, 5 warning(s): not ready for --agent copilot"
     assert _by_name(out.json)["stop hook copilot"]["status"] == "warn"
     demo = run_omp("doctor", "--agent", "demo", cwd=proj, env=env)
     assert demo.rc == 0, demo
-    assert demo.stdout.splitlines()[-1] == "0 failed, 4 warning(s): ready for --agent demo"
+    assert demo.stdout.splitlines()[-1] == "0 failed, 5 warning(s): ready for --agent demo"
     _bin(tmp_path, "copilot")
     assert run_omp("doctor", cwd=proj, env=env).rc == 0
 

@@ -61,7 +61,8 @@ def test_ralph_start_writes_the_ts_fields_as_private_pretty_json(paths: StatePat
     assert text.startswith('{\n  "active": true,')  # 2-space pretty, as the TS tool writes
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert out["ok"] is True and out["mode"] == "ralph" and out["active"] is True
-    assert tree(paths) == [".omp", ".omp/state", ".omp/state/ralph.json"]  # no temp file left
+    # no temp file left (`.omp/.gitignore` keeps git out of it all)
+    assert tree(paths) == [".omp", ".omp/.gitignore", ".omp/state", ".omp/state/ralph.json"]
 
 
 def test_ultrawork_and_ultraqa_start_fields(paths: StatePaths) -> None:

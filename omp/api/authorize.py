@@ -9,22 +9,11 @@ members of the team (`unknown_sender`, `unknown_recipient`).
 
 from __future__ import annotations
 
-import os
-
 from omp.errors import OmpError
+from omp.identity import worker_identity
 from omp.record.config import TeamConfig
 from omp.store import names
 from omp.store.names import LEADER
-
-
-def worker_identity() -> tuple[str, str | None, str | None] | None:
-    """(OMP_WORKER, OMP_TEAM, OMP_LAUNCH_TOKEN) when this process was launched as a worker, else
-    None: the leader, a person, a script (they have no worker identity and keep full power)."""
-    worker = os.environ.get("OMP_WORKER") or None
-    token = os.environ.get("OMP_LAUNCH_TOKEN") or None
-    if worker is None and token is None:
-        return None
-    return worker or "?", os.environ.get("OMP_TEAM") or None, token
 
 
 def fence(cfg: TeamConfig, claimed: str | None) -> str | None:
@@ -40,12 +29,12 @@ def fence(cfg: TeamConfig, claimed: str | None) -> str | None:
     ident = worker_identity()
     if ident is None:
         return claimed
-    env_worker, env_team, token = ident
+    env_worker, env_team, token = ident.worker or "?", ident.team, ident.token
     if env_team != cfg.name:
         raise OmpError(
             "sender_mismatch",
-            f"this process is {env_worker} of team {env_team or '?'} (OMP_TEAM, OMP_WORKER); it "
-            f"cannot act in team {cfg.name}",
+            f"this process is {env_worker} of team {env_team or '?'} ({', '.join(ident.carried)}); "
+            f"it cannot act in team {cfg.name}",
             worker=env_worker,
             team=env_team,
         )
@@ -63,11 +52,14 @@ def fence(cfg: TeamConfig, claimed: str | None) -> str | None:
     # A worker added to a running team carries a token of its own (a new generation of its name)
     entry = cfg.worker(env_worker)
     expected = (entry or {}).get("launchToken") or cfg.raw.get("launchToken")
-    if token is not None and expected != token:
+    # A missing token is judged like a wrong one: unsetting OMP_LAUNCH_TOKEN never widens what
+    # a worker process may do. (A team `create` made has no token, and its workers carry none.)
+    if expected != token:
         raise OmpError(
             "stale_generation",
-            f"this pane belongs to an earlier launch of team {cfg.name} (its OMP_LAUNCH_TOKEN no "
-            "longer matches the team's); it cannot act for the current team",
+            f"this pane belongs to an earlier launch of team {cfg.name} (its OMP_LAUNCH_TOKEN "
+            + ("is missing" if token is None else "no longer matches the team's")
+            + "); it cannot act for the current team",
             team=cfg.name,
         )
     if claimed is not None and claimed != env_worker:

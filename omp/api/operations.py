@@ -51,7 +51,7 @@ def _mailbox_of(
     who = authorize.fence(cfg, worker)
     if not (removed_ok and authorize.was_removed(cfg, worker, None)):
         authorize.recipient(cfg, worker, "worker")
-    return cfg, mailbox.Mailbox(a["team_name"], worker), who
+    return cfg, mailbox.Mailbox(cfg.paths, worker), who
 
 
 def _mailbox_list(a: Args) -> Reply[MailReply]:
@@ -113,13 +113,12 @@ def _worker(cfg: TeamConfig, worker: str | None) -> str | None:
 
 
 def _claim_task(a: Args) -> Reply[ClaimReply]:
-    team = a["team_name"]
-    cfg = team_config.load(team)
+    cfg = team_config.load(a["team_name"])
     worker = text_field(a, "worker")
     who = authorize.fence(cfg, worker)
     _worker(cfg, worker)
     assert worker is not None
-    task, token = tasks.claim(team, a["task_id"], worker)
+    task, token = tasks.claim(cfg.paths, a["task_id"], worker)
     epilogue.beat(cfg, who)
     return Reply(
         {"ok": True, "task": task, "claimToken": token, "claim_token": token},
@@ -128,15 +127,14 @@ def _claim_task(a: Args) -> Reply[ClaimReply]:
 
 
 def _transition_task_status(a: Args) -> Reply[TaskReply]:
-    team = a["team_name"]
-    cfg = team_config.load(team)
+    cfg = team_config.load(a["team_name"])
     worker = text_field(a, "worker", required=False)
     who = authorize.fence(cfg, worker)
     _worker(cfg, worker)
     # `who` is the named worker, or the pane's own worker when the call names none: either way
     # only that worker's task can move (the leader, with no worker identity, may name none).
     task = tasks.transition(
-        team,
+        cfg.paths,
         a["task_id"],
         worker=who,
         from_status=a["from"],

@@ -175,10 +175,12 @@ def store(cfg: TeamConfig, admitted: Admitted) -> Stored:
         msg = mailbox.new_message(letter.sender, to, letter.body)
         check = limits.checker(admitted.limits, letter.sender, to, msg, is_answer=False)
         try:
-            mailbox.Mailbox(letter.team, to).append_messages([msg], check)
+            # cfg.paths: pinned to the team directory loaded, so a team deleted (or made again)
+            # meanwhile is refused under the mailbox's lock, never "sent" into nobody's mailbox
+            mailbox.Mailbox(cfg.paths, to).append_messages([msg], check)
         except OmpError as err:
-            if letter.to is not None:
-                raise  # one recipient: its refusal is the answer
+            if letter.to is not None or err.code == "unknown_team":
+                raise  # one recipient, or a team deleted meanwhile: that is the answer
             errors.append(f"{to}: {err.code}: {err.message}")
             continue
         ids.append(msg["id"])

@@ -7,10 +7,10 @@ machine, more than the whole budget of an API call). So are the two commands a l
 every stop of every agent (omp/stophook/run.py), and `omp --version`. `FAST_PATHS` is that list;
 everything else goes through typer.
 
-One error path for all of them (`omp.cli.output.guarded`): an `OmpError` prints its code (one
-JSON object with `--json`) and exits 1 or 2, a bug exits 3, Ctrl-C exits 130 with one line and
-no traceback. The stop hook alone answers every failure, Ctrl-C included, by letting the agent
-stop (exit 0): it must never hold an agent.
+One error path for all of them (`omp.cli.output.guarded`, around the fast paths too): an
+`OmpError` prints its code (one JSON object with `--json`) and exits 1 or 2, a bug exits 3,
+Ctrl-C exits 130 with one line and no traceback. The stop hook alone answers every failure,
+Ctrl-C included, by letting the agent stop (exit 0): it must never hold an agent.
 """
 
 from __future__ import annotations
@@ -28,7 +28,12 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for prefix, fast in FAST_PATHS.items():
             if tuple(args[: len(prefix)]) == prefix:
-                fast(args[len(prefix) :])  # returns only for a form typer must parse
+                from functools import partial
+
+                from omp.cli.output import guarded
+
+                rest = args[len(prefix) :]
+                guarded(partial(fast, rest), "--json" in rest)  # returns only for typer's forms
                 break
         from omp.cli.app import app
 
@@ -117,8 +122,9 @@ def _run_typer(app: Typer, args: list[str]) -> None:
             return app(args=args, prog_name="omp", standalone_mode=False)
         except typer.TyperException as exc:  # click's usage errors (typer vendors click)
             code = getattr(exc, "exit_code", EXIT_USAGE) or EXIT_USAGE
-            if as_json:
-                output.emit_json({"ok": False, "error": "usage", "message": exc.format_message()})
+            if as_json:  # a value omp.cli.options refused carries omp's own code
+                error = getattr(exc, "omp_code", "usage")
+                output.emit_json({"ok": False, "error": error, "message": exc.format_message()})
             else:
                 buf = io.StringIO()
                 show = getattr(exc, "show", None)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from omp.cli import output
 from omp.errors import EXIT_OK, EXIT_USAGE, OmpError
@@ -72,6 +73,36 @@ def _parse(argv: list[str]) -> tuple[str | None, str | None, bool, bool]:
     return sub, raw, as_json, want_help
 
 
+def _read_capped(read: Callable[[int], bytes], where: str) -> str:
+    """The whole input from `read`, UTF-8, at most MAX_INPUT_FILE bytes: `--input -` and
+    `--input @FILE` have the one cap (an input is a message, not a data set)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_INPUT_FILE:
+        chunk = read(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > MAX_INPUT_FILE:
+        raise OmpError(
+            "invalid_input", f"{where}: over {MAX_INPUT_FILE} bytes; an input is one JSON object"
+        )
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError:
+        raise OmpError("invalid_json", f"{where}: the input is not UTF-8 text") from None
+
+
+def _read_stdin() -> str:
+    """`--input -`: the JSON from stdin, under the same cap as a file."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is not None:
+        return _read_capped(buffer.read, "--input -")
+    # A text stream without bytes underneath (tests): its characters, as UTF-8.
+    return _read_capped(lambda n: sys.stdin.read(n).encode("utf-8", "surrogatepass"), "--input -")
+
+
 def _read_input_file(path: str) -> str:
     """`--input @path`: the JSON from a file (relative to the working directory).
 
@@ -85,72 +116,67 @@ def _read_input_file(path: str) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise OmpError("input_not_found", f"--input @{path}: no such file", path=path) from None
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+        why = getattr(exc, "strerror", None) or exc
         raise OmpError(
-            "input_unreadable", f"--input @{path}: cannot open it: {exc.strerror}", path=path
+            "input_unreadable", f"--input @{path}: cannot open it: {why}", path=path
         ) from None
     try:
         import stat
 
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OmpError("input_unreadable", f"--input @{path}: not a regular file", path=path)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_INPUT_FILE:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        return _read_capped(lambda n: os.read(fd, n), f"--input @{path}")
     except OSError as exc:
         raise OmpError(
             "input_unreadable", f"--input @{path}: cannot read it: {exc.strerror}", path=path
         ) from None
     finally:
         os.close(fd)
-    if size > MAX_INPUT_FILE:
-        raise OmpError(
-            "invalid_input",
-            f"--input @{path}: over {MAX_INPUT_FILE} bytes; an input is one JSON object",
-            path=path,
-        )
-    try:
-        return b"".join(chunks).decode("utf-8")
-    except UnicodeDecodeError:
-        raise OmpError("invalid_json", f"--input @{path}: the file is not UTF-8 text") from None
+
+
+MAX_DEPTH = 64  # nesting of the input: no operation reads deeper than a few levels
 
 
 def _load_input(raw: str) -> dict[str, Any]:
     if raw == "-":
-        raw = sys.stdin.read()
+        raw = _read_stdin()
     elif raw.startswith("@"):  # no JSON object starts with '@'
         raw = _read_input_file(raw[1:])
     try:
         obj = json.loads(raw)
+    except RecursionError:  # deeper than the parser goes
+        _too_deep()
     except ValueError as exc:
         raise OmpError("invalid_json", f"--input is not valid JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise OmpError("invalid_json", "--input must be a JSON object")
-    _check_unicode(obj)
+    _check_shape(obj)
     return obj
 
 
-def _check_unicode(value: Any) -> None:
-    """Refuse strings no UTF-8 file can hold (a lone surrogate such as "\\ud800")."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise OmpError(
-                "invalid_input", "the input holds a string that is not valid Unicode"
-            ) from None
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _check_unicode(k)
-            _check_unicode(v)
-    elif isinstance(value, list):
-        for v in value:
-            _check_unicode(v)
+def _too_deep() -> NoReturn:
+    raise OmpError("invalid_input", f"the input is nested deeper than {MAX_DEPTH} levels")
+
+
+def _check_shape(value: Any) -> None:
+    """Refuse input nested deeper than MAX_DEPTH, and strings no UTF-8 file can hold (a lone
+    surrogate such as "\\ud800"). Iterative: no input can exhaust the stack."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise OmpError(
+                    "invalid_input", "the input holds a string that is not valid Unicode"
+                ) from None
+        elif isinstance(item, dict | list):
+            if depth >= MAX_DEPTH:
+                _too_deep()
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((c, depth + 1) for c in children)
 
 
 def _call(argv: list[str]) -> tuple[str, Reply[Any]]:
@@ -162,7 +188,7 @@ def _call(argv: list[str]) -> tuple[str, Reply[Any]]:
     if sub is None:
         if as_json:
             raise OmpError("usage", f"no subcommand given. {_usage()}")
-        sys.stderr.write(_help() + "\n")
+        output.write_err(_help() + "\n")
         raise SystemExit(EXIT_USAGE)
     from omp.api.operations import OPERATIONS
 

@@ -50,3 +50,8 @@ def _register() -> None:
 
 
 _register()
+# Last, once every command is registered: a worker process may run only the commands listed in
+# omp.cli.guard.WORKER_MAY_RUN; every other one, present or added later, refuses it.
+from omp.cli.guard import guard_all  # noqa: E402
+
+guard_all(app)

@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from omp.cli import options as opt
 from omp.cli.options import JsonOpt
 from omp.cli.output import invocation, run
 
@@ -17,14 +18,26 @@ def register(app: typer.Typer) -> None:
 
 
 def demo(
-    workers: int = typer.Option(3, "--workers", "-w", help="How many demo workers (1-8)."),
+    workers: int = typer.Option(
+        3, "--workers", "-w", help="How many demo workers (1-8).", callback=opt.count(most=8)
+    ),
     task: str = typer.Option(
-        "write a haiku about tmux", "--task", "-t", help="The task the team splits."
+        "write a haiku about tmux",
+        "--task",
+        "-t",
+        help="The task the team splits.",
+        callback=opt.text(),
     ),
     socket: str = typer.Option(
-        None, "--socket", envvar="OMP_TMUX_SOCKET", help="tmux server socket name (-L)."
+        None,
+        "--socket",
+        envvar="OMP_TMUX_SOCKET",
+        help="tmux server socket name (-L).",
+        callback=opt.path_text(),
     ),
-    timeout: float = typer.Option(60.0, "--timeout", help="Seconds to wait for the team."),
+    timeout: float = typer.Option(
+        60.0, "--timeout", help="Seconds to wait for the team.", callback=opt.seconds(positive=True)
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Launch a demo team in its own tmux session, follow it until done, show the results."""
@@ -79,8 +92,11 @@ def demo(
             f"team {r['team']}: {col['doneCount']}/{col['total']} workers done"
             + ("" if r["allDone"] else " (still working: the wait timed out)"),
         ]
+        from omp.textsafe import inline
+
         for w in col["workers"]:
-            lines.append(f"  {w['name']}: {w['outcome']} — {w['result'] or '(no result yet)'}")
+            result = inline(str(w["result"])) if w["result"] else "(no result yet)"
+            lines.append(f"  {inline(w['name'])}: {w['outcome']} — {result}")
         lines += [
             "",
             "Next:",

@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from omp.cli import options as opt
 from omp.cli.options import JsonOpt
 from omp.cli.output import run
 
@@ -17,7 +18,11 @@ def register(app: typer.Typer) -> None:
 
 def doctor(
     agent: str = typer.Option(
-        "copilot", "--agent", "-a", help="The agent the team will run (default copilot)."
+        "copilot",
+        "--agent",
+        "-a",
+        help="The agent the team will run (default copilot).",
+        callback=opt.text(max_len=256),
     ),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -37,11 +42,12 @@ def doctor(
 
 def doctor_text(r: dict[str, Any]) -> str:
     from omp.doctor.checks import summary
+    from omp.textsafe import inline
 
     lines = []
     for c in r["checks"]:
-        lines.append(f"{c['status']:<4}  {c['message']}")
+        lines.append(f"{c['status']:<4}  {inline(str(c['message']))}")
         if c["fix"] and c["status"] != "ok":
-            lines.append(f"      fix: {c['fix']}")
+            lines.append(f"      fix: {inline(str(c['fix']))}")
     lines.append(summary(r))
     return "\n".join(lines)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from omp.cli import output
 from omp.errors import OmpError
+from omp.textsafe import inline
 
 if TYPE_CHECKING:
     from omp.store.paths import StatePaths
@@ -30,21 +31,30 @@ def events_loop(
     printed = 0
     try:
         cfg = team_config.load(project.team(team))
-        offset = history.parse_cursor(since)
-        for evs, end in history.iter_since(cfg.paths, offset):
+        log, offset = history.parse_cursor(since, cfg.name)
+        seen = log  # the log read: named by the cursor, or by the events it gave
+        for evs, end in history.iter_since(cfg.paths, offset, log=log):
             _print(evs, as_json)
             printed += len(evs)
             offset = end
+            if evs:
+                seen = str(evs[-1]["cursor"]).split(":")[1]
+        cursor = (
+            history.make_cursor(cfg.name, seen, offset)
+            if seen is not None
+            else history.cursor_at(cfg.paths, offset)  # nothing read: from the start is safe
+        )
     except OmpError as err:
         output.fail(err, as_json)
     if not follow:
         if not as_json:
-            nxt = f"{team_command(cfg.raw)} team events {team} --since {offset}"
+            nxt = f"{team_command(cfg.raw)} team events {team} --since {cursor}"
             output.write_text(
-                ("" if printed else "no new events\n") + f"cursor {offset}; next: {nxt}\n"
+                ("" if printed else "no new events\n") + f"cursor {cursor}; next: {nxt}\n"
             )
         raise SystemExit(0)
     path = history.path(cfg.paths)
+    log, _ = history.parse_cursor(cursor, cfg.name)
     last = None
     try:
         while True:
@@ -52,7 +62,9 @@ def events_loop(
             if key != last:
                 last = key
                 try:
-                    evs, offset = history.read_since(cfg.paths, offset)
+                    evs, offset = history.read_since(cfg.paths, offset, log=log)
+                    if log is None and evs:
+                        log, _ = history.parse_cursor(str(evs[0]["cursor"]), cfg.name)
                 except OmpError as err:  # the log was replaced under us (team deleted)
                     output.fail(err, as_json)
                 _print(evs, as_json)
@@ -81,21 +93,29 @@ def _print(evs: list[dict[str, object]], as_json: bool) -> None:
 
 
 def describe(ev: dict[str, Any]) -> str:
-    """One line for a person."""
+    """One line for a person. Every value is someone's text (a worker's result, a line of the
+    log written behind omp's back): each is made one visible line (`textsafe.inline`), so a
+    multi-line result cannot print what looks like the next event."""
+
+    def v(key: str, default: str = "") -> str:
+        value = ev.get(key)
+        return inline(str(value)) if value not in (None, "") else default
+
     kind = ev.get("type")
-    at = str(ev.get("at", ""))[11:19]
+    at = v("at")[11:19]
     if kind == "task":
-        owner = f" ({ev['owner']})" if ev.get("owner") else ""
-        res = f": {ev['result']}" if ev.get("result") else ""
-        text = f"task {ev.get('taskId')}: {ev.get('from') or 'new'} -> {ev.get('to')}{owner}{res}"
+        owner = f" ({v('owner')})" if ev.get("owner") else ""
+        res = f": {v('result')}" if ev.get("result") else ""
+        text = f"task {v('taskId')}: {v('from', 'new')} -> {v('to')}{owner}{res}"
     elif kind == "message":
-        event = f" [{ev['event']}]" if ev.get("event") else ""
-        text = f"message {ev.get('id')} {ev.get('from')} -> {ev.get('to')}{event}"
+        event = f" [{v('event')}]" if ev.get("event") else ""
+        text = f"message {v('id')} {v('from')} -> {v('to')}{event}"
     elif kind == "member":
-        why = f" ({ev['reason']})" if ev.get("reason") else ""
-        text = f"{ev.get('worker')} {ev.get('change')}{why}"
+        why = f" ({v('reason')})" if ev.get("reason") else ""
+        text = f"{v('worker')} {v('change')}{why}"
     elif kind == "loop":
-        text = f"loop {ev.get('mode')} {ev.get('change')}"
+        text = f"loop {v('mode')} {v('change')}"
     else:
-        text = f"{kind}: " + ", ".join(f"{k}={v}" for k, v in ev.items() if k not in ("type",))
+        pairs = (f"{inline(str(k))}={inline(str(x))}" for k, x in ev.items() if k != "type")
+        text = f"{v('type', 'None')}: " + ", ".join(pairs)
     return f"{at}  {text}"

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from omp.cli import options as opt
 from omp.cli.options import JsonOpt
 from omp.cli.output import run
 
@@ -28,7 +29,10 @@ def install(
     agent: Annotated[
         str,
         typer.Option(
-            "--agent", help="copilot (default, omp's default agent), claude, codex, gemini or all."
+            "--agent",
+            help="copilot (default, omp's default agent), claude, codex, gemini, pi (an "
+            "extension), or all (the four hook files).",
+            callback=opt.text(max_len=256),
         ),
     ] = "copilot",
     uninstall: bool = typer.Option(False, "--uninstall", help="Remove omp's entries only."),
@@ -71,16 +75,19 @@ NEXT_STEPS = {
     "claude": "Claude Code loads it at its next start (Copilot CLI reads this file too)",
     "codex": "Codex runs it only once the project is trusted and the hook reviewed (/hooks)",
     "gemini": "Gemini runs project hooks only in a trusted folder",
+    "pi": "pi loads the extension at its next start (or /reload)",
 }
 
 
 def install_text(r: dict[str, Any]) -> str:
-    lines = [f"{h['action']:<9}  {h['agent']:<8} {h['path']}" for h in r["hooks"]]
+    from omp.textsafe import inline
+
+    lines = [f"{h['action']:<9}  {h['agent']:<8} {inline(h['path'])}" for h in r["hooks"]]
     if not r["uninstall"]:
-        lines.append(f"hook command: {r['command']}")
+        lines.append(f"hook command: {inline(r['command'])}")
         for h in r["hooks"]:
             if h["action"] in ("created", "added", "updated"):
                 lines.append(f"  {h['agent']}: {NEXT_STEPS[h['agent']]}")
     shown = ", ".join(f"{n} {a}" for a, n in r["counts"].items())
-    lines.append(f"omp stop hooks in {r['root']}: {shown}")
+    lines.append(f"omp stop hooks in {inline(r['root'])}: {shown}")
     return "\n".join(lines)

@@ -1,13 +1,14 @@
-"""A team's life after launch: `add-worker`, `remove-worker`, `delete`, `prune`, `events`,
-added to the `team` app by `register`."""
+"""A team's life after launch: `add-worker`, `remove-worker`, `resume`, `delete`, `prune`,
+`events`, added to the `team` app by `register`."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from omp.cli import options as opt
 from omp.cli.options import JsonLinesOpt, JsonOpt
 from omp.cli.output import run
 
@@ -30,16 +31,25 @@ def _config(team: str) -> Any:
 def register(team_app: typer.Typer) -> None:
     @team_app.command("add-worker")
     def add_worker(
-        team: str = typer.Argument(..., help="Team name."),
+        team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
         count_or_task: str = typer.Argument(
-            None, metavar="[N]", help="How many workers (default 1)."
+            None, metavar="[N]", help="How many workers (default 1).", callback=opt.text()
         ),
-        task: str = typer.Argument(None, metavar="[TASK]", help="A task for them (split in N)."),
+        task: str = typer.Argument(
+            None, metavar="[TASK]", help="A task for them (split in N).", callback=opt.text()
+        ),
         agent: str = typer.Option(
-            None, "--agent", "-a", help="Agent profile (default: the team's)."
+            None,
+            "--agent",
+            "-a",
+            help="Agent profile (default: the team's).",
+            callback=opt.text(max_len=256),
         ),
         ready_timeout: float = typer.Option(
-            None, "--ready-timeout", help="Seconds to wait for each agent (default per profile)."
+            None,
+            "--ready-timeout",
+            help="Seconds to wait for each agent (default per profile).",
+            callback=opt.seconds(positive=True),
         ),
         as_json: bool = JsonOpt,
     ) -> None:
@@ -53,8 +63,10 @@ def register(team_app: typer.Typer) -> None:
 
             n, text = 1, task or ""
             if count_or_task is not None:
-                if count_or_task.isdigit():
-                    n = int(count_or_task)
+                if (given := opt.small_int(count_or_task)) is not None:
+                    n = given
+                elif count_or_task.isascii() and count_or_task.isdigit():
+                    raise OmpError("invalid_input", f"N is far too many workers: {count_or_task}")
                 elif task is None:
                     text = count_or_task
                 else:
@@ -72,8 +84,10 @@ def register(team_app: typer.Typer) -> None:
 
     @team_app.command("remove-worker")
     def remove_worker(
-        team: str = typer.Argument(..., help="Team name."),
-        name: str = typer.Argument(..., help="The worker to remove, e.g. worker-2."),
+        team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
+        name: str = typer.Argument(
+            ..., help="The worker to remove, e.g. worker-2.", callback=opt.text()
+        ),
         force: bool = typer.Option(False, "--force", help="Close its pane if it is still alive."),
         as_json: bool = JsonOpt,
     ) -> None:
@@ -87,9 +101,58 @@ def register(team_app: typer.Typer) -> None:
 
         run(body, as_json=as_json, human=remove_text)
 
+    @team_app.command("resume")
+    def resume(
+        team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
+        worker: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--worker",
+                "-w",
+                help="Only this worker (repeatable; default: every member).",
+                callback=opt.text(max_len=256),
+            ),
+        ] = None,
+        socket: str = typer.Option(
+            None,
+            "--socket",
+            envvar="OMP_TMUX_SOCKET",
+            help="tmux server socket name (-L) when the team's server is gone.",
+            callback=opt.text(max_len=256),
+        ),
+        new_session: bool = typer.Option(
+            False, "--new-session", help="Use a new detached session even inside tmux."
+        ),
+        ready_timeout: float = typer.Option(
+            None,
+            "--ready-timeout",
+            help="Seconds to wait for each agent (default per profile).",
+            callback=opt.seconds(positive=True),
+        ),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Start again every member whose pane died (all of them after a reboot), in its
+        worktree and, where its CLI allows, its own conversation; its task stays its own."""
+        from omp.cli.output import progress
+        from omp.cli.team_text import resume_text
+
+        def body() -> dict[str, Any]:
+            from omp.team.resume import resume as do_resume
+
+            return do_resume(
+                _config(team),
+                worker or None,
+                socket=socket,
+                new_session=new_session,
+                ready_timeout=ready_timeout,
+                progress=progress,
+            )
+
+        run(body, as_json=as_json, human=resume_text)
+
     @team_app.command("delete")
     def delete(
-        team: str = typer.Argument(..., help="Team name."),
+        team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
         force: bool = typer.Option(
             False, "--force", help="Delete even with unread mail (listed as lost)."
         ),
@@ -108,7 +171,11 @@ def register(team_app: typer.Typer) -> None:
     @team_app.command("prune")
     def prune(
         older_than: str = typer.Option(
-            "7d", "--older-than", metavar="DURATION", help="Only what ended this long ago (0: all)."
+            "7d",
+            "--older-than",
+            metavar="DURATION",
+            help="Only what ended this long ago (0: all).",
+            callback=opt.duration(),
         ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
         force: bool = typer.Option(
@@ -130,9 +197,13 @@ def register(team_app: typer.Typer) -> None:
 
     @team_app.command("events")
     def events(
-        team: str = typer.Argument(..., help="Team name."),
+        team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
         since: str = typer.Option(
-            None, "--since", metavar="CURSOR", help="Only what came after this cursor."
+            None,
+            "--since",
+            metavar="CURSOR",
+            help="Only what came after this cursor.",
+            callback=opt.text(max_len=1 << 16),
         ),
         follow: bool = typer.Option(
             False, "--follow", "-f", help="Keep printing new events until Ctrl-C."

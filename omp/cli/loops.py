@@ -14,9 +14,11 @@ from typing import Annotated, Any
 import typer
 
 from omp import modes
+from omp.cli import options as opt
 from omp.cli.options import JsonOpt
 from omp.cli.output import Result, run
 from omp.store.paths import StatePaths, find_root
+from omp.textsafe import inline
 
 _MONITOR_MODULE = "omp.monitor.ctl"
 
@@ -26,8 +28,13 @@ def _paths() -> StatePaths:
 
 
 def _quote(text: Any, limit: int = 60) -> str:
-    line = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    line = inline(str(text).strip().splitlines()[0]) if str(text).strip() else ""
     return '"' + (line if len(line) <= limit else line[: limit - 1] + "…") + '"'
+
+
+def _v(r: Result, key: str, default: Any = "?") -> str:
+    """A value of a loop file (any text can be there) as part of one line."""
+    return inline(str(r.get(key, default)))
 
 
 def describe(state: Result) -> str:
@@ -35,19 +42,19 @@ def describe(state: Result) -> str:
     mode = state.get("mode")
     if mode == "ralph":
         return (
-            f"iteration {state.get('iteration', '?')}/{state.get('maxIterations', '?')}"
+            f"iteration {_v(state, 'iteration')}/{_v(state, 'maxIterations')}"
             f" — {_quote(state.get('prompt', ''))}"
         )
     if mode == "ultrawork":
         count = state.get("taskCount")
         tasks = f"{count} tasks, " if isinstance(count, int) and count > 0 else ""
         return (
-            f"{tasks}iteration {state.get('iteration', 0)}/{state.get('maxIterations', 20)}"
+            f"{tasks}iteration {_v(state, 'iteration', 0)}/{_v(state, 'maxIterations', 20)}"
             f" — {_quote(state.get('objective', ''))}"
         )
     return (
-        f"cycle {state.get('cycleCount', '?')}/{state.get('maxCycles', '?')}, last verdict "
-        f"{state.get('lastVerdict', '?')} — {_quote(state.get('goal', ''))}"
+        f"cycle {_v(state, 'cycleCount')}/{_v(state, 'maxCycles')}, last verdict "
+        f"{_v(state, 'lastVerdict')} — {_quote(state.get('goal', ''))}"
     )
 
 
@@ -59,10 +66,10 @@ def _last(r: Result) -> str:
     from omp.stophook.decision import WHY_TEXT
 
     what = WHY_TEXT
+    why = inline(what.get(str(last.get("why")), str(last.get("action"))))
     return (
-        f"\n  last stop: {what.get(str(last.get('why')), str(last.get('action')))}"
-        f" at step {last.get('step', '?')}/{last.get('max', '?')}, {last.get('at', '?')}"
-        f" ({last.get('cli', '?')})"
+        f"\n  last stop: {why} at step {_v(last, 'step')}/{_v(last, 'max')}, {_v(last, 'at')}"
+        f" ({_v(last, 'cli')})"
     )
 
 
@@ -72,7 +79,7 @@ def _status_line(r: Result) -> str:
         return f"{mode} active: {describe(r)}{_last(r)}"
     if r.get("unreadable"):
         return f"{mode} inactive ({mode}.json is not a JSON object)"
-    ended = r.get("cancelledAt") or r.get("completedAt") or r.get("endedAt")
+    ended = inline(str(r.get("cancelledAt") or r.get("completedAt") or r.get("endedAt") or ""))
     if ended:
         if r.get("cancelledAt"):
             how = "cancelled"
@@ -102,7 +109,7 @@ def _ensure_monitor(paths: StatePaths) -> None:
 def _warn(exc: BaseException) -> None:
     from omp.cli.output import write_err
 
-    write_err(f"omp: warning: loop monitor not started: {type(exc).__name__}: {exc}\n")
+    write_err(f"omp: warning: loop monitor not started: {type(exc).__name__}: {inline(str(exc))}\n")
 
 
 def _hook_warning(paths: StatePaths) -> None:
@@ -114,7 +121,9 @@ def _hook_warning(paths: StatePaths) -> None:
     except Exception:
         return
     if text:
-        sys.stderr.write(f"omp: warning: {text}\n")
+        from omp.cli.output import write_err
+
+        write_err(f"omp: warning: {inline(text)}\n")
 
 
 def _start(fn: Callable[[StatePaths], Result], as_json: bool) -> None:
@@ -155,9 +164,10 @@ ultraqa = _sub_app("UltraQA loop: test, fix and re-test until a goal passes.")
 
 @ralph.command("start")
 def ralph_start(
-    task: Annotated[str, typer.Argument(help="What to work on.")],
+    task: Annotated[str, typer.Argument(help="What to work on.", callback=opt.text())],
     max_iterations: Annotated[
-        int | None, typer.Option("--max-iterations", help="Iteration cap (default 10).")
+        int | None,
+        typer.Option("--max-iterations", help="Iteration cap (default 10).", callback=opt.count()),
     ] = None,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -167,12 +177,14 @@ def ralph_start(
 
 @ultrawork.command("start")
 def ultrawork_start(
-    objective: Annotated[str, typer.Argument(help="The objective.")],
+    objective: Annotated[str, typer.Argument(help="The objective.", callback=opt.text())],
     task_count: Annotated[
-        int | None, typer.Option("--task-count", help="How many tasks it spans.")
+        int | None,
+        typer.Option("--task-count", help="How many tasks it spans.", callback=opt.count()),
     ] = None,
     max_iterations: Annotated[
-        int | None, typer.Option("--max-iterations", help="Iteration cap (default 20).")
+        int | None,
+        typer.Option("--max-iterations", help="Iteration cap (default 20).", callback=opt.count()),
     ] = None,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -187,9 +199,10 @@ def ultrawork_start(
 
 @ultraqa.command("start")
 def ultraqa_start(
-    goal: Annotated[str, typer.Argument(help="What must pass.")],
+    goal: Annotated[str, typer.Argument(help="What must pass.", callback=opt.text())],
     max_cycles: Annotated[
-        int | None, typer.Option("--max-cycles", help="Cycle cap (default 5).")
+        int | None,
+        typer.Option("--max-cycles", help="Cycle cap (default 5).", callback=opt.count()),
     ] = None,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -199,7 +212,12 @@ def ultraqa_start(
 
 @ultraqa.command("cycle")
 def ultraqa_cycle(
-    verdict: Annotated[str, typer.Argument(help="pass (ends the loop), fail or pending.")],
+    verdict: Annotated[
+        str,
+        typer.Argument(
+            help="pass (ends the loop), fail or pending.", callback=opt.text(max_len=256)
+        ),
+    ],
     as_json: bool = JsonOpt,
 ) -> None:
     """Record a QA cycle's verdict."""

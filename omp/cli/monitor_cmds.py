@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from omp.cli import options as opt
 from omp.cli.options import JsonOpt
 from omp.cli.output import run
 
@@ -16,15 +17,20 @@ def register(team_app: typer.Typer) -> None:
 
     @team_app.command("wait")
     def wait(
-        team: str = typer.Argument(..., help="Team name."),
+        team: str = typer.Argument(..., help="Team name.", callback=opt.text(max_len=256)),
         timeout: float = typer.Option(
-            600.0, "--timeout", "-t", help="Give up after this many seconds (0: never)."
+            600.0,
+            "--timeout",
+            "-t",
+            help="Give up after this many seconds (0: never).",
+            callback=opt.seconds(),
         ),
         since: str = typer.Option(
             None,
             "--since",
             metavar="CURSOR",
             help="Compare with this cursor (printed by the last wait), not with now.",
+            callback=opt.text(max_len=1 << 16),
         ),
         exit_codes: bool = typer.Option(
             False,
@@ -60,8 +66,13 @@ def register(team_app: typer.Typer) -> None:
 
     @team_app.command("monitor-run", hidden=True)
     def monitor_run(
-        root: Annotated[Path, typer.Option("--root", help="Project root.")],
-        token: Annotated[str, typer.Option("--token", help="Owner-lock token to adopt.")],
+        root: Annotated[
+            Path, typer.Option("--root", help="Project root.", callback=opt.path_text())
+        ],
+        token: Annotated[
+            str,
+            typer.Option("--token", help="Owner-lock token to adopt.", callback=opt.text()),
+        ],
     ) -> None:
         """The project monitor's process (started by `omp team launch` and loop starts)."""
         from omp.monitor.loop import serve

@@ -1,9 +1,28 @@
-"""The options many typer commands share, defined once (the typer side only: the fast paths in
-omp/cli/__init__.py read `--json` from argv themselves)."""
+"""The options and arguments of omp's typer commands: every value a person types is checked
+here, once, before the command runs (the typer side only: the fast paths in omp/cli/__init__.py
+read their few options from argv themselves and check them in the domain).
+
+Each parameter of each command carries one of the callbacks below (`tests/cli/test_fuzz_commands.py`
+walks the command tree and fails on a parameter without one, then feeds every parameter odd
+values). A value that does not fit is a usage error of click's (`BadValue`: exit 2, typer's
+usage text, or with `--json` one object whose code is `invalid_input`) naming the option, never a
+traceback, never a NaN or an Infinity carried into a result:
+
+- `text`: any text that is valid Unicode (argv bytes that are not UTF-8 arrive as lone surrogates,
+  which no file or JSON answer can hold), optionally with a length cap or as a usable path (no
+  component over 255 bytes, 4095 in all);
+- `seconds`: a finite number of seconds in a range;
+- `count`: a whole number in a range;
+- `duration`: `prune --older-than`'s `7d`, finite and at most a century.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
 
 import typer
 
@@ -16,3 +35,129 @@ JsonOpt: Any = typer.Option(False, "--json", help=JSON_HELP)
 JsonLinesOpt: Any = typer.Option(
     False, "--json", help="One JSON object per event (JSON lines), each with its cursor."
 )
+
+MAX_SECONDS = 10 * 365 * 86400.0  # ten years: longer than anything omp waits for
+MAX_COUNT = 1_000_000
+MAX_TEXT = 1 << 20  # the cap of a `team api` input, for text typed on a command line
+NAME_MAX = 255  # bytes of one path component (Linux, macOS)
+PATH_MAX = 4095
+
+Callback = Callable[[Any, Any, Any], Any]
+
+
+def _checked(fn: Callback) -> Callback:
+    fn.omp_check = True  # type: ignore[attr-defined]
+    return fn
+
+
+def is_checked(callback: Any) -> bool:
+    """True for a callback made here (the fuzz test's check that every parameter has one)."""
+    return getattr(callback, "omp_check", False) is True
+
+
+class BadValue(typer.BadParameter):
+    """A value omp refuses: click reports it as a usage error (exit 2), naming the parameter;
+    `omp.cli._run_typer` gives it omp's code under `--json`."""
+
+    omp_code = "invalid_input"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _refuse(param: Any, why: str, value: Any) -> NoReturn:
+    raise BadValue(f"{why}, got {_shown(value)}", param=param)
+
+
+def text(*, max_len: int = MAX_TEXT, path: bool = False) -> Callback:
+    """Text that is valid Unicode, at most `max_len` characters; with `path`, a usable path."""
+
+    @_checked
+    def check(ctx: Any, param: Any, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, os.PathLike):  # typer makes a `Path` before the callback sees it
+            return Path(check(ctx, param, os.fspath(value)))
+        if not isinstance(value, str):
+            return value
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError:
+            _refuse(param, "is not valid UTF-8 text", value)
+        if len(value) > max_len:
+            _refuse(param, f"is longer than {max_len} characters", value)
+        if "\x00" in value:
+            _refuse(param, "holds a NUL character", value)
+        if path and (
+            len(data) > PATH_MAX or any(len(part) > NAME_MAX for part in data.split(b"/"))
+        ):
+            _refuse(param, f"is not a usable path (a name over {NAME_MAX} bytes)", value)
+        return value
+
+    return check
+
+
+def path_text() -> Callback:
+    return text(path=True)
+
+
+def seconds(*, least: float = 0.0, positive: bool = False) -> Callback:
+    """A finite number of seconds from `least` (above 0 with `positive`) to MAX_SECONDS."""
+
+    @_checked
+    def check(ctx: Any, param: Any, value: Any) -> Any:
+        if value is None:
+            return None
+        v = float(value)
+        low_ok = v > 0 if positive else v >= least
+        if not math.isfinite(v) or not low_ok or v > MAX_SECONDS:
+            low = "above 0" if positive else f"from {least:g}"
+            _refuse(param, f"takes a number of seconds {low} to {MAX_SECONDS:g}", value)
+        return 0.0 if v == 0 else v  # -0 is 0
+
+    return check
+
+
+def count(*, least: int = 1, most: int = MAX_COUNT) -> Callback:
+    """A whole number from `least` to `most`."""
+
+    @_checked
+    def check(ctx: Any, param: Any, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= most:
+            _refuse(param, f"takes a whole number from {least} to {most}", value)
+        return value
+
+    return check
+
+
+def duration() -> Callback:
+    """`prune --older-than`: a duration omp can measure (the domain parses it again)."""
+    century = 100 * 365 * 86400.0
+
+    @_checked
+    def check(ctx: Any, param: Any, value: Any) -> Any:
+        text(max_len=64)(ctx, param, value)
+        from omp.errors import OmpError
+        from omp.team.removal import parse_duration
+
+        try:
+            seconds_ = parse_duration(value)
+        except OmpError:
+            _refuse(param, "takes a duration like 30m, 12h, 7d or 2w (or 0 for all)", value)
+        if not math.isfinite(seconds_) or seconds_ > century:
+            _refuse(param, "is longer than a century", value)
+        return value
+
+    return check
+
+
+def small_int(text_: str, max_digits: int = 6) -> int | None:
+    """`text_` as a whole number when it is one written in ASCII digits (no `²`, no `١`, at
+    most `max_digits`: `int()` refuses over 4300 digits with an error of its own); else None."""
+    if text_.isascii() and text_.isdigit() and len(text_) <= max_digits:
+        return int(text_)
+    return None

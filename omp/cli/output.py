@@ -15,18 +15,22 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 from omp.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, OmpError
-from omp.textsafe import json_safe, visible
+from omp.textsafe import inline, json_safe, visible
 
 Result = dict[str, Any]
 T = TypeVar("T")
 
 
 def dumps(obj: Any) -> str:
-    return json_safe(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
+    """JSON text, never NaN or Infinity (which no JSON parser must accept): ValueError then."""
+    return json_safe(json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
 
 
 def emit_json(obj: Result) -> None:
-    text = dumps(obj)
+    try:
+        text = dumps(obj)
+    except ValueError:  # NaN or Infinity got this far (a bug, or a state file edited by hand)
+        internal(ValueError("the answer holds NaN or Infinity, which JSON cannot carry"), True)
     try:
         data = (text + "\n").encode("utf-8")
     except UnicodeEncodeError:
@@ -60,7 +64,7 @@ def fail(err: OmpError, as_json: bool) -> NoReturn:
     if as_json:
         emit_json(err.to_json())
     else:
-        write_err(f"omp: {err.message} [{err.code}]\n")
+        write_err(f"omp: {inline(err.message)} [{err.code}]\n")
     raise SystemExit(err.exit_code)
 
 
@@ -69,7 +73,7 @@ def internal(exc: BaseException, as_json: bool) -> NoReturn:
     if as_json:
         emit_json({"ok": False, "error": "internal", "message": msg})
     else:
-        write_err(f"omp: {msg}\n")
+        write_err(f"omp: {inline(msg)}\n")
     if sys.stderr.isatty() or _debug():
         import traceback
 

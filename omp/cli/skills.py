@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from omp.cli import options as opt
 from omp.cli.options import JsonOpt
 from omp.cli.output import run
 
@@ -30,6 +31,7 @@ def install(
             "--target",
             help="Directory, relative to the project root (default .github/skills; "
             "Claude Code reads .claude/skills).",
+            callback=opt.path_text(),
         ),
     ] = None,
     force: bool = typer.Option(False, "--force", help="Overwrite files that differ from omp's."),
@@ -47,9 +49,12 @@ def install(
 
 
 def install_text(r: dict[str, Any]) -> str:
-    lines = [f"{f['action']:<9}  {f['path']}" for f in r["files"]]
+    from omp.textsafe import inline
+
+    lines = [f"{f['action']:<9}  {inline(str(f['path']))}" for f in r["files"]]
     lines.append(
-        f"skills {', '.join(r['skills'])} in {r['target']}: {r['created']} created, "
+        f"skills {inline(', '.join(r['skills']))} in {inline(str(r['target']))}: "
+        f"{r['created']} created, "
         f"{r['updated']} updated, {r['unchanged']} unchanged"
     )
     return "\n".join(lines)

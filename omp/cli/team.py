@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from omp.cli import options as opt
 from omp.cli.options import JsonOpt
 from omp.cli.output import progress, run
 from omp.invocation import hint
+from omp.record.budget import MAX_TOKENS
 
 if TYPE_CHECKING:
     from omp.record.config import TeamConfig
@@ -25,12 +27,35 @@ app = typer.Typer(
 
 @app.command("launch")
 def launch(
-    spec: str = typer.Argument(..., metavar="N[:AGENT]", help="Worker count, e.g. 3 or 3:codex."),
-    task: str = typer.Argument("", help="What the team should do (each worker gets a part)."),
-    agent: str = typer.Option(None, "--agent", "-a", help="Agent profile (default copilot)."),
-    name: str = typer.Option(None, "--name", "-n", help="Team name (default <agent>-<time>)."),
+    spec: str = typer.Argument(
+        ...,
+        metavar="N[:AGENT]",
+        help="Worker count, e.g. 3 or 3:codex.",
+        callback=opt.text(max_len=256),
+    ),
+    task: str = typer.Argument(
+        "", help="What the team should do (each worker gets a part).", callback=opt.text()
+    ),
+    agent: str = typer.Option(
+        None,
+        "--agent",
+        "-a",
+        help="Agent profile (default copilot).",
+        callback=opt.text(max_len=256),
+    ),
+    name: str = typer.Option(
+        None,
+        "--name",
+        "-n",
+        help="Team name (default <agent>-<time>).",
+        callback=opt.text(max_len=256),
+    ),
     socket: str = typer.Option(
-        None, "--socket", envvar="OMP_TMUX_SOCKET", help="tmux server socket name (-L)."
+        None,
+        "--socket",
+        envvar="OMP_TMUX_SOCKET",
+        help="tmux server socket name (-L).",
+        callback=opt.path_text(),
     ),
     new_session: bool = typer.Option(
         False, "--new-session", help="Use a new detached session even inside tmux."
@@ -39,13 +64,17 @@ def launch(
         False, "--nudge-leader", help="Also type unread-mail nudges into the leader's pane."
     ),
     ready_timeout: float = typer.Option(
-        None, "--ready-timeout", help="Seconds to wait for each agent (default per profile)."
+        None,
+        "--ready-timeout",
+        help="Seconds to wait for each agent (default per profile).",
+        callback=opt.seconds(positive=True),
     ),
     leader_agent: str = typer.Option(
         None,
         "--leader-agent",
         help="The agent in the leader's pane (its screen decides when a nudge may be typed); "
         "detected when omp runs inside it.",
+        callback=opt.text(max_len=256),
     ),
     budget_tokens: int = typer.Option(
         None,
@@ -53,12 +82,14 @@ def launch(
         metavar="N",
         help="A token budget for the workers together: once crossed, the leader is told and the "
         "loops stop being driven (nothing is killed). Default: [team] budget_tokens.",
+        callback=opt.count(most=MAX_TOKENS),
     ),
     worker_budget: int = typer.Option(
         None,
         "--worker-budget",
         metavar="N",
         help="A token budget for each worker. Default: [team] worker_budget_tokens.",
+        callback=opt.count(most=MAX_TOKENS),
     ),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -91,13 +122,14 @@ def launch(
 
     def human(r: dict[str, Any]) -> str:
         from omp.cli.output import invocation
+        from omp.textsafe import inline
 
         omp = invocation()
-        ws = ", ".join(f"{w['name']}({w['paneId']})" for w in r["workers"])
+        ws = ", ".join(f"{inline(w['name'])}({inline(str(w['paneId']))})" for w in r["workers"])
         return (
             f"team {r['team']} launched: {ws}\n"
             f"  watch:    {omp} team status {r['team']} --watch\n"
-            f"  attach:   {r['attach']}\n"
+            f"  attach:   {inline(r['attach'])}\n"
             f"  results:  {omp} team collect {r['team']}\n"
             f"  stop:     {omp} team shutdown {r['team']}"
         )
@@ -107,7 +139,9 @@ def launch(
 
 @app.command("status")
 def status(
-    team: str = typer.Argument(None, help="Team name (default: every team of the project)."),
+    team: str = typer.Argument(
+        None, help="Team name (default: every team of the project).", callback=opt.text()
+    ),
     watch: bool = typer.Option(
         False,
         "--watch",
@@ -132,7 +166,9 @@ def status(
 
 @app.command("collect")
 def collect(
-    team: str = typer.Argument(None, help="Team name (default: the only team, if one)."),
+    team: str = typer.Argument(
+        None, help="Team name (default: the only team, if one).", callback=opt.text()
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Each worker's outcome with its result. Read-only."""
@@ -149,7 +185,9 @@ def collect(
 
 @app.command("usage")
 def usage(
-    team: str = typer.Argument(None, help="Team name (default: the only team, if one)."),
+    team: str = typer.Argument(
+        None, help="Team name (default: the only team, if one).", callback=opt.text()
+    ),
     watch: bool = typer.Option(
         False,
         "--watch",
@@ -173,7 +211,7 @@ def usage(
 
 @app.command("shutdown")
 def shutdown(
-    team: str = typer.Argument(..., help="Team name."),
+    team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
     force: bool = typer.Option(
         False,
         "--force",
@@ -181,7 +219,11 @@ def shutdown(
         "it started for this team.",
     ),
     socket: str = typer.Option(
-        None, "--socket", envvar="OMP_TMUX_SOCKET", help="With --force: a tmux socket to search."
+        None,
+        "--socket",
+        envvar="OMP_TMUX_SOCKET",
+        help="With --force: a tmux socket to search.",
+        callback=opt.path_text(),
     ),
     as_json: bool = JsonOpt,
 ) -> None:
@@ -211,8 +253,10 @@ def shutdown(
             + (", its session" if r["killedSession"] else "")
             + f", cleared {r['clearedLocks']} task lock(s); mail and state kept"
         )
+        from omp.textsafe import inline
+
         for s in r["skipped"]:
-            out += f"\n  left {s['pane']}: {s['why']}"
+            out += f"\n  left {inline(str(s['pane']))}: {inline(str(s['why']))}"
         return out
 
     run(body, as_json=as_json, human=human)
@@ -271,9 +315,13 @@ def list_(as_json: bool = JsonOpt) -> None:
 
 @app.command("create")
 def create(
-    name: str = typer.Argument(..., help="Team name."),
-    workers: int = typer.Option(..., "--workers", "-w", help="Number of workers (1-32)."),
-    task: str = typer.Option("", "--task", help="Also write one pending task per worker."),
+    name: str = typer.Argument(..., help="Team name.", callback=opt.text()),
+    workers: int = typer.Option(
+        ..., "--workers", "-w", help="Number of workers (1-32).", callback=opt.count(most=32)
+    ),
+    task: str = typer.Option(
+        "", "--task", help="Also write one pending task per worker.", callback=opt.text()
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Write a team's config (and tasks) without tmux: for headless teams and scripts."""

@@ -100,6 +100,13 @@ def status_text(result: dict[str, Any]) -> str:
         spent = _team_tokens(t.get("usage"))
         if spent:
             lines.append(spent)
+        down = t.get("resume")
+        if down:
+            names = ", ".join(_cell(w) for w in down["workers"])
+            lines.append(
+                f"  {len(down['workers'])} worker pane(s) dead or gone ({names}); "
+                f"resume with: {_cell(down['command'])}"
+            )
         lines.append(f"  allDone={str(t['allDone']).lower()}")
     mon = result.get("monitor")
     if mon:
@@ -187,6 +194,8 @@ def wait_text(r: dict[str, Any]) -> str:
         lines.append(f"team {team} was shut down")
     elif event == "gone":
         lines.append(f"team {team} is not running: {inline(str(r.get('why')))}")
+        if r.get("resume"):
+            lines.append(f"  resume with: {r['resume']}")
     elif event == "timeout":
         again = r.get("next") or hint(f"team wait {team}")
         lines.append(f"nothing new after {r['waitedSeconds']:g}s; wait again: {again}")
@@ -200,25 +209,56 @@ def wait_text(r: dict[str, Any]) -> str:
 
 def add_text(r: dict[str, Any]) -> str:
     ws = ", ".join(
-        f"{w['name']}({w['paneId']})" if w.get("paneId") else w["name"] for w in r["workers"]
+        f"{_cell(w['name'])}({_cell(w['paneId'])})" if w.get("paneId") else _cell(w["name"])
+        for w in r["workers"]
     )
-    tasks_ = [f"{w['name']}: task {w['taskId']}" for w in r["workers"] if w.get("taskId")]
-    out = f"team {r['team']}: added {ws}; members now {', '.join(r['members'])}"
+    tasks_ = [
+        f"{_cell(w['name'])}: task {_cell(w['taskId'])}" for w in r["workers"] if w.get("taskId")
+    ]
+    members = ", ".join(_cell(m) for m in r["members"])
+    out = f"team {_cell(r['team'])}: added {ws}; members now {members}"
     if tasks_:
         out += "\n  " + "; ".join(tasks_)
     return out
 
 
+def resume_text(r: dict[str, Any]) -> str:
+    lines: list[str] = []
+    for w in r["resumed"]:
+        talk = (
+            f"its conversation {inline(str(w['sessionId']))}"
+            if w["conversation"] == "resumed"
+            else "a new session"
+        )
+        where = f" in {inline(str(w['cwd']))}" if w.get("worktree") else ""
+        lines.append(
+            f"{inline(w['name'])}: resumed in pane {w['paneId']}{where}, {talk} "
+            f"({inline(str(w['why']))})"
+        )
+        if w["missingEnv"]:
+            lines.append(f"  not in your environment, not passed on: {', '.join(w['missingEnv'])}")
+    for t in r["reclaimed"]:
+        lines.append(f"  task {inline(str(t['taskId']))}: {inline(str(t['worker']))}'s again")
+    for w in r["skipped"]:
+        lines.append(f"{inline(w['name'])}: left as it is ({inline(str(w['why']))})")
+    if not r["resumed"]:
+        lines.append(f"team {inline(r['team'])}: nothing to resume")
+    elif r.get("attach"):
+        lines.append(f"attach: {r['attach']}")
+    return "\n".join(lines)
+
+
 def remove_text(r: dict[str, Any]) -> str:
-    lines = [f"{r['worker']} removed from team {r['team']}"]
+    lines = [f"{_cell(r['worker'])} removed from team {_cell(r['team'])}"]
     if r["killedPane"]:
-        lines[0] += f" (closed its pane {r['killedPane']})"
+        lines[0] += f" (closed its pane {_cell(r['killedPane'])})"
     for a in r["interrupted"]:
-        what = a.get("claimedTaskId") or a.get("taskId")
-        lines.append(f"  task {what}: interrupted; {a.get('notify')} told (not replayed)")
+        what = _cell(a.get("claimedTaskId") or a.get("taskId"))
+        lines.append(f"  task {what}: interrupted; {_cell(a.get('notify'))} told (not replayed)")
     for a in r["cancelled"]:
-        lines.append(f"  its request {a['taskId']} to {a['worker']}: cancelled")
-    lines.append(f"  workers now: {', '.join(r['workers']) or 'none'}; its mail and results stay")
+        lines.append(f"  its request {_cell(a['taskId'])} to {_cell(a['worker'])}: cancelled")
+    workers = ", ".join(_cell(w) for w in r["workers"]) or "none"
+    lines.append(f"  workers now: {workers}; its mail and results stay")
     return "\n".join(lines)
 
 
@@ -232,12 +272,18 @@ def human_size(n: int) -> str:
 
 
 def delete_text(r: dict[str, Any]) -> str:
-    lines = [f"team {r['team']} deleted ({human_size(r['bytes'])} freed)"]
+    lines = [f"team {_cell(r['team'])} deleted ({human_size(r['bytes'])} freed)"]
     for e in r["lost"]:
-        run = f" (run {e['run']})" if e.get("run") else ""
+        run = f" (run {_cell(e['run'])})" if e.get("run") else ""
+        if e.get("unread") is None:  # a mailbox omp would not read: whatever it held is gone
+            lines.append(
+                f"  lost the mailbox of {_cell(e['recipient'])}{run}, unread mail unknown "
+                f"(omp could not read it: {_cell(str(e.get('cannotTell')))})"
+            )
+            continue
         lines.append(
-            f"  lost {e['unread']} unread message(s) for {e['recipient']}{run} "
-            f"from {', '.join(e['from'])}"
+            f"  lost {e['unread']} unread message(s) for {_cell(e['recipient'])}{run} "
+            f"from {', '.join(_cell(f) for f in e['from'])}"
         )
     if r["finished"]:
         lines.append(f"  finished {len(r['finished'])} interrupted removal(s)")
@@ -249,17 +295,21 @@ def prune_text(r: dict[str, Any]) -> str:
     lines: list[str] = []
     for e in r["removed"]:
         if e["kind"] == "team":
-            label = f"team {e['team']} (shut down {_days(e['ageSeconds'])} ago)"
+            label = f"team {_cell(e['team'])} (shut down {_days(e['ageSeconds'])} ago)"
         elif e["kind"] == "run":
-            label = f"run {Path(e['path']).name} of team {e['team']}"
+            label = f"run {_cell(Path(e['path']).name)} of team {_cell(e['team'])}"
         else:
-            label = f"the interrupted removal of {e['of']} {e['team']}"
-        lost = e.get("lost")
-        extra = f"; lost {sum(x['unread'] for x in lost)} unread message(s)" if lost else ""
+            label = f"the interrupted removal of {_cell(e['of'])} {_cell(e['team'])}"
+        lost = e.get("lost") or []
+        count = sum(x["unread"] for x in lost if x.get("unread") is not None)
+        unknown = sum(1 for x in lost if x.get("unread") is None)
+        extra = f"; lost {count} unread message(s)" if lost else ""
+        if unknown:
+            extra += f" and {unknown} mailbox(es) omp could not read"
         lines.append(f"{verb:<12} {label}, {human_size(e['bytes'])}{extra}")
     for e in r["kept"]:
-        what = f"run {Path(e['path']).name} of team" if e["kind"] == "run" else "team"
-        lines.append(f"{'kept':<12} {what} {e['team']}: {e['why']}")
+        what = f"run {_cell(Path(e['path']).name)} of team" if e["kind"] == "run" else "team"
+        lines.append(f"{'kept':<12} {what} {_cell(e['team'])}: {_cell(e['why'])}")
     total = human_size(r["bytes"])
     if not r["removed"]:
         lines.append("nothing to prune" + (f" ({len(r['kept'])} kept)" if r["kept"] else ""))

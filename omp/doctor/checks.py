@@ -2,7 +2,9 @@
 
 Checks, in order: the project root; tmux (present, and 3.2 or later: omp passes `-e` to
 `new-session`/`split-window`); the program of every agent profile (the one `--agent` names,
-`copilot` by default, is required, the others only warn); the state tree's safety (no symlink or
+`copilot` by default, is required, the others only warn); what the agent in use needs beyond
+its program (Claude Code as root, its model server and key, its first-run setup; pi's model:
+`omp.doctor.agents`); the state tree's safety (no symlink or
 foreign owner anywhere under `.omp/state`, which omp refuses to use, and private modes, 0700/0600);
 the monitor's owner lock (stale when pending past its grace, or running with an old heartbeat or a
 dead pid); live teams whose worker panes are dead or gone; and whether a worker's pane, started
@@ -39,9 +41,10 @@ INSTALL_HINTS = {
     "claude": "npm install -g @anthropic-ai/claude-code, then run `claude` once to sign in",
     "codex": "npm install -g @openai/codex, then run `codex` once to sign in",
     "gemini": "npm install -g @google/gemini-cli, then run `gemini` once to sign in",
+    "pi": "npm install -g @mariozechner/pi-coding-agent, then run `pi` once to sign in",
 }
 # A model provider of the agent's own (Ollama, vLLM, any OpenAI-compatible server): no sign-in.
-PROVIDER_VARS = {"copilot": "COPILOT_PROVIDER_BASE_URL"}
+PROVIDER_VARS = {"copilot": "COPILOT_PROVIDER_BASE_URL", "claude": "ANTHROPIC_BASE_URL"}
 
 
 def provider_of(agent: str) -> str | None:
@@ -325,6 +328,17 @@ def check_teams(project: StatePaths) -> list[Check]:
     return out
 
 
+def check_agent_setup(root: Path, agent: str) -> list[Check]:
+    """What the agent in use needs beyond its program (Claude Code, pi: omp.doctor.agents)."""
+    from omp.agents import load_profiles
+    from omp.doctor.agents import agent_checks
+
+    profile = load_profiles(root).get(agent)
+    if profile is None:
+        return []
+    return [Check(**c) for c in agent_checks(agent, profile.command)]
+
+
 def check_hooks(root: Path, agent: str) -> list[Check]:
     from omp.stophook.checks import doctor_checks
 
@@ -360,6 +374,7 @@ def diagnose(root: Path, *, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
     checks: list[Check] = [Check("project", "ok", f"project root {root}")]
     checks += _guard("tmux", lambda: [check_tmux()])
     checks += _guard("agents", lambda: check_agents(root, agent))
+    checks += _guard("agent-setup", lambda: check_agent_setup(root, agent))
     checks += _guard("pane-omp", lambda: _pane_check(root, agent, checks))
     checks += _guard("state", lambda: [check_state(project)])
     checks += _guard("monitor", lambda: [check_monitor(project)])

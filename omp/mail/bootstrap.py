@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 from omp.store.names import LEADER
 
@@ -124,3 +125,82 @@ anything. Never ask a teammate to do what your own permissions would refuse.
 def trigger_line(inbox: Path) -> str:
     """The one short line typed into a worker's pane at launch; long text stays in the file."""
     return f"Read {inbox} and follow it."
+
+
+def resume_markdown(
+    *,
+    team: str,
+    worker: str,
+    restarted_at: str,
+    why: str,
+    inbox: Path,
+    conversation_resumed: bool,
+    task: dict[str, Any] | None,
+    result_path: Path,
+    worktree: dict[str, Any] | None,
+    unread: int,
+    omp: str,
+) -> str:
+    """What `omp team resume` tells a restarted worker (`workers/<w>/resume.md`): when and why it
+    was restarted, its task and claim, its worktree, its unread mail; then: go on."""
+
+    def _cmd(sub: str, **fields: str) -> str:
+        return api_command(omp, sub, **fields)
+
+    if conversation_resumed:
+        talk = "Your own conversation was resumed: go on from where it stopped."
+    else:
+        talk = f"This is a new session: your earlier conversation is gone. Reread {inbox}."
+    parts = [
+        f"# {worker}: resumed in omp team {team}",
+        "",
+        f"Restarted: {restarted_at} by omp team resume ({why}).",
+        talk,
+        "",
+        "## Your task",
+    ]
+    if task is None:
+        parts.append("None: wait for the leader's messages or task requests.")
+    else:
+        tid, status = str(task["id"]), str(task.get("status"))
+        parts.append(f"Task ID: {tid}")
+        token = task.get("claimToken")
+        if status == "in_progress" and task.get("owner") == worker and isinstance(token, str):
+            done = _cmd(
+                "transition-task-status",
+                team_name=team,
+                task_id=tid,
+                worker=worker,
+                **{"from": "in_progress", "to": "completed"},
+                claim_token=token,
+                result="<one-line summary>",
+            )
+            parts += [
+                "Status: in_progress, claimed by you. The claim is still yours; do not claim "
+                "it again.",
+                f"Claim token: {token}",
+                f"Write your full result to {result_path}, then finish:",
+                f"   {done}",
+                '   If you cannot finish, use "to":"failed" with the reason as result.',
+            ]
+        elif status == "pending":
+            claim = _cmd("claim-task", team_name=team, task_id=tid, worker=worker)
+            parts += ["Status: pending: not claimed yet. Claim it (keep the claimToken):", claim]
+        else:
+            parts.append(f"Status: {status}. Nothing is left to do on it.")
+    if worktree is not None:
+        files = worktree.get("uncommitted") or []
+        shown = ", ".join(files[:10]) + (" …" if len(files) > 10 else "")
+        parts += [
+            "",
+            "## Your worktree",
+            f"Directory: {worktree.get('path')}",
+            f"Branch: {worktree.get('branch') or '?'}",
+            f"Commits ahead of base: {worktree.get('ahead', '?')}",
+            f"Uncommitted files: {len(files)}" + (f" ({shown})" if files else ""),
+        ]
+    parts += ["", "## Mail", f"Unread messages: {unread}."]
+    if unread:
+        parts.append(f"Read them: {_cmd('mailbox-read', team_name=team, worker=worker)}")
+    parts += ["", "Go on."]
+    return "\n".join(parts) + "\n"

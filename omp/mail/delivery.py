@@ -76,6 +76,7 @@ def read_record(cfg: TeamConfig, recipient: str) -> Record | None:
 
 def write_record(cfg: TeamConfig, recipient: str, ids: tuple[str, ...], now: float) -> None:
     try:
+        cfg.paths.verify()  # never into a team made again under the name
         fs.write_json_atomic(
             cfg.paths.nudge_record(recipient),
             {"typedAt": math.floor(now * 1000), "ids": list(ids)},
@@ -150,6 +151,8 @@ def _nudge_now(cfg: TeamConfig, recipient: str, omp: str) -> Outcome:
 
         why = why_unreachable(cfg) if res.reason in ("gone", "server_gone") else None
         return Outcome(UNREACHABLE, why or _UNREACHABLE.get(res.reason, res.reason))
+    if res.reason == "needs_person":  # never typed into: a keystroke could answer its dialog
+        return Outcome(DEFERRED, f"its screen needs a person ({res.screen}); nudged once cleared")
     return Outcome(DEFERRED, _DEFERRED.get(res.reason, res.reason))
 
 

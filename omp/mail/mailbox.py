@@ -323,7 +323,7 @@ class Mailbox:
         `check` runs under the mailbox's lock with the current state, so limits that count what
         is already there (duplicates, rate, a full mailbox) hold against concurrent senders.
         """
-        self.team.project.ensure(self.team.mailbox_dir)
+        self.team.ensure_in(self.team.mailbox_dir)
         with self._writing(create=True) as fd:
             state = self._current(fd)
             if check is not None:
@@ -340,6 +340,7 @@ class Mailbox:
         Returns id -> deliveredAt for each id handled now, or None for an id that was already
         delivered. An id the mailbox never held raises `message_not_found` and writes nothing.
         """
+        self.team.verify()  # a team deleted meanwhile is no "message not found"
         if not self._exists():
             raise _not_found(message_ids[0], self.recipient)
         with self._writing(create=False) as fd:
@@ -375,12 +376,43 @@ class Mailbox:
 
     @contextmanager
     def _writing(self, *, create: bool) -> Iterator[int]:
-        """The mailbox's lock, refused (nothing written) if its index was tampered with: a
-        symlinked or widened index is left exactly as it is found, like any unsafe path."""
+        """The mailbox's lock, held on the file that is this team's mailbox right now.
+
+        Refused (nothing written) if its index was tampered with: a symlinked or widened index is
+        left exactly as it is found, like any unsafe path. Refused with `unknown_team` if the team
+        was deleted (or deleted and made again) since this call loaded it: `omp team delete`
+        renames the team away and then takes every mailbox's lock before it counts what is lost,
+        so a writer that checks here, under the lock, either lands before that count (and is
+        counted) or finds the team gone. Never "sent" into a directory nobody will read.
+        """
         fs.check_entry(self.index_path, want_dir=False)
-        with jsonl.locked(self.path, create=create) as fd:
-            fs.check_entry(self.index_path, want_dir=False)  # again, now that we hold the lock
-            yield fd
+        for _ in range(3):
+            self.team.verify()  # before the open, which may create the file: not in a new team
+            try:
+                fd = fs.open_file(self.path, os.O_RDWR | os.O_APPEND, create=create)
+            except OSError as exc:
+                self.team.verify()  # a team deleted meanwhile says so, not a storage error
+                raise fs.storage_error(self.path, exc) from exc
+            try:
+                locks.acquire(fd)
+                fs.check_entry(self.index_path, want_dir=False)  # again, now that we hold it
+                if self._in_place(fd):
+                    yield fd
+                    return
+            finally:
+                os.close(fd)  # releases the flock
+            # the file was moved away (a relaunch archives the leader's mail): open it again
+        raise OmpError("storage_error", f"{self.path} kept being replaced; nothing was written")
+
+    def _in_place(self, fd: int) -> bool:
+        """Is `fd` still the file at this mailbox's path, in the team this call loaded?"""
+        self.team.verify()
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)
 
     def _save(self, fd: int, state: MailState) -> None:
         state.probe = _probe(fd, state.offset)

@@ -141,8 +141,12 @@ def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
     One tmux call for all panes; no server is started.
     """
     panes = {w: cfg.pane_of(w) for w in cfg.worker_names}
-    # "none": a headless worker never had a pane (not one that went away)
-    out = {w: PaneView("unknown" if p else "none") for w, p in panes.items()}
+    # "none": a headless worker never had a pane (not one that went away); a `lostPaneId` is
+    # a pane that went with an earlier tmux server (`omp team resume` moved it aside)
+    out = {
+        w: PaneView("unknown" if p else "gone" if _lost(cfg, w) else "none")
+        for w, p in panes.items()
+    }
     wanted = [p for p in panes.values() if p]
     if not wanted or not cfg.tmux:
         return out
@@ -153,7 +157,7 @@ def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
         tmux = tmux_for(cfg)
         server = tmux.server_identity()
         if not ident.same_server(server):
-            return {w: PaneView("gone" if p else "none") for w, p in panes.items()}
+            return {w: PaneView("gone" if p or _lost(cfg, w) else "none") for w, p in panes.items()}
         states = tmux.pane_states(wanted)
     except Exception:
         return out
@@ -161,6 +165,10 @@ def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
         if p:
             out[w] = _view(states.get(p), ident)
     return out
+
+
+def _lost(cfg: TeamConfig, worker: str) -> bool:
+    return bool((cfg.worker(worker) or {}).get("lostPaneId"))
 
 
 def _view(st: PaneState | None, ident: TmuxIdentity) -> PaneView:

@@ -5,7 +5,9 @@ Built on the thin tmux client's primitives (`send_literal`, `send_key`, `capture
 
 - under a per-pane flock (so two senders never interleave keystrokes), refuse a gone or dead
   pane, a pane in copy mode (the user's scrollback is left alone), a pane whose agent exited to a
-  shell, and a screen that is neither ready nor busy (a dialog, a restart);
+  shell, a screen that needs a person (a permission prompt, where Enter would approve a command;
+  a sign-in; a rate-limit or error notice: `omp.agents.screen_state`), and a screen that is
+  neither ready nor busy (a dialog, a restart);
 - type the text, wait `profile.submit_delay` and until the text shows in the input box, then
   press `profile.submit_key` on its own: text and the key in one burst are taken as a paste by
   Codex and Gemini (tmux 3.3a, reproduced);
@@ -22,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from omp.agents import AgentProfile, classify_screen, input_region, squash, text_probe
+from omp.agents import AgentProfile, input_region, screen_state, squash, text_probe
 from omp.errors import OmpError
 from omp.store import fs, locks
 from omp.tmux import NO_SERVER, NO_TARGET, PaneIdentity, PaneInfo, Tmux, check_literal
@@ -34,8 +36,9 @@ SHELLS = frozenset({"sh", "bash", "zsh", "fish", "dash", "ksh", "mksh", "csh", "
 class Delivery:
     """How typing a line ended. `ok` only when the screen showed the text leave the input box.
 
-    reason: delivered | gone | dead | copy_mode | agent_not_running | not_ready | busy (with
-    `only_idle`) | lock_timeout | no_echo (the text never showed in the input box) | unverified
+    reason: delivered | gone | dead | copy_mode | agent_not_running | needs_person (`screen`
+    says what) | not_ready | busy (with `only_idle`) | lock_timeout | no_echo (the text never
+    showed in the input box) | unverified
     (still there after all rounds); from `omp.mail.panes.deliver_line` also no_identity,
     pane_mismatch, server_gone or an error code.
     """
@@ -44,7 +47,9 @@ class Delivery:
     reason: str
     rounds: int = 0
     elapsed: float = 0.0
-    screen: str | None = None  # the classification when reason is "not_ready" or "busy"
+    # the classification when reason is "not_ready" or "busy"; what a person must handle when
+    # it is "needs_person" (e.g. "permission prompt")
+    screen: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,9 @@ def type_line(
             return done(False, refused)
         try:
             lines = tmux.capture(pane_id, 200)
-            screen = classify_screen(profile, lines)
+            screen, what = screen_state(profile, lines)
+            if screen == "needs_person":
+                return done(False, "needs_person", screen=what)
             if screen not in ("ready", "busy"):
                 return done(False, "not_ready", screen=screen)
             if only_idle and screen != "ready":

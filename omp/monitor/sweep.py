@@ -189,7 +189,9 @@ def _interrupt(
                 from_status="in_progress",
                 to_status="interrupted",
                 token=task.get("claimToken"),
-                result=f"interrupted: {why}; not replayed",
+                # begins with `tasks.offline_result`: what `omp team resume` gives back
+                result=f"{tasks.offline_result(worker)} ({reason}) holding task {tid}; "
+                "not replayed",
             )
         except OmpError:
             continue  # it moved meanwhile (finished, or another sweep got there first)

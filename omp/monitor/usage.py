@@ -310,18 +310,9 @@ def _due(entry: Mapping[str, Any], pid: int, now: float) -> bool:
 
 def _session_record(cfg: TeamConfig, member: str) -> dict[str, Any] | None:
     """`workers/<member>/session.json`, if the member's hook recorded one. Read-only."""
-    team = cfg.paths
-    try:
-        if not team.project.check(team.worker_dir(member)):
-            return None
-        doc = fs.read_json(team.session(member))
-    except Exception:
-        return None
-    if not isinstance(doc, dict):
-        return None
-    if not (isinstance(doc.get("sessionId"), str) or isinstance(doc.get("transcriptPath"), str)):
-        return None
-    return doc
+    from omp.stophook import sessions
+
+    return sessions.read(cfg.paths, member)
 
 
 def _from_session(agent: str, sess: Mapping[str, Any], env: Mapping[str, str]) -> Any:

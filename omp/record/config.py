@@ -81,7 +81,11 @@ def load(paths: TeamPaths) -> TeamConfig:
         raise OmpError(
             "invalid_config", f"{paths.config} {why}", team=paths.name, file=str(paths.config)
         )
-    return TeamConfig(paths, obj)
+    try:
+        pinned = paths.pinned()
+    except FileNotFoundError:
+        raise _unknown(paths) from None
+    return TeamConfig(pinned, obj)
 
 
 def problem(raw: dict[str, Any], team: str) -> str | None:
@@ -168,5 +172,12 @@ def new_config(
 
 
 def write(paths: TeamPaths, raw: dict[str, Any]) -> None:
-    paths.project.ensure(paths.dir)
-    fs.write_json_atomic(paths.config, raw)
+    """Rewrite the config of a team that exists (atomically). Only launch and create make a
+    team's directory (`omp.team.setup`); a team deleted meanwhile stays deleted."""
+    if not paths.project.check(paths.dir):
+        raise paths.gone()
+    try:
+        fs.write_json_atomic(paths.config, raw)
+    except OmpError:
+        paths.verify()
+        raise

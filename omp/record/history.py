@@ -12,7 +12,9 @@ files stay the truth, the log is their history. Appending is best-effort: a log 
 written (a full disk, a team deleted meanwhile) never fails the change it describes, and it never
 creates a team directory that is gone. Readers never write: no cursor file, no index.
 
-Lines: `{"type": "task"|"message"|"member"|"loop", "at": ISO, ...}`:
+Lines: `{"type": "task"|"message"|"member"|"loop", "at": ISO, ...}`, after a first line
+`{"type": "log", "log": <random>, "at": ISO}` that names this log (readers skip it; a cursor
+carries a fingerprint of the first line, see `parse_cursor`):
 
 - task: `taskId, from, to, owner?, result?` (`from` null when the task was created)
 - message: `id, from, to, event?, taskId?`: messages to or from the leader (no bodies)
@@ -47,7 +49,14 @@ def record(team: TeamPaths, *events: dict[str, Any]) -> None:
             return  # never resurrect a deleted team
         at = clock.iso()
         with jsonl.locked(path(team)) as fd:
+            # under the lock: a team deleted, or deleted and made again, since its config was
+            # loaded gets nothing (the new team of that name never inherits the old one's events)
+            team.verify()
             data = b"".join(jsonl.encode({**e, "at": e.get("at") or at}) for e in events)
+            if os.fstat(fd).st_size == 0:  # a new log: its first line names it (cursors)
+                data = (
+                    jsonl.encode({"type": LOG_HEADER, "log": os.urandom(8).hex(), "at": at}) + data
+                )
             jsonl.append_locked(fd, data, path(team))
     except (OSError, OmpError):
         pass
@@ -102,44 +111,118 @@ def loop(project: StatePaths, mode: str, change: str) -> None:
 # ---- reading (never writes) -------------------------------------------------------------------
 
 
-def parse_cursor(text: str | None) -> int:
-    if text is None:
-        return 0
-    if not text.isdigit() or len(text) > 18:
+LOG_HEADER = "log"
+
+# A cursor names the team and the log it was read from: `<team>:<log>:<offset>`. `<log>` is a
+# fingerprint of the log's first line (`-` while it has none), which never changes while the
+# file lives (it is only appended to) and differs for a team deleted and made again (the first
+# line of a log omp starts holds a random id; an older log's, the time it was written, to the
+# millisecond). So a cursor from another team, or from an earlier team of the same name, is
+# refused even when it falls on a line boundary.
+NO_LOG = "-"
+_FIRST_LINE_MAX = 64 * 1024
+
+
+def _log_id(fd: int, size: int) -> str:
+    """The fingerprint of the log open on `fd` (see above)."""
+    import zlib
+
+    data = os.pread(fd, min(size, _FIRST_LINE_MAX), 0)
+    cut = data.find(b"\n")
+    if cut < 0 and len(data) < _FIRST_LINE_MAX:
+        return NO_LOG  # no complete line yet
+    return f"{zlib.crc32(data[: cut + 1] if cut >= 0 else data):08x}"
+
+
+def make_cursor(team: str, log: str, offset: int) -> str:
+    return f"{team}:{log}:{offset}"
+
+
+def cursor_at(team: TeamPaths, offset: int) -> str:
+    """The cursor of `offset` in this team's log as it is now (read-only)."""
+    try:
+        fd = fs.open_file(path(team), os.O_RDONLY)
+    except FileNotFoundError:
+        return make_cursor(team.name, NO_LOG, offset)
+    try:
+        return make_cursor(team.name, _log_id(fd, os.fstat(fd).st_size), offset)
+    finally:
+        os.close(fd)
+
+
+def parse_cursor(text: str | None, team: str) -> tuple[str | None, int]:
+    """(log fingerprint or None, byte offset) of a cursor `omp team events TEAM` printed for
+    this team; `invalid_cursor` for anything else."""
+    if text is None or text == "0":  # from the start: safe whatever log it meant
+        return None, 0
+    name, sep, rest = text.partition(":")
+    log, sep2, offset = rest.partition(":")
+    if text.isdigit():
         raise OmpError(
             "invalid_cursor",
-            f"--since takes the cursor an earlier `omp team events` printed (a byte offset), "
-            f"got {text!r}",
+            f"cursor {text!r} is a bare byte offset (printed by an older omp): it names neither "
+            "the team nor the log it was read from, so it could skip events of another log "
+            f"without a word; read once without --since and use the cursor it prints "
+            f"(like {team}:1a2b3c4d:{text})",
             cursor=text,
         )
-    return int(text)
+    bad_log = log != NO_LOG and (len(log) != 8 or any(c not in "0123456789abcdef" for c in log))
+    if (
+        not sep
+        or not sep2
+        or not (offset.isascii() and offset.isdigit())
+        or len(offset) > 18
+        or bad_log
+        or (log == NO_LOG and offset != "0")
+    ):
+        raise OmpError(
+            "invalid_cursor",
+            f"--since takes the cursor an earlier `omp team events {team}` printed (like "
+            f"{team}:1a2b3c4d:2216), got {text!r}",
+            cursor=text,
+        )
+    if name != team:
+        raise OmpError(
+            "invalid_cursor",
+            f"cursor {text!r} belongs to team {name}, not {team}; read {team} without --since "
+            "first",
+            cursor=text,
+        )
+    return (None if log == NO_LOG else log), int(offset)
 
 
-def read_since(team: TeamPaths, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """Events after byte `offset` and the cursor after the last complete line. Read-only."""
+def read_since(
+    team: TeamPaths, offset: int, log: str | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """Events after byte `offset` and the offset after the last complete line. Read-only."""
     out: list[dict[str, Any]] = []
     cursor = offset
-    for evs, end in iter_since(team, offset):
+    for evs, end in iter_since(team, offset, log=log):
         out += evs
         cursor = end
     return out, cursor
 
 
 def iter_since(
-    team: TeamPaths, offset: int, block: int = 1 << 20
+    team: TeamPaths, offset: int, block: int = 1 << 20, *, log: str | None = None
 ) -> Iterator[tuple[list[dict[str, Any]], int]]:
-    """(events, cursor) a block at a time: memory follows the block, not the log. Read-only."""
+    """(events, offset) a block at a time: memory follows the block, not the log. Each event
+    carries its `cursor`. `log`: the fingerprint the cursor named; another log is refused.
+    Read-only."""
     p = path(team)
     try:
         fd = fs.open_file(p, os.O_RDONLY)
     except FileNotFoundError:
-        if offset:
-            raise _stale(offset, 0) from None
+        if offset or log is not None:
+            raise _stale(team, offset, 0) from None
         return
     try:
         size = os.fstat(fd).st_size
+        lid = _log_id(fd, size)
+        if log is not None and lid != log:
+            raise _replaced(team)
         if offset > size or (offset and os.pread(fd, 1, offset - 1) != b"\n"):
-            raise _stale(offset, size)
+            raise _stale(team, offset, size)
         pos = offset
         while pos < size:
             data = os.pread(fd, min(block, size - pos), pos)
@@ -150,9 +233,13 @@ def iter_since(
                 jsonl.parse_lines(data, pos, chunk)
                 if chunk.end == pos:
                     break  # a last line still being written
+            if lid == NO_LOG:  # its first line was completed since we looked
+                lid = _log_id(fd, size)
             evs = []
             for off, length, rec in chunk.records:
-                rec["cursor"] = str(off + length)
+                if rec.get("type") == LOG_HEADER:
+                    continue  # it names the log; it is no event
+                rec["cursor"] = make_cursor(team.name, lid, off + length)
                 evs.append(rec)
             pos = chunk.end
             yield evs, pos
@@ -160,11 +247,20 @@ def iter_since(
         os.close(fd)
 
 
-def _stale(offset: int, size: int) -> OmpError:
+def _replaced(team: TeamPaths) -> OmpError:
     return OmpError(
         "invalid_cursor",
-        f"cursor {offset} is not a line boundary of this team's event log ({size} bytes): it "
-        "belongs to another log (a deleted and recreated team?); read from the start without "
-        "--since",
+        f"the cursor was read from another event log of team {team.name} (the team was deleted "
+        "and made again since): its events would be skipped without a word; read from the start "
+        "without --since",
+        team=team.name,
+    )
+
+
+def _stale(team: TeamPaths, offset: int, size: int) -> OmpError:
+    return OmpError(
+        "invalid_cursor",
+        f"cursor offset {offset} is not a line boundary of team {team.name}'s event log "
+        f"({size} bytes): it belongs to another log; read from the start without --since",
         cursor=str(offset),
     )

@@ -102,8 +102,9 @@ def _whole(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value == value and value not in (float("inf"), -float("inf")):
         return int(value) if value.is_integer() else None
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    text = value.strip() if isinstance(value, str) else ""
+    if text.isascii() and text.isdigit() and len(text) <= 18:
+        return int(text)
     return None
 
 

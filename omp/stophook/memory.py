@@ -9,6 +9,9 @@
   part, and how many stops in a row omp has blocked (Copilot CLI and Claude Code ignore the 9th
   block in a row). Kept across start and cancel: an old completion word still in a growing
   response must not end the next loop, and the CLI's count of blocks does not restart with it.
+- Both kinds of file expire: one not written for `MAX_AGE_S` (a week) belongs to a session that
+  is over, and is removed by `sweep`, run by a hook process's first write of either kind. A
+  session id is a new file name: without it the directory would grow by two files a session.
 - `lock`: one flock around read-decide-write, so concurrent fires (two registrations run at
   once) are serialised and the second one finds the first's answer.
 - `hook.log`: one JSON line per decision and per error; rotated to `hook.log.1` past 1 MiB.
@@ -20,6 +23,8 @@ import contextlib
 import hashlib
 import os
 import re
+import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +35,8 @@ from omp.store.paths import StatePaths, is_hook_file
 LOG_MAX_BYTES = 1 << 20
 KEEP_STOPS = 16
 LOCK_WAIT_S = 5.0
+MAX_AGE_S = 7 * 86400
+EXPIRING = ("decisions", "session")
 
 
 def hooks_dir(paths: StatePaths) -> Path:
@@ -55,9 +62,42 @@ def _read(path: Path) -> dict[str, Any]:
     return obj if isinstance(obj, dict) else {}
 
 
+_SWEPT: set[Path] = set()  # one hook process answers one stop: one sweep of a directory is enough
+
+
 def _write(paths: StatePaths, path: Path, obj: dict[str, Any]) -> None:
     paths.ensure(path.parent)
+    if path.parent not in _SWEPT:
+        _SWEPT.add(path.parent)
+        sweep(paths)
     fs.write_json_atomic(path, obj, pretty=False)
+
+
+def sweep(paths: StatePaths, *, now: float | None = None, max_age_s: float = MAX_AGE_S) -> int:
+    """Remove the memory files (`EXPIRING` kinds) not written for `max_age_s`; how many went.
+
+    Best effort, and never through a link: an entry is judged by `lstat` and unlinked as itself
+    (a symlink planted here goes, what it points at stays). Nothing else in the directory (the
+    lock, the log, a file omp did not name) is touched."""
+    d = hooks_dir(paths)
+    cutoff = (time.time() if now is None else now) - max_age_s
+    removed = 0
+    try:
+        if not paths.check(d):
+            return 0
+        with os.scandir(d) as entries:
+            for entry in entries:
+                if not any(is_hook_file(entry.name, kind) for kind in EXPIRING):
+                    continue
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISDIR(st.st_mode) or st.st_mtime >= cutoff:
+                        continue
+                    os.unlink(entry.path)
+                    removed += 1
+    except Exception:
+        pass
+    return removed
 
 
 # ---- decisions ----------------------------------------------------------------------------

@@ -10,6 +10,8 @@ Shapes (see the research note on stop hooks):
 - Codex `Stop`: as Claude plus `turn_id` and `model`.
 - Gemini `AfterAgent`: `session_id`, `timestamp` (ISO), `prompt`, `prompt_response` (grows across
   retries of one prompt).
+- pi (omp's extension, `omp.stophook.pi_extension`): `hook_event_name:"agent_end"`, then as
+  Claude: `session_id`, `cwd`, `last_assistant_message`, `stop_hook_active`.
 
 The stop's identity (`stop_id`) is what two fires of the hook for the same stop share: Copilot's
 and Gemini's `timestamp` (Copilot's two spellings normalised to epoch ms, so an `agentStop` and a
@@ -23,11 +25,11 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-CLIS = ("copilot", "claude", "codex", "gemini")
+CLIS = ("copilot", "claude", "codex", "gemini", "pi")
 
 
 class StopInput(NamedTuple):
-    cli: str  # copilot | claude | codex | gemini
+    cli: str  # copilot | claude | codex | gemini | pi
     session_id: str | None  # None when the payload has no usable one: never deduped
     stop_id: str | None
     exact: bool  # stop_id is unique per stop (a timestamp), not a digest of the reply
@@ -50,7 +52,7 @@ def epoch_ms(value: Any) -> int | None:
         return int(value) if value == value and abs(value) < 1e15 else None
     if isinstance(value, str) and value.strip():
         text = value.strip()
-        if text.isdigit():
+        if text.isascii() and text.isdigit() and len(text) <= 18:
             return int(text)
         from datetime import datetime
 
@@ -71,6 +73,8 @@ def _digest(*parts: str | None) -> str:
 def detect(payload: Mapping[str, Any], env: Mapping[str, str]) -> str:
     """Which CLI wrote this payload: by its shape first, by the hook's environment second."""
     event = payload.get("hook_event_name")
+    if event == "agent_end":
+        return "pi"
     if event == "AfterAgent" or "prompt_response" in payload:
         return "gemini"
     if "sessionId" in payload or "transcriptPath" in payload or "stopReason" in payload:
@@ -114,11 +118,11 @@ def _copilot(p: Mapping[str, Any]) -> StopInput:
     )
 
 
-def _claude(p: Mapping[str, Any]) -> StopInput:
+def _claude(p: Mapping[str, Any], cli: str = "claude") -> StopInput:
     reply = p.get("last_assistant_message")
     text = reply if isinstance(reply, str) else None
     return StopInput(
-        cli="claude",
+        cli=cli,
         session_id=_str(p.get("session_id")),
         stop_id="r" + _digest(text, str(_active(p))),
         exact=False,
@@ -163,4 +167,14 @@ def _gemini(p: Mapping[str, Any]) -> StopInput:
     )
 
 
-_READERS = {"copilot": _copilot, "claude": _claude, "codex": _codex, "gemini": _gemini}
+def _pi(p: Mapping[str, Any]) -> StopInput:
+    return _claude(p, "pi")
+
+
+_READERS = {
+    "copilot": _copilot,
+    "claude": _claude,
+    "codex": _codex,
+    "gemini": _gemini,
+    "pi": _pi,
+}

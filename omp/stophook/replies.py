@@ -6,7 +6,8 @@ hook failure for Codex, so `block` refuses an empty reason. To let the agent sto
 Copilot, Claude Code and Gemini, and empty stdout for Codex (its documented allow; its output
 schema takes `decision` only as "block").
 
-When a loop ends, Claude Code, Codex and Gemini also get a `systemMessage` (shown to the person,
+pi's extension (omp.stophook.pi_extension) reads the same shapes. When a loop ends, Claude Code,
+Codex, Gemini and pi also get a `systemMessage` (shown to the person,
 not to the model) saying why; Copilot gets `{}` (its hook output has no such field).
 """
 
@@ -22,7 +23,7 @@ def block(cli: str, reason: str) -> str:
 
 
 def allow(cli: str, note: str | None = None) -> str:
-    if note and cli in ("claude", "codex", "gemini"):
+    if note and cli in ("claude", "codex", "gemini", "pi"):
         return json.dumps({"systemMessage": note}, ensure_ascii=False)
     return "" if cli == "codex" else "{}"
 

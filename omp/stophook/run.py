@@ -4,7 +4,8 @@ A fast path (see omp/cli/__init__.py): no typer, nothing heavy, one small JSON f
 mode read on every stop of every agent. Order of work:
 
 1. a worker pane of a team (`OMP_TEAM_WORKER` / `OMP_WORKER` set) is never held by the leader's
-   loop: allow, touch nothing;
+   loop: allow; the only thing written is the worker's agent session (`omp.stophook.sessions`:
+   `workers/<w>/session.json`, for `omp team resume`), when it is a current member;
 2. no active loop: allow, write nothing;
 3. Copilot: find the current reply in its transcript (bounded wait, outside the lock);
    a token budget a team crossed since the loop started ends the loop at this stop
@@ -14,17 +15,25 @@ mode read on every stop of every agent. Order of work:
    then write the loop's new state;
 5. print the answer in the CLI's shape.
 
-Any error at all (bad stdin, an unsafe state tree, a full disk, a bug) allows the stop and is
-logged to `.omp/state/hooks/hook.log` when it can be, else to stderr.
+Any error at all (bad stdin, stdin nested too deeply, an unsafe state tree, a full disk, a bug)
+allows the stop and is logged to `.omp/state/hooks/hook.log` when it can be, else to stderr.
+
+Time: every CLI omp installs the hook for kills it after 30 s (`install.TIMEOUT_S`) and holds the
+agent meanwhile. So the hook runs under a budget of its own, `BUDGET_S`, enforced by SIGALRM: a
+read that blocks (a stdin never closed, a slow disk) is interrupted and the stop allowed. The
+alarm is disarmed once the decision is being written (step 4), so a block counted in the loop's
+state is never printed as an allow; that step waits at most `memory.LOCK_WAIT_S` for its lock.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from types import FrameType, TracebackType
 from typing import Any
 
 from omp.stophook import payloads, replies
@@ -33,6 +42,68 @@ MAX_INPUT = 4 << 20
 USAGE = "usage: omp hook stop  (reads the agent CLI's stop-hook JSON on stdin)"
 EXACT_WINDOW_MS = 600_000  # a timestamp identity is unique per stop: replay for 10 minutes
 DEFAULT_DEDUPE_MS = 1000  # a digest identity: only duplicates fired close together
+BUDGET_S = 20.0  # the hook's time until the decision (+ LOCK_WAIT_S for it): under the CLIs' 30 s
+
+
+class OutOfTime(Exception):
+    """The hook's budget ran out before it decided: the stop is allowed."""
+
+
+class Deadline:
+    """SIGALRM after `seconds` raises `OutOfTime` wherever the hook is (a blocked read included:
+    the handler's exception interrupts the system call). Only in the main thread; elsewhere (the
+    hook called from a thread) it does nothing and the reads' own bounds apply."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._old: Any = None
+        self._armed = False
+
+    def _fire(self, signum: int, frame: FrameType | None) -> None:
+        raise OutOfTime(f"the stop hook ran out of its {self.seconds:g} s budget")
+
+    def __enter__(self) -> Deadline:
+        try:
+            self._old = signal.signal(signal.SIGALRM, self._fire)
+        except (ValueError, AttributeError, OSError):  # not the main thread, or no SIGALRM
+            return self
+        self._armed = True
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def disarm(self) -> None:
+        if self._armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._armed:
+            self.disarm()
+            signal.signal(signal.SIGALRM, self._old)
+            self._armed = False
+
+
+def budget_s(env: Mapping[str, str]) -> float:
+    """BUDGET_S, or less with OMP_HOOK_BUDGET_MS (never more: the CLI's timeout does not move)."""
+    raw = env.get("OMP_HOOK_BUDGET_MS", "").strip()
+    if raw.isascii() and raw.isdigit() and int(raw[:9]) > 0:
+        return min(int(raw[:9]) / 1000, BUDGET_S)
+    return BUDGET_S
+
+
+def parse_stdin(raw: bytes) -> dict[str, Any]:
+    """The hook's payload: a JSON object, or {} for empty stdin; ValueError for anything else,
+    JSON nested too deeply to parse included (it must be logged like any other bad input)."""
+    if not raw.strip():
+        return {}
+    try:
+        payload = json.loads(raw)
+    except RecursionError:
+        raise ValueError("stdin JSON is nested too deeply") from None
+    if not isinstance(payload, dict):
+        raise ValueError("stdin is not a JSON object")
+    return payload
 
 
 def is_worker(env: Mapping[str, str]) -> bool:
@@ -50,14 +121,14 @@ def cli_block_limit(cli: str, env: Mapping[str, str]) -> int | None:
         return 8
     if cli == "claude":
         raw = env.get("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "").strip()
-        return int(raw) if raw.isdigit() and int(raw) > 0 else 8
+        return int(raw[:9]) if raw.isascii() and raw.isdigit() and int(raw[:9]) > 0 else 8
     return None
 
 
 def _windows(env: Mapping[str, str]) -> tuple[int, int]:
     """(exact, digest) replay windows in ms; OMP_HOOK_DEDUPE_MS=0 turns replay off."""
     raw = env.get("OMP_HOOK_DEDUPE_MS", "").strip()
-    digest = int(raw) if raw.isdigit() else DEFAULT_DEDUPE_MS
+    digest = int(raw[:9]) if raw.isascii() and raw.isdigit() else DEFAULT_DEDUPE_MS
     return (0, 0) if digest == 0 else (max(digest, EXACT_WINDOW_MS), digest)
 
 
@@ -65,13 +136,16 @@ def _root_dir(cwd: str | None) -> str | None:
     return cwd if cwd and os.path.isabs(cwd) and os.path.isdir(cwd) else None
 
 
-def handle(raw: bytes, env: Mapping[str, str]) -> tuple[str, str]:
-    """(the CLI, the text to print). Raises on any error; `main` turns that into an allow."""
-    payload = json.loads(raw) if raw.strip() else {}
-    if not isinstance(payload, dict):
-        raise ValueError("stdin is not a JSON object")
+def handle(
+    raw: bytes, env: Mapping[str, str], *, disarm: Callable[[], None] = lambda: None
+) -> tuple[str, str]:
+    """(the CLI, the text to print). Raises on any error; `main` turns that into an allow.
+    `disarm` stops the budget's alarm: called once the decision is about to be written."""
+    payload = parse_stdin(raw)
     inp = payloads.read(payload, env)
     if is_worker(env):
+        disarm()  # a small read and one atomic write follow: never cut short midway
+        _record_session(inp, payload, env)
         return inp.cli, replies.allow(inp.cli)
 
     from omp import modes
@@ -83,19 +157,53 @@ def handle(raw: bytes, env: Mapping[str, str]) -> tuple[str, str]:
 
     reply = inp.reply
     waited = None
+    skipped: list[str] = []  # why a transcript was not read
     if inp.cli == "copilot":
         from omp.stophook import transcript
 
         t0 = time.monotonic()
         reply = transcript.copilot_reply(
-            inp.transcript_path, inp.stop_ms, cwd=inp.cwd, wait=transcript.wait_ms(env)
+            inp.transcript_path,
+            inp.stop_ms,
+            cwd=inp.cwd,
+            wait=transcript.wait_ms(env),
+            why=skipped,
         )
         waited = round((time.monotonic() - t0) * 1000)
     elif inp.cli == "claude" and reply is None:
         from omp.stophook import transcript
 
-        reply = transcript.claude_reply(inp.transcript_path, cwd=inp.cwd)
-    return inp.cli, _decide_locked(paths, inp, reply, env, waited)
+        reply = transcript.claude_reply(inp.transcript_path, cwd=inp.cwd, why=skipped)
+    disarm()
+    extra: dict[str, Any] = {} if waited is None else {"transcriptWaitMs": waited}
+    if skipped:
+        extra["transcriptSkipped"] = skipped[0]
+    return inp.cli, _decide_locked(paths, inp, reply, env, extra)
+
+
+def _record_session(
+    inp: payloads.StopInput, payload: Mapping[str, Any], env: Mapping[str, str]
+) -> None:
+    """A worker's hook records which agent session it runs; a failure is logged, and the stop
+    is allowed all the same."""
+    sid = inp.session_id
+    parent = payload.get("parentAgentId")
+    if inp.cli == "copilot" and isinstance(parent, str) and parent:
+        sid = parent  # a Copilot subagent's stop: `sessionId` is the subagent's, not the session's
+    if not sid:
+        return
+    try:
+        from omp.stophook import sessions
+
+        sessions.record(
+            env,
+            agent=inp.cli,
+            session_id=sid,
+            transcript_path=inp.transcript_path,
+            cwd=inp.cwd,
+        )
+    except Exception as exc:
+        _say(f"omp hook stop: session not recorded: {type(exc).__name__}: {exc}\n")
 
 
 def _decide_locked(
@@ -103,7 +211,7 @@ def _decide_locked(
     inp: payloads.StopInput,
     reply: str | None,
     env: Mapping[str, str],
-    waited_ms: int | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> str:
     from omp import modes
     from omp.stophook import decision, memory
@@ -170,11 +278,11 @@ def _decide_locked(
                         "step": d.step,
                         "max": d.cap,
                         "reply": None if text is None else len(text),
-                        **({} if waited_ms is None else {"transcriptWaitMs": waited_ms}),
+                        **(extra or {}),
                     },
                 )
         except Exception as exc:
-            sys.stderr.write(f"omp hook stop: bookkeeping failed: {type(exc).__name__}: {exc}\n")
+            _say(f"omp hook stop: bookkeeping failed: {type(exc).__name__}: {exc}\n")
     return replies.render(inp.cli, d.action, d.reason, out["note"])
 
 
@@ -214,13 +322,19 @@ def _log_error(exc: BaseException, raw: bytes, env: Mapping[str, str]) -> None:
 
         cwd = None
         try:
-            obj = json.loads(raw)
-            cwd = obj.get("cwd") if isinstance(obj, dict) else None
+            cwd = parse_stdin(raw).get("cwd")
         except ValueError:
             pass
         memory.log(StatePaths(find_root(_root_dir(cwd if isinstance(cwd, str) else None))), record)
     except BaseException as again:
-        sys.stderr.write(f"omp hook stop: {record['error']} (not logged: {again})\n")
+        _say(f"omp hook stop: {record['error']} (not logged: {again})\n")
+
+
+def _say(text: str) -> None:
+    """A line for a person on stderr (the CLI may show it), through omp's one sanitiser."""
+    from omp.textsafe import visible
+
+    sys.stderr.write(visible(text))
 
 
 def main(argv: list[str], *, env: Mapping[str, str] | None = None) -> int:
@@ -230,16 +344,20 @@ def main(argv: list[str], *, env: Mapping[str, str] | None = None) -> int:
     environ = os.environ if env is None else env
     raw = b""
     cli = "claude"
-    try:
-        raw = sys.stdin.buffer.read(MAX_INPUT)
-        cli, text = handle(raw, environ)
-    except BaseException as exc:  # fail open on anything, Ctrl-C and bugs included
+    with Deadline(budget_s(environ)) as deadline:
         try:
-            cli = payloads.detect(json.loads(raw), environ)
-        except Exception:
-            pass
-        _log_error(exc, raw, environ)
-        text = replies.allow(cli)
+            try:
+                raw = sys.stdin.buffer.read(MAX_INPUT)
+                cli, text = handle(raw, environ, disarm=deadline.disarm)
+            finally:  # the alarm fires at most once, and never in the handler below
+                deadline.disarm()
+        except BaseException as exc:  # fail open on anything, Ctrl-C and bugs included
+            try:
+                cli = payloads.detect(parse_stdin(raw), environ)
+            except Exception:
+                pass
+            _log_error(exc, raw, environ)
+            text = replies.allow(cli)
     if text:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()

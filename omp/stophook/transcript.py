@@ -4,14 +4,22 @@ Copilot's stop payload carries no reply text, and when the hook starts the trans
 end at the previous stop (seen live on 1.0.102 in `-p` mode; on time in the TUI once). Every hook
 fired for a stop is recorded there as a `hook.start` line whose `data.input` repeats the hook's
 stdin, `timestamp` included. So: poll the file (bounded) until the `hook.start` of *this* stop
-appears; the last `assistant.message` before it is the current reply. Only the file's tail is
-read. Anything unexpected (no file, no such line in time, bad lines) gives None, never an error.
+appears; the last `assistant.message` before it is the current reply. Anything unexpected (no
+file, no such line in time, bad lines) gives None, never an error.
+
+The path comes from stdin, so it may name anything: a device that never ends (`/dev/zero`), a
+FIFO, a file of a terabyte, a link to one of them. `read_tail` is the one reader: it reads a
+regular file only (checked by `lstat` before the open and by `fstat` on the descriptor, opened
+with `O_NOFOLLOW | O_NONBLOCK`, so neither a link nor a FIFO is ever followed or waited on), and
+only its last `TAIL_BYTES` as they were when it was opened. The wait is capped by `MAX_WAIT_MS`,
+inside the hook's own time budget (omp/stophook/run.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -20,39 +28,92 @@ from omp.stophook.payloads import epoch_ms
 
 TAIL_BYTES = 1 << 20
 DEFAULT_WAIT_MS = 2000
+MAX_WAIT_MS = 15_000  # below the hook's budget (run.BUDGET_S), itself below the CLIs' 30 s
+
+
+class Unreadable(Exception):
+    """The transcript is there but will never be read: not a regular file, or not ours to read."""
 
 
 def wait_ms(env: Mapping[str, str]) -> int:
-    raw = env.get("OMP_HOOK_TRANSCRIPT_WAIT_MS", "")
-    return int(raw) if raw.isdigit() else DEFAULT_WAIT_MS
+    raw = env.get("OMP_HOOK_TRANSCRIPT_WAIT_MS", "").strip()
+    if not (raw.isascii() and raw.isdigit()):
+        return DEFAULT_WAIT_MS
+    return min(int(raw[:9]), MAX_WAIT_MS)
 
 
-def _tail(path: str) -> bytes | None:
+_KINDS = (
+    (stat.S_ISLNK, "a symlink"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def read_tail(path: str, limit: int = TAIL_BYTES) -> bytes:
+    """The last `limit` bytes of the regular file at `path`, as it was when opened.
+
+    FileNotFoundError when there is no such file (it may still appear); `Unreadable` when there
+    is one that must not be read (anything but a regular file, a link included) or cannot be.
+    Never blocks on a FIFO, never follows a link, never reads more than `limit` bytes.
+    """
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
+        before = os.lstat(path)
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        raise Unreadable(f"cannot look at it: {getattr(exc, 'strerror', None) or exc}") from None
+    if not stat.S_ISREG(before.st_mode):
+        raise Unreadable(_kind(before.st_mode))
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
-        size = os.fstat(fd).st_size
-        start = max(0, size - TAIL_BYTES)
-        os.lseek(fd, start, os.SEEK_SET)
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise Unreadable(f"cannot open it: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (
+            before.st_dev,
+            before.st_ino,
+        ):
+            raise Unreadable("it was replaced while being opened")
+        start = max(0, st.st_size - limit)
+        want = st.st_size - start
+        chunks: list[bytes] = []
+        got = 0
+        while got < want:
+            chunk = os.pread(fd, min(want - got, 1 << 20), start + got)
+            if not chunk:  # truncated meanwhile
+                break
             chunks.append(chunk)
-        data = b"".join(chunks)
-    except OSError:
-        return None
+            got += len(chunk)
+    except OSError as exc:
+        raise Unreadable(f"cannot read it: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
+    data = b"".join(chunks)
     if start > 0:  # the first line is probably cut
         data = data[data.find(b"\n") + 1 :]
     return data
 
 
+def _full(path: str, cwd: str | None) -> str:
+    full = os.path.expanduser(path)
+    return os.path.join(cwd, full) if not os.path.isabs(full) and cwd else full
+
+
 def _event(line: bytes) -> dict[str, Any] | None:
     try:
         obj = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None
 
@@ -117,38 +178,49 @@ def copilot_reply(
     wait: int = DEFAULT_WAIT_MS,
     sleep: Any = time.sleep,
     monotonic: Any = time.monotonic,
+    why: list[str] | None = None,
 ) -> str | None:
-    """Poll the transcript up to `wait` ms for this stop; its reply, or None if never seen."""
+    """Poll the transcript up to `wait` ms for this stop; its reply, or None if never seen.
+
+    A transcript that can never be read ends the wait at once; why is appended to `why`."""
     if not path or stop_ms is None:
         return None
-    full = os.path.expanduser(path)
-    if not os.path.isabs(full) and cwd:
-        full = os.path.join(cwd, full)
-    deadline = monotonic() + wait / 1000
+    full = _full(path, cwd)
+    deadline = monotonic() + min(wait, MAX_WAIT_MS) / 1000
     pause = 0.005
     while True:
-        data = _tail(full)
-        if data is not None:
-            found = reply_before_stop(data, stop_ms)
-            if found is not None:
-                return found
+        try:
+            found = reply_before_stop(read_tail(full), stop_ms)
+        except FileNotFoundError:
+            found = None
+        except Unreadable as exc:
+            if why is not None:
+                why.append(f"{full}: {exc}")
+            return None
+        if found is not None:
+            return found
         if monotonic() >= deadline:
             return None
         sleep(pause)
         pause = min(pause * 2, 0.05)
 
 
-def claude_reply(path: str | None, *, cwd: str | None = None) -> str | None:
+def claude_reply(
+    path: str | None, *, cwd: str | None = None, why: list[str] | None = None
+) -> str | None:
     """The last assistant text in a Claude Code transcript (JSONL), for a Claude Code older than
     2.1.47, whose payload has no `last_assistant_message`. That transcript can lag one turn: a
     stale reply only makes the loop go one more step, never end early (it had no word)."""
     if not path:
         return None
-    full = os.path.expanduser(path)
-    if not os.path.isabs(full) and cwd:
-        full = os.path.join(cwd, full)
-    data = _tail(full)
-    if data is None:
+    full = _full(path, cwd)
+    try:
+        data = read_tail(full)
+    except FileNotFoundError:
+        return None
+    except Unreadable as exc:
+        if why is not None:
+            why.append(f"{full}: {exc}")
         return None
     for line in reversed(data.split(b"\n")):
         if b'"assistant"' not in line:

@@ -169,7 +169,9 @@ def _ignore_all(omp_dir: Path) -> None:
     shows in `git status` or is swept into an agent's `git add -A`, and the project's own
     `.gitignore` is never touched. Best-effort: state works without it."""
     with contextlib.suppress(OSError):
-        fd = os.open(omp_dir / GITIGNORE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+        fd = os.open(
+            omp_dir / GITIGNORE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, FILE_MODE
+        )
         try:
             os.write(fd, b"# omp's state, worktrees and logs: never committed\n*\n")
         finally:

@@ -8,6 +8,8 @@ them as they are.
     .omp/state/<mode>.json
     .omp/state/tmux-locks/pane-<server>-<pane>.lock
     .omp/state/hooks/                       (the stop hook's memory, `lock`, `hook.log`)
+    .omp/state/hooks/workers/               (how the stop hook reaches worker panes: a Copilot
+                                             plugin, Claude Code settings)
     .omp/state/team-monitor/owner.lock status.json events.jsonl events.lock restarts.json
     .omp/state/team-monitor/targets/<id>.json (+ <id>.lock)
     .omp/state/team-monitor/usage/<team>.json (the usage index: `omp.monitor.usage`)
@@ -17,7 +19,7 @@ them as they are.
         tasks/<id>.json <id>.lock .guard
         conversations/<id>.json .open.json
         workers/<worker>/inbox.md result.md outbox.jsonl .outbox-offset heartbeat.json
-            session.json (the agent's own session, from the stop hook)
+            session.json (the agent's own session, from the stop hook) resume.md
         runs/<shutdown time>/                (a past run: laid out as a team directory)
     .omp/state/team/.tomb-<kind>~<team>~<random>   (an interrupted removal)
 """
@@ -86,6 +88,7 @@ def pane_lock(lock_dir: Path, server_tag: str, pane_id: str) -> Path:
 
 
 INBOX = "inbox.md"  # agents are pointed at it by name (the demo agent finds it in a prompt)
+RESUME_INBOX = "resume.md"  # what `omp team resume` tells a restarted worker (found the same way)
 
 
 def find_root(cwd: str | os.PathLike[str] | None = None) -> Path:
@@ -159,6 +162,11 @@ class StatePaths(NamedTuple):
     @property
     def hook_lock(self) -> Path:
         return self.hooks / "lock"
+
+    @property
+    def worker_hooks(self) -> Path:
+        """The files that bring omp's stop hook to worker panes (`omp.stophook.workers`)."""
+        return self.hooks / "workers"
 
     @property
     def hook_log(self) -> Path:
@@ -235,10 +243,52 @@ class StatePaths(NamedTuple):
 
 
 class TeamPaths(NamedTuple):
-    """Paths of one team's directory, or of one archived run of it (`run`), laid out alike."""
+    """Paths of one team's directory, or of one archived run of it (`run`), laid out alike.
+
+    `ident` pins one team: the (device, inode) of its directory when its config was loaded
+    (`omp.record.config.load`). A team deleted and made again under the same name is another
+    directory: a writer holding the old one's paths is refused (`verify`), never writes into
+    the new team, and never brings the old one back (`ensure_in` creates nothing above the
+    team's own directory; only launch and create make that).
+    """
 
     project: StatePaths
     dir: Path
+    ident: tuple[int, int] | None = None
+
+    def pinned(self) -> TeamPaths:
+        """These paths, pinned to the directory that is there now (see `ident`)."""
+        st = os.lstat(self.dir)
+        return self._replace(ident=(st.st_dev, st.st_ino))
+
+    def gone(self) -> OmpError:
+        return OmpError(
+            "unknown_team",
+            f"team {self.name} was deleted (or deleted and made again) while this call ran; "
+            "nothing was written",
+            team=self.name,
+        )
+
+    def verify(self) -> None:
+        """`unknown_team` unless the team's directory is still there and, when pinned, is still
+        the directory the config was loaded from. Writers call it holding their file's lock."""
+        try:
+            st = os.lstat(self.dir)
+        except FileNotFoundError:
+            raise self.gone() from None
+        if self.ident is not None and (st.st_dev, st.st_ino) != self.ident:
+            raise self.gone()
+
+    def ensure_in(self, path: Path) -> Path:
+        """Create a directory inside this team's directory, which must exist: a team deleted
+        meanwhile stays deleted (`unknown_team`), its directory is never made again here."""
+        if not self.project.check(self.dir):
+            raise self.gone()
+        try:
+            return fs.ensure_dir(path, base=self.dir)
+        except OmpError:
+            self.verify()  # the team went away under us: say that, not a storage error
+            raise
 
     @property
     def name(self) -> str:
@@ -325,6 +375,9 @@ class TeamPaths(NamedTuple):
         recorded by the stop hook; `omp team resume` resumes it."""
         return self.worker_dir(worker) / "session.json"
 
+    def resume_inbox(self, worker: str) -> Path:
+        return self.worker_dir(worker) / RESUME_INBOX
+
     def outbox(self, worker: str) -> Path:
         return self.worker_dir(worker) / "outbox.jsonl"
 
@@ -340,6 +393,9 @@ class TeamPaths(NamedTuple):
             self.outbox(worker),
             wdir / ".outbox-offset",
             self.heartbeat(worker),
+            # a relaunch under the same name starts new conversations, never the last run's
+            self.session(worker),
+            self.resume_inbox(worker),
         )
 
     def task(self, task_id: str) -> Path:

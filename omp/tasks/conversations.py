@@ -348,13 +348,16 @@ def locked(team: TeamPaths) -> Iterator[None]:
     after taking it (a full mailbox, an unknown task) leaves the tree exactly as it was.
     """
     if not team.project.check(team.dir):
-        raise OmpError("unknown_team", f"team {team.name} has no state directory", team=team.name)
+        raise team.gone()
     try:
         fd = os.open(team.dir, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | _CLOEXEC)
+    except FileNotFoundError:
+        raise team.gone() from None
     except OSError as exc:
         raise fs.storage_error(team.dir, exc) from exc
     try:
         locks.acquire(fd)
+        team.verify()  # the directory locked is still the team the caller loaded
         yield
     finally:
         os.close(fd)
@@ -371,7 +374,7 @@ def publish(team: TeamPaths, conv: Conversation, *, expected: int) -> Conversati
 
     The caller holds `locked(team)`. On a mismatch nothing is written: `stale_revision`.
     """
-    team.project.ensure(conv_dir(team))
+    team.ensure_in(conv_dir(team))
     current = _current_revision(team, conv.task_id)
     if current != expected:
         raise OmpError(

@@ -141,6 +141,7 @@ def classify(hb: Heartbeat | None, now: float, pane: str | None = None) -> str:
 
 def _worker_dir_ok(team: TeamPaths, worker: str) -> bool:
     try:
+        team.verify()  # not a team deleted (or made again) since the call loaded it
         return team.project.check(team.worker_dir(worker))
     except OmpError:
         return False

@@ -34,9 +34,17 @@ MOVES = {
 
 @contextmanager
 def guarded(team: TeamPaths) -> Iterator[None]:
-    team.project.ensure(team.tasks_dir)
-    with locks.flocked(team.tasks_guard):
+    team.ensure_in(team.tasks_dir)  # never makes the team's own directory (a deleted team)
+    try:
+        fd = fs.open_file(team.tasks_guard, os.O_RDWR, create=True)
+    except FileNotFoundError:  # the team was deleted since
+        raise team.gone() from None
+    try:
+        locks.acquire(fd)
+        team.verify()  # still the team the caller loaded, not one made again under its name
         yield
+    finally:
+        os.close(fd)  # releases the flock
 
 
 def problem(obj: Any, tid: str) -> str | None:
@@ -156,9 +164,40 @@ def _require(team: TeamPaths, tid: str) -> dict[str, Any]:
     return task
 
 
+def settle_claims(team: TeamPaths) -> None:
+    """Wait for every claim in progress to finish (take the guard, let it go): a claim that
+    starts after this sees the roster as it is now (`claim` reads it under the guard)."""
+    with guarded(team):
+        pass
+
+
+def _require_member(team: TeamPaths, worker: str) -> None:
+    """Under the guard: the worker must still be on the roster. `omp team remove-worker` changes
+    the roster first and then settles the worker's tasks after `settle_claims`, so a claim never
+    leaves a task in_progress with an owner who is not a member."""
+    from omp.record import config as team_config
+
+    cfg = team_config.load(team)
+    if worker in cfg.worker_names:
+        return
+    gone = cfg.raw.get("removedWorkers")
+    removed = isinstance(gone, list) and any(
+        isinstance(g, dict) and g.get("name") == worker for g in gone
+    )
+    raise OmpError(
+        "worker_removed" if removed else "unknown_worker",
+        f"{worker} "
+        + ("was removed from" if removed else "is not a worker of")
+        + f" team {team.name}; it cannot claim a task",
+        team=team.name,
+        worker=worker,
+    )
+
+
 def claim(team: TeamPaths, tid: str, worker: str) -> tuple[dict[str, Any], str]:
     check_task_id(tid)
     with guarded(team):
+        _require_member(team, worker)
         task = _require(team, tid)
         if task.get("status") != "pending":
             raise OmpError(
@@ -259,9 +298,46 @@ def transition(
     return task
 
 
+def offline_result(worker: str) -> str:
+    """How the result of a task the monitor interrupted begins, when `worker` went offline
+    holding it (`omp.monitor.sweep`): the one interruption `reclaim` may undo."""
+    return f"interrupted: {worker} went offline"
+
+
+def reclaim(team: TeamPaths, tid: str, worker: str) -> dict[str, Any] | None:
+    """Give a task the monitor interrupted because `worker` went offline back to that worker,
+    still claimed by it with the same claim token (`omp team resume`: its work is where it left
+    it). Any other task, or one that moved meanwhile, is left alone: None."""
+    check_task_id(tid)
+    with guarded(team):
+        task = read(team, tid)
+        if (
+            task is None
+            or task.get("status") != "interrupted"
+            or task.get("owner") != worker
+            or not task.get("claimToken")
+            or not str(task.get("result") or "").startswith(offline_result(worker))
+        ):
+            return None
+        lock = team.task_lock(tid)
+        body = jsonl.encode({"owner": worker, "pid": os.getpid(), "claimedAt": clock.iso()})
+        if not locks.create_exclusive(lock, body):
+            fs.check_entry(lock, want_dir=False)
+            os.unlink(lock)  # a terminal task holds no lock: this one was left behind
+            if not locks.create_exclusive(lock, body):
+                raise OmpError("claim_race", f"task {tid}: could not take its lock")
+        task["status"] = "in_progress"
+        for key in ("result", "finishedAt"):
+            task.pop(key, None)
+        task["resumedAt"] = clock.iso()
+        _write(team, task)
+        history.task(team, "interrupted", task)
+    return task
+
+
 def _outbox_path(team: TeamPaths, worker: str) -> Path:
     """The worker's outbox, checked before the task changes: a refused outbox changes nothing."""
-    team.project.ensure(team.worker_dir(worker))
+    team.ensure_in(team.worker_dir(worker))
     path = team.outbox(worker)
     fs.check_entry(path, want_dir=False)
     return path

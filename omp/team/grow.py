@@ -191,6 +191,7 @@ class AddWorkers(Launch):
                     entry["agent"] = profile.name
                 if w in panes:
                     entry["paneId"] = panes[w]
+                    entry.update(self.started[w])  # what `omp team resume` starts it with
                 entries.append(entry)
                 if tid is not None:
                     desc = setup.task_description(req.task, i, len(new))

@@ -14,7 +14,7 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,7 +56,7 @@ class LaunchRequest:
 def parse_spec(spec: str) -> tuple[int, str | None]:
     """`3` or the TypeScript tool's `3:copilot`."""
     count, _, agent = spec.partition(":")
-    if not count.isdigit():
+    if not (count.isascii() and count.isdigit()) or len(count) > 6:  # `²` is a digit, no int
         raise OmpError(
             "invalid_input", f"expected a worker count like 3 or 3:copilot, got {spec!r}"
         )
@@ -74,6 +74,12 @@ def default_team_name(agent: str) -> str:
     return f"{agent}-{int(time.time() * 1000):x}"
 
 
+def forwarded_names(env: Mapping[str, str], profile: AgentProfile) -> list[str]:
+    """The variables of `env` a worker of `profile` is given (its `env_prefixes`): their names
+    are recorded per worker in config.json (`forwardedEnv`), never their values."""
+    return sorted(k for k in env if k.startswith(profile.env_prefixes))
+
+
 def worker_env(
     env: Mapping[str, str],
     profile: AgentProfile,
@@ -84,8 +90,9 @@ def worker_env(
     token: str,
     omp: str,
 ) -> dict[str, str]:
-    out = {k: v for k, v in env.items() if k.startswith(profile.env_prefixes)}
-    out.update(profile.env)
+    from omp.agents import forwarded_env
+
+    out = forwarded_env(profile, env)
     # Agents run `omp team api ...`: make the omp that launched them the one they find first.
     bindir = os.path.dirname(omp_argv()[0]) or str(Path(sys.executable).parent)
     path = env.get("PATH", os.defpath)
@@ -122,8 +129,11 @@ class Launch:
         self.team_was_new = False
         self.state_written = False
         self.budgets = budgets.Budgets(None, None)  # the token budgets to record (preflight's)
-        self._answered: dict[str, int] = {}  # dialog answers per worker
+        self._answered: dict[tuple[str, str], int] = {}  # answers per (worker, dialog)
         self._ready_since: dict[str, float] = {}  # when each worker's screen turned ready
+        # What each pane was started with, recorded per worker for `omp team resume`.
+        self.started: dict[str, dict[str, Any]] = {}
+        self.trigger_file: Callable[[TeamPaths, str], Path] = TeamPaths.inbox
 
     # ---- checks that touch nothing --------------------------------------------------------
 
@@ -304,6 +314,7 @@ class Launch:
             raw.update(self.budgets.to_config())
         for w in raw["workers"]:
             w["paneId"] = panes[w["name"]]
+            w.update(self.started[w["name"]])
         self._write_state(team, raw, worker_names)
         self.wait_and_trigger(tmux, team, profile, panes)
         attach = _attach_hint(ident.socket_path, self.req.socket, sess, inside)
@@ -334,8 +345,11 @@ class Launch:
         token: str,
         omp: str,
         first: bool,
+        command: Sequence[str] | None = None,
+        cwd: Path | None = None,
     ) -> str:
-        """Split a worker's pane off `after`, its agent started with the worker's identity."""
+        """Split a worker's pane off `after`, its agent started with the worker's identity
+        (`command` and `cwd`: a resume's, else the profile's command in the launch directory)."""
         env = worker_env(
             self.env,
             profile,
@@ -345,12 +359,15 @@ class Launch:
             token=token,
             omp=omp,
         )
-        from omp.agents import agent_argv
-
-        # The agent may run the omp it is told to run, wherever that is installed.
-        command = agent_argv(profile, shlex.split(omp))
+        if command is None:
+            command = self.agent_command(profile, team, omp)
+        self.started[w] = {
+            "agent": profile.name,
+            "command": list(command),
+            "forwardedEnv": forwarded_names(self.env, profile),
+        }
         pane = tmux.split_pane(
-            after, cwd=str(self.req.cwd), command=command, env=env, horizontal=first
+            after, cwd=str(cwd or self.req.cwd), command=command, env=env, horizontal=first
         )
         self.created_panes.append(pane)
         try:
@@ -367,11 +384,21 @@ class Launch:
             raise
         return pane
 
+    @staticmethod
+    def agent_command(profile: AgentProfile, team: TeamPaths, omp: str) -> list[str]:
+        """A new worker's command line: the profile's, granted the directory of the omp it
+        runs, with omp's hook handed over where the CLI takes it (`omp.stophook.workers`)."""
+        from omp.agents import agent_argv
+        from omp.stophook.workers import hook_args
+
+        words = shlex.split(omp)
+        program = os.path.basename(profile.program)
+        return [*agent_argv(profile, words), *hook_args(program, team.project, omp)]
+
     def write_inbox(
         self, team: TeamPaths, w: dict[str, Any], description: str, teammates: list[str], omp: str
     ) -> None:
-        wdir = team.worker_dir(w["name"])
-        team.project.ensure(wdir)
+        team.ensure_in(team.worker_dir(w["name"]))
         text = bootstrap.inbox_markdown(
             team=team.name,
             worker=w["name"],
@@ -385,6 +412,7 @@ class Launch:
 
     def _write_state(self, team: TeamPaths, raw: dict[str, Any], worker_names: list[str]) -> None:
         self.state_written = True
+        team.project.ensure(team.dir)  # launch and create are the only makers of a team directory
         n = len(worker_names)
         for i, w in enumerate(raw["workers"], start=1):
             self.write_inbox(
@@ -408,7 +436,7 @@ class Launch:
         while waiting:
             states = tmux.pane_states(list(waiting.values()))
             for w, pane in list(waiting.items()):
-                inbox = team.inbox(w)
+                inbox = self.trigger_file(team, w)
                 try:
                     handed = self._step(tmux, profile, w, pane, states.get(pane), inbox, lock_dir)
                 except OmpError as exc:
@@ -441,37 +469,44 @@ class Launch:
         lock_dir: Path,
     ) -> bool:
         """One look at a starting worker: answer a dialog, or hand over the task once ready."""
-        from omp.agents import blocked_reason, classify_screen, match_dialog
+        from omp.agents import blocked_reason, classify_screen, match_dialog, person_fix
 
         if st is None or st.dead:
-            screen = "\n".join(tmux.capture(pane, lines=8)) if st else ""
-            raise _exited(w, screen)
+            last = tmux.capture(pane, lines=40) if st else []
+            # An agent that exits at a first-run screen (Claude Code's onboarding, offline)
+            # says what a person must do: that is a blocked launch, not a crash.
+            dialog = match_dialog(profile, last)
+            if dialog is not None and not dialog.keys and dialog.fix:
+                raise _blocked(w, f"the agent exited at its {dialog.what} screen", dialog.fix)
+            raise _exited(w, "\n".join(last[-8:]))
         lines = tmux.capture(pane, lines=40)
         blocked = blocked_reason(profile, lines)
+        fix = person_fix(profile, lines)
         dialog = match_dialog(profile, lines)
         if dialog is not None and not dialog.keys:
-            blocked = f"the agent shows a screen only a person can answer ({dialog.name})"
+            blocked = f"the agent shows a screen only a person can answer ({dialog.what})"
         if blocked:
-            raise OmpError(
-                "launch_blocked",
-                f"{w}: {blocked}; attach to the pane and handle it, then launch again",
-                worker=w,
-            )
+            raise _blocked(w, blocked, fix)
         if dialog is not None:
-            n = self._answered.get(w, 0)
+            n = self._answered.get((w, dialog.name), 0)
             if n >= 3:
                 raise OmpError(
                     "launch_blocked",
                     f"{w}: the {dialog.name} screen stayed after 3 answers; attach and answer it",
                     worker=w,
                 )
-            self._answered[w] = n + 1
+            self._answered[(w, dialog.name)] = n + 1
             self._ready_since.pop(w, None)
             for i, key in enumerate(dialog.keys):
                 if i:
                     time.sleep(0.1)  # a TUI may drop a key that follows another too closely
                 tmux.send_key(pane, key)
             self.progress(f"{w}: answered the {dialog.name} screen")
+            # Look again only once the screen has changed: a menu answered in steps (Down,
+            # then Enter once "Yes" is selected) must not get a second Down from a stale look.
+            end = time.monotonic() + 3.0
+            while time.monotonic() < end and tmux.capture(pane, lines=40) == lines:
+                time.sleep(0.05)
             return False
         if classify_screen(profile, lines) != "ready":
             self._ready_since.pop(w, None)
@@ -507,6 +542,12 @@ class Launch:
                 )
         except (OSError, OmpError):
             pass
+
+
+def _blocked(w: str, what: str, fix: str | None) -> OmpError:
+    todo = fix or "attach to the pane and handle it"
+    extra = {"fix": fix} if fix else {}
+    return OmpError("launch_blocked", f"{w}: {what}; {todo}, then launch again", worker=w, **extra)
 
 
 def _exited(w: str, screen: str) -> OmpError:

@@ -21,6 +21,7 @@ another's edit; the config is rewritten atomically (readers see the old or the n
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,16 +32,24 @@ from omp.monitor import sweep
 from omp.record import config as team_config
 from omp.record import history
 from omp.record.config import TeamConfig
-from omp.store import locks
+from omp.store import fs, locks
 from omp.store.names import worker_name
 from omp.store.paths import TeamPaths
-from omp.tasks import conversations
+from omp.tasks import conversations, tasks
 
 
 @contextlib.contextmanager
 def members_locked(team: TeamPaths) -> Iterator[None]:
-    with locks.flocked(team.members_lock):
+    # the lock file may be made here, its team's directory never (a team deleted meanwhile)
+    try:
+        fd = fs.open_file(team.members_lock, os.O_RDWR, create=True)
+    except FileNotFoundError:
+        raise team.gone() from None
+    try:
+        locks.acquire(fd)
         yield
+    finally:
+        os.close(fd)
 
 
 def removed_names(raw: dict[str, Any]) -> list[str]:
@@ -91,47 +100,66 @@ def _close_pane(cfg: TeamConfig, name: str) -> str | None:
 
 
 def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[str, Any]:
+    """Take `name` off the team, then settle what it held (see the module docstring).
+
+    The roster changes first, then the work is settled: a `claim-task` checks membership under
+    the tasks' guard (`omp.tasks.tasks.claim`), and the settling starts by taking that guard, so
+    a claim racing this removal either lands before the settling (which interrupts it) or finds
+    the worker gone; a task is never left in_progress with an owner who is not a member. Run on
+    a worker removed already (by an older omp, or a removal killed midway), it settles again."""
     team = cfg.paths
-    require_worker(cfg, name)
-    state = _pane_state(cfg, name)
-    if state in ("alive", "unknown") and not force:
-        raise OmpError(
-            "worker_alive",
-            f"{name}'s pane ({cfg.pane_of(name)}) is {state}; stop its agent first, or use "
-            "--force to close the pane",
-            worker=name,
-            pane=cfg.pane_of(name),
-        )
-    killed = _close_pane(cfg, name) if state in ("alive", "unknown") else None
+    worker_name(name)
+    already = name not in cfg.worker_names and name in removed_names(cfg.raw)
+    killed = None
+    if not already:
+        require_worker(cfg, name)
+        state = _pane_state(cfg, name)
+        if state in ("alive", "unknown") and not force:
+            raise OmpError(
+                "worker_alive",
+                f"{name}'s pane ({cfg.pane_of(name)}) is {state}; stop its agent first, or use "
+                "--force to close the pane",
+                worker=name,
+                pane=cfg.pane_of(name),
+            )
+        killed = _close_pane(cfg, name) if state in ("alive", "unknown") else None
     now = clock.now()
     with members_locked(team):
         cfg = team_config.load(team)  # fresh, under the lock
-        entry = require_worker(cfg, name)
+        raw = cfg.raw
+        removed_now = name in cfg.worker_names
+        if removed_now:
+            entry = require_worker(cfg, name)
+            raw["workers"] = [w for w in cfg.workers if w.get("name") != name]
+            raw["workerCount"] = len(raw["workers"])
+            gone = [g for g in raw.get("removedWorkers") or [] if isinstance(g, dict)]
+            gone.append(
+                {
+                    "name": name,
+                    "removedAt": clock.iso(now),
+                    "paneId": entry.get("paneId"),
+                    "launchToken": entry.get("launchToken") or raw.get("launchToken"),
+                }
+            )
+            raw["removedWorkers"] = gone
+            team_config.write(team, raw)
+        elif name not in removed_names(raw):
+            require_worker(cfg, name)  # unknown_worker
+        # Every claim that read the old roster under the guard is done once we hold it.
+        tasks.settle_claims(team)
         actions = sweep.interrupt_worker(cfg, name, "it was removed from the team", now)
         actions += _cancel_emitted(cfg, name, now)
-        raw = cfg.raw
-        raw["workers"] = [w for w in cfg.workers if w.get("name") != name]
-        raw["workerCount"] = len(raw["workers"])
-        gone = [g for g in raw.get("removedWorkers") or [] if isinstance(g, dict)]
-        gone.append(
-            {
-                "name": name,
-                "removedAt": clock.iso(now),
-                "paneId": entry.get("paneId"),
-                "launchToken": entry.get("launchToken") or raw.get("launchToken"),
-            }
-        )
-        raw["removedWorkers"] = gone
-        team_config.write(team, raw)
-    history.member(team, name, "removed")
+    if removed_now:
+        history.member(team, name, "removed")
     return {
         "ok": True,
         "team": cfg.name,
         "worker": name,
+        "alreadyRemoved": not removed_now,
         "killedPane": killed,
         "interrupted": [a for a in actions if a.get("action") == "interrupted"],
         "cancelled": [a for a in actions if a.get("action") == "cancelled"],
-        "workers": [w["name"] for w in raw["workers"]],
+        "workers": [w["name"] for w in raw["workers"] if isinstance(w, dict)],
     }
 
 

@@ -8,7 +8,11 @@ finishes first thing. An archived run (`runs/<label>/`) goes the same way.
 
 Mail outranks tidiness (pi peers learned it by deleting a queued letter): a team whose mailboxes
 hold unread mail is refused, by `delete` and skipped by `prune`, unless `--force`, and then what is
-lost is listed. A team with a live pane is refused even with `--force`: shut it down first.
+lost is listed. A mailbox omp refuses to read is "cannot tell", which counts as unread. What is
+lost is counted after the rename and after every mailbox's lock was taken once (`_take_away`): a
+sender that got in before the rename has finished and is counted, one after it finds the team
+gone (`omp.mail.mailbox.Mailbox._writing`). A team with a live pane is refused even with
+`--force`: shut it down first.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from omp.errors import OmpError
 from omp.invocation import team_command
 from omp.mail.mailbox import Mailbox
 from omp.record import config as team_config
-from omp.store import fs
+from omp.store import fs, locks
 from omp.store.names import is_valid_name
 from omp.store.paths import TOMB_PREFIX, StatePaths, TeamPaths, recipient_of_mailbox
 
@@ -133,20 +137,45 @@ def _remove(path: Path, remove: Remover) -> None:
 
 # ---- what a removal would lose ----------------------------------------------------------------
 
+# How long a removal waits for a sender that holds a mailbox's lock to finish its append.
+DRAIN_SECONDS = 10.0
+
+
+def _cannot_tell(recipient: str | None, err: Exception, run: str | None) -> dict[str, Any]:
+    """A mailbox (or a directory of them) omp will not read: it may hold unread mail, so it counts
+    as unread (`unread` None: how much is unknown)."""
+    why = f"{err.code}: {err.message}" if isinstance(err, OmpError) else f"{err}"
+    entry: dict[str, Any] = {
+        "recipient": recipient or "*",
+        "unread": None,
+        "from": [],
+        "messageIds": [],
+        "cannotTell": why,
+    }
+    if run is not None:
+        entry["run"] = run
+    return entry
+
 
 def _unread_in(box_owner: TeamPaths, run: str | None) -> list[dict[str, Any]]:
+    """Unread mail per mailbox; a mailbox omp refuses to read (unsafe, unreadable) is "cannot
+    tell", never "none": a removal treats it as unread."""
     out: list[dict[str, Any]] = []
     try:
         if not box_owner.project.check(box_owner.mailbox_dir):
             return []
         files = sorted(os.listdir(box_owner.mailbox_dir))
-    except (OSError, OmpError):
-        return []
+    except (OSError, OmpError) as exc:
+        return [_cannot_tell(None, exc, run)]
     for f in files:
         name = recipient_of_mailbox(f)
         if name is None or not is_valid_name(name):
+            continue  # no member's mail: omp never writes such a name
+        try:
+            msgs, _ = Mailbox(box_owner, name).undelivered()
+        except (OSError, OmpError) as exc:
+            out.append(_cannot_tell(name, exc, run))
             continue
-        msgs, _ = Mailbox(box_owner, name).undelivered()
         if msgs:
             entry: dict[str, Any] = {
                 "recipient": name,
@@ -168,11 +197,87 @@ def run_mail(team: TeamPaths, run: Path) -> list[dict[str, Any]]:
 
 def unread_mail(team: TeamPaths) -> list[dict[str, Any]]:
     """Per mailbox with undelivered messages, the team's own and its archived runs': recipient,
-    count, ids and senders (and `run` for a run's). Read-only."""
+    count, ids and senders (and `run` for a run's); a mailbox, or a directory of them, that omp
+    cannot read is listed with `cannotTell` (why) and `unread` None. Read-only."""
     out = _unread_in(team, None)
-    for run in _runs(team):
+    try:
+        runs = _run_dirs(team)
+    except (OSError, OmpError) as exc:
+        return [*out, _cannot_tell(None, exc, "*")]
+    for run in runs:
         out += run_mail(team, run)
     return out
+
+
+def _drain(team: TeamPaths, wait: float) -> list[dict[str, Any]]:
+    """Wait until no sender holds the lock of any of the team's mailboxes: one that checked the
+    team before it was renamed away finishes its append, and is counted. A lock still held after
+    `wait` seconds makes that mailbox "cannot tell"."""
+    try:
+        if not team.project.check(team.mailbox_dir):
+            return []
+        files = sorted(os.listdir(team.mailbox_dir))
+    except (OSError, OmpError):
+        return []  # unread_mail reports it
+    busy: list[dict[str, Any]] = []
+    for f in files:
+        name = recipient_of_mailbox(f)
+        if name is None or not is_valid_name(name):
+            continue
+        try:
+            fd = fs.open_file(team.mailbox(name), os.O_RDONLY)
+        except (OSError, OmpError):
+            continue  # unread_mail reports it
+        try:
+            if not locks.acquire(fd, wait):
+                busy.append(
+                    _cannot_tell(name, OSError(f"a writer held its lock for {wait:g} s"), None)
+                )
+        finally:
+            os.close(fd)  # releases the flock
+    return busy
+
+
+def _take_away(
+    project: StatePaths, team: TeamPaths, *, force: bool, remove: Remover
+) -> list[dict[str, Any]]:
+    """Remove a team's directory and return the unread mail that went with it.
+
+    Rename it to a tombstone (no reader, no writer finds it any more), wait for every sender that
+    got in before (`_drain`), then count what it holds: that count is exact, because a sender
+    checks under its mailbox's lock that the team is still there. Without `force`, a team that
+    got mail in the meantime is put back and refused (`unread_mail`): never lost silently."""
+    tomb = tombstone(project, team.dir, "team", team.name)
+    gone = TeamPaths(project, tomb)
+    lost = _drain(gone, DRAIN_SECONDS) + unread_mail(gone)
+    for e in lost:
+        if "cannotTell" in e:
+            e["cannotTell"] = e["cannotTell"].replace(str(tomb), str(team.dir))
+    if lost and not force:
+        try:
+            os.rename(tomb, team.dir)
+        except OSError as exc:
+            raise OmpError(
+                "storage_error",
+                f"team {team.name} got mail while it was being deleted, and could not be put "
+                f"back ({exc.strerror}); it is at {tomb}: move it back by hand before the next "
+                "`omp team delete` or `omp team prune`",
+                team=team.name,
+                path=str(tomb),
+            ) from exc
+        raise _unread_error(team.name, lost)
+    _remove(tomb, remove)
+    return lost
+
+
+def _unread_error(name: str, lost: list[dict[str, Any]]) -> OmpError:
+    return OmpError(
+        "unread_mail",
+        f"team {name} has unread mail ({_lost_text(lost)}); read it first, or delete with "
+        "--force to lose it",
+        team=name,
+        unread=lost,
+    )
 
 
 def live_panes(cfg: team_config.TeamConfig) -> list[dict[str, str]]:
@@ -189,7 +294,8 @@ def live_panes(cfg: team_config.TeamConfig) -> list[dict[str, str]]:
 
 def _lost_text(lost: list[dict[str, Any]]) -> str:
     return ", ".join(
-        f"{e['recipient']}{' (run ' + e['run'] + ')' if e.get('run') else ''} {e['unread']}"
+        f"{e['recipient']}{' (run ' + e['run'] + ')' if e.get('run') else ''} "
+        + (f"{e['unread']}" if e.get("unread") is not None else f"cannot tell: {e['cannotTell']}")
         for e in lost
     )
 
@@ -220,17 +326,10 @@ def delete(
         )
     lost = unread_mail(team)
     if lost and not force:
-        raise OmpError(
-            "unread_mail",
-            f"team {name} has unread mail ({_lost_text(lost)}); read it first, or delete with "
-            "--force to lose it",
-            team=name,
-            unread=lost,
-        )
+        raise _unread_error(name, lost)
     finished = finish_tombstones(project, remove=remove)
     size = tree_bytes(team.dir)
-    tomb = tombstone(project, team.dir, "team", name)
-    _remove(tomb, remove)
+    lost = _take_away(project, team, force=force, remove=remove)
     return {
         "ok": True,
         "team": name,
@@ -254,14 +353,19 @@ def _age(record: Path, fallback: Path, now: float) -> float:
     return max(0.0, now - at)
 
 
-def _runs(team: TeamPaths) -> list[Path]:
+def _run_dirs(team: TeamPaths) -> list[Path]:
+    """The team's archived runs; `unsafe_path` or OSError when `runs/` cannot be read."""
     runs = team.runs_dir
-    try:
-        if not team.project.check(runs):
-            return []
-        return [team.run(n).dir for n in sorted(os.listdir(runs)) if not n.startswith(".")]
-    except (OSError, OmpError):
+    if not team.project.check(runs):
         return []
+    return [team.run(n).dir for n in sorted(os.listdir(runs)) if not n.startswith(".")]
+
+
+def _runs(team: TeamPaths) -> list[Path]:
+    try:
+        return _run_dirs(team)
+    except (OSError, OmpError):
+        return []  # nothing of them is pruned: nothing is lost
 
 
 def prune(
@@ -347,12 +451,19 @@ def _prune_team(
         entry["why"] = "live panes: " + ", ".join(a["worker"] for a in alive)
         return entry, entry["why"]
     lost = unread_mail(team)
-    if lost:
+    if lost and not force:
         entry["unread"] = lost
-        if not force:
-            entry["why"] = f"unread mail ({_lost_text(lost)}); --force loses it"
-            return entry, entry["why"]
-        entry["lost"] = lost
+        entry["why"] = f"unread mail ({_lost_text(lost)}); --force loses it"
+        return entry, entry["why"]
     if not dry_run:
-        _remove(tombstone(project, team.dir, "team", team.name), rm)
+        try:
+            lost = _take_away(project, team, force=force, remove=rm)
+        except OmpError as err:
+            if err.code != "unread_mail":
+                raise
+            entry["unread"] = err.detail["unread"]
+            entry["why"] = f"unread mail ({_lost_text(entry['unread'])}); --force loses it"
+            return entry, entry["why"]
+    if lost:
+        entry["unread"] = entry["lost"] = lost
     return entry, None

@@ -85,14 +85,19 @@ def archive_previous_run(team: TeamPaths) -> Path | None:
 
 
 def write_state(team: TeamPaths, raw: dict[str, Any], task: str) -> None:
-    """Worker directories and tasks first, the config last: a team is visible once complete."""
+    """Worker directories and tasks first, the config last: a team is visible once complete.
+
+    The one place (with launch, which calls it) that makes a team's directory: every other
+    writer creates only inside an existing one (`TeamPaths.ensure_in`), so a deleted team stays
+    deleted."""
+    team.project.ensure(team.dir)
     archive_previous_run(team)
     n = len(raw["workers"])
     for i, w in enumerate(raw["workers"], start=1):
-        team.project.ensure(team.worker_dir(w["name"]))
+        team.ensure_in(team.worker_dir(w["name"]))
         if task:
             tasks.create(team, w["taskId"], task_description(task, i, n))
-    team.project.ensure(team.mailbox_dir)
+    team.ensure_in(team.mailbox_dir)
     team_config.write(team, raw)
     for w in raw["workers"]:
         history.member(team, w["name"], "joined")

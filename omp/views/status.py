@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from omp import clock
 from omp.errors import OmpError
+from omp.invocation import team_command
 from omp.mail import mailbox
 from omp.mail.panes import PaneView, pane_views
 from omp.record import config as team_config
@@ -78,7 +79,9 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
     shutdown = (
         fs.read_json(team.shutdown) if fs.check_entry(team.shutdown, want_dir=False) else None
     )
-    not_running = _not_running(cfg, views, shutdown is not None or os.path.lexists(team.shutdown))
+    shut = shutdown is not None or os.path.lexists(team.shutdown)
+    not_running = _not_running(cfg, views, shut)
+    down = [w["name"] for w in workers if w["pane"] in ("dead", "gone")]
     return {
         "team": cfg.name,
         "agent": cfg.raw.get("agent") or cfg.raw.get("role"),
@@ -103,7 +106,13 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
         and not task_list.broken
         and all(t.get("status") in tasks.TERMINAL for t in task_list),
         "usage": team_spent,  # the workers' tokens together, and the budgets (percent used)
+        # members whose pane died or went with its tmux server: `omp team resume` brings them back
+        "resume": {"workers": down, "command": resume_command(cfg)} if down and not shut else None,
     }
+
+
+def resume_command(cfg: TeamConfig) -> str:
+    return f"{team_command(cfg.raw)} team resume {cfg.name}"
 
 
 def _not_running(cfg: TeamConfig, views: dict[str, PaneView], shut: bool) -> str | None:

@@ -9,8 +9,11 @@ shell tool shows a non-zero exit as a failed call (Copilot marks it ✗), and ma
 own exit code (below) for a script that branches without parsing.
 
 What the leader last saw is a cursor the leader carries, not state omp keeps: every wait returns
-`cursor`, the status of every task as that wait saw them (`1=c,2=i`: one letter per known status),
-and `--since CURSOR` compares with it instead of with the moment the wait began. So a task that
+`cursor`, the status of every task as that wait saw them, named with the team and its run
+(`docs:1a2b3c4d:1=c,2=i`: one letter per known status), and `--since CURSOR` compares with it
+instead of with the moment the wait began. A cursor of another team or of an earlier run (a
+relaunch, a team deleted and made again) is refused (`invalid_cursor`): its snapshot would hide
+the new run's moves. So a task that
 moved between two waits is reported by the second, once; a leader that polls with several shells
 gets consistent answers from each; and wait stays read-only. (Task statuses only move forward,
 pending -> in_progress -> terminal, so a snapshot is enough: no move can hide by returning.)
@@ -89,25 +92,70 @@ def _all_done(found: dict[str, dict[str, Any]]) -> bool:
     return bool(found) and all(t.get("status") in tasks.TERMINAL for t in found.values())
 
 
-def encode_cursor(statuses: dict[str, Any]) -> str:
-    """`{"1": "completed", "2": "pending"}` -> `1=c,2=p` (task id order as the store lists)."""
+def run_id(cfg: TeamConfig) -> str:
+    """A fingerprint of this run of the team: its launch (or create) time and launch token, and
+    its directory. A relaunch, or a team deleted and made again under the name, is another run:
+    its tasks start over, so a snapshot of the last run's statuses would hide their moves."""
+    import zlib
+
+    ino = cfg.paths.ident[1] if cfg.paths.ident else 0
+    key = f"{cfg.raw.get('createdAt')}|{cfg.raw.get('launchToken')}|{ino}"
+    return f"{zlib.crc32(key.encode()):08x}"
+
+
+def encode_cursor(cfg: TeamConfig, statuses: dict[str, Any]) -> str:
+    """`{"1": "completed", "2": "pending"}` -> `<team>:<run>:1=c,2=p` (task id order as the store
+    lists): the cursor names the team and the run whose statuses it holds."""
     parts = [f"{tid}={_CODES.get(str(st), str(st))}" for tid, st in statuses.items()]
-    return ",".join(parts) or EMPTY_CURSOR
+    return f"{cfg.name}:{run_id(cfg)}:{','.join(parts) or EMPTY_CURSOR}"
 
 
-def decode_cursor(cursor: str) -> dict[str, Any]:
-    """The task statuses a cursor records; `invalid_cursor` for anything wait did not print."""
+def decode_cursor(cfg: TeamConfig, cursor: str) -> dict[str, Any]:
+    """The task statuses a cursor records; `invalid_cursor` for anything a wait on this run of
+    this team did not print (another team's, an earlier run's, an older omp's)."""
     from omp.store.names import TASK_ID_RE
 
-    if cursor == EMPTY_CURSOR:
+    example = f"{cfg.name}:{run_id(cfg)}:1=c,2=i"
+    team, sep, rest = cursor.partition(":")
+    run, sep2, snapshot = rest.partition(":")
+    if not sep or not sep2:
+        raise OmpError(
+            "invalid_cursor",
+            f"--since takes the cursor a previous `omp team wait {cfg.name}` printed (like "
+            f"{example}), got {cursor!r}"
+            + (
+                "; a cursor without the team (printed by an older omp) could hide the moves "
+                "of another team: wait once without --since and use the cursor it prints"
+                if "=" in cursor or cursor == EMPTY_CURSOR
+                else ""
+            ),
+            cursor=cursor,
+        )
+    if team != cfg.name:
+        raise OmpError(
+            "invalid_cursor",
+            f"cursor {cursor!r} belongs to team {team}, not {cfg.name}; wait once without "
+            "--since and use the cursor it prints",
+            cursor=cursor,
+        )
+    if run != run_id(cfg):
+        raise OmpError(
+            "invalid_cursor",
+            f"cursor {cursor!r} was printed for an earlier run of team {cfg.name} (it was "
+            "launched again, or deleted and made again, since): its tasks start over; wait once "
+            "without --since and use the cursor it prints",
+            cursor=cursor,
+        )
+    if snapshot == EMPTY_CURSOR:
         return {}
     out: dict[str, Any] = {}
-    for part in cursor.split(","):
+    for part in snapshot.split(","):
         tid, eq, code = part.partition("=")
         if not eq or TASK_ID_RE.fullmatch(tid) is None or not code.replace("_", "").isalpha():
             raise OmpError(
                 "invalid_cursor",
-                f"--since takes the cursor a previous wait printed (like 1=c,2=i), got {cursor!r}",
+                f"--since takes the cursor a previous wait printed (like {example}), got "
+                f"{cursor!r}",
                 cursor=cursor,
             )
         out[tid] = _STATUS.get(code, code)
@@ -141,7 +189,7 @@ def wait(
     watched = [box.path, team.tasks_dir, team.shutdown, team.config]
     start = clock()
     if since is not None:
-        before = decode_cursor(since)
+        before = decode_cursor(cfg, since)
     else:
         before = {tid: t.get("status") for tid, t in _tasks(cfg).items()}
     last: Key | None = None
@@ -160,15 +208,19 @@ def wait(
                 out = _look(cfg, box, before) or {
                     "event": "gone",
                     **_empty(),
-                    "cursor": encode_cursor(before),
+                    "cursor": encode_cursor(cfg, before),
                 }
+                resume = f"{team_command(cfg.raw)} team resume {cfg.name}"
                 return _finish(
-                    cfg, {**out, "event": "gone", "why": why}, clock() - start, exit_codes
+                    cfg,
+                    {**out, "event": "gone", "why": why, "resume": resume},
+                    clock() - start,
+                    exit_codes,
                 )
         waited = clock() - start
         if timeout and waited >= timeout:
             # Nothing moved since `before` at the last look: it is still what was reported.
-            result = {"event": "timeout", **_empty(), "cursor": encode_cursor(before)}
+            result = {"event": "timeout", **_empty(), "cursor": encode_cursor(cfg, before)}
             return _finish(cfg, result, waited, exit_codes)
         sleep(poll if not timeout else min(poll, max(0.0, timeout - waited)))
 
@@ -218,7 +270,7 @@ def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, An
     }
     counts = Counter(str(t.get("status")) for t in now_tasks.values())
     out["tasks"] = dict(sorted(counts.items()))
-    out["cursor"] = encode_cursor({tid: t.get("status") for tid, t in now_tasks.items()})
+    out["cursor"] = encode_cursor(cfg, {tid: t.get("status") for tid, t in now_tasks.items()})
     if found.broken:  # shown, and never "all done" while a task file cannot be read
         out["brokenTasks"] = found.broken
     if _all_done(now_tasks) and not found.broken:

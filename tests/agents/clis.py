@@ -46,11 +46,16 @@ class Cli(NamedTuple):
         return CACHE / self.program / "node_modules" / ".bin" / self.program
 
 
+# Keep in step with scripts/install-agent-clis.sh.
 CLIS = {
     "copilot": Cli("@github/copilot", "1.0.102", "OMP_TEST_COPILOT", "copilot"),
     "codex": Cli("@openai/codex", "0.171.0", "OMP_TEST_CODEX", "codex"),
     "gemini": Cli("@google/gemini-cli", "0.61.0", "OMP_TEST_GEMINI", "gemini"),
+    "claude": Cli("@anthropic-ai/claude-code", "2.1.328", "OMP_TEST_CLAUDE", "claude"),
+    "pi": Cli("@mariozechner/pi-coding-agent", "0.73.1", "OMP_TEST_PI", "pi"),
 }
+# Claude Code's updater ran `npm install --global` during a test: never let it run here.
+NO_UPDATES = {"DISABLE_AUTOUPDATER": "1", "COPILOT_AUTO_UPDATE": "false"}
 COPILOT_VERSION = CLIS["copilot"].version
 ENV_VAR = CLIS["copilot"].env_var
 CACHE_BIN = CLIS["copilot"].cache_bin
@@ -71,14 +76,19 @@ def find_cli(agent: str, cache_bin: Path | None = None) -> tuple[Path | None, st
             continue
         try:
             proc = subprocess.run(
-                [str(path), "--version"], capture_output=True, text=True, timeout=60
+                [str(path), "--version"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**os.environ, **NO_UPDATES},
             )
         except (OSError, subprocess.SubprocessError) as exc:
             tried.append(f"{cand}: {exc}")
             continue
-        if cli.version in proc.stdout:
+        said = proc.stdout + proc.stderr  # pi prints its version on stderr
+        if cli.version in said:
             return path, ""
-        tried.append(f"{cand}: version {proc.stdout.strip()[-60:]!r}, not {cli.version}")
+        tried.append(f"{cand}: version {said.strip()[-60:]!r}, not {cli.version}")
     why = "; ".join(tried) or f"${cli.env_var} unset, {cache_bin} absent, none on PATH"
     name = "Copilot CLI" if agent == "copilot" else f"{agent} CLI"
     return None, (
@@ -169,10 +179,18 @@ class AgentTeam:
         self.env = child_env(self.home, **extra)
         for key in ("TMUX", "TMUX_PANE", "CI", "GH_TOKEN", "GITHUB_TOKEN", "COPILOT_GITHUB_TOKEN"):
             self.env.pop(key, None)
+        for key in list(self.env):  # nothing of the user's own Claude Code or pi setup
+            if key.startswith(("ANTHROPIC_", "CLAUDE_", "PI_")) or key == "IS_SANDBOX":
+                del self.env[key]
+        self.env.update(NO_UPDATES)
         if agent == "codex":
             self._codex_config()
         if agent == "gemini":
             self._gemini_config()
+        if agent == "claude":
+            self._claude_config()
+        if agent == "pi":
+            self._pi_config()
         if monitor is None:
             self.env["OMP_NO_MONITOR"] = "1"
         else:
@@ -206,6 +224,41 @@ class AgentTeam:
             GEMINI_API_KEY="scripted",
             GEMINI_MODEL="gemini-2.5-flash",
         )
+
+    def _claude_config(self) -> None:
+        """Claude Code on the scripted model (`ANTHROPIC_BASE_URL` without `/v1`; a token, so
+        no API-key question), its config in `CLAUDE_CONFIG_DIR`: onboarding marked done (offline
+        it exits otherwise), nothing else. The trust screen (every new directory) and the
+        bypass-permissions warning are left for launch to answer."""
+        config = self.home / ".claude-config"
+        config.mkdir()
+        (config / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
+        self.env.update(
+            CLAUDE_CONFIG_DIR=str(config),
+            ANTHROPIC_BASE_URL=self.model.base_url.removesuffix("/v1"),
+            ANTHROPIC_AUTH_TOKEN="scripted",
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+            CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL="1",
+        )
+        if os.geteuid() == 0:  # --dangerously-skip-permissions refuses root without it
+            self.env["IS_SANDBOX"] = "1"
+
+    def _pi_config(self) -> None:
+        """pi on the scripted model: a provider in models.json (chat completions), made the
+        default in settings.json; `PI_OFFLINE` skips its startup downloads."""
+        agent_dir = self.home / ".pi" / "agent"
+        agent_dir.mkdir(parents=True)
+        provider = {
+            "baseUrl": self.model.base_url,
+            "api": "openai-completions",
+            "apiKey": "scripted",
+            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+            "models": [{"id": MODEL_NAME}],
+        }
+        (agent_dir / "models.json").write_text(json.dumps({"providers": {"local": provider}}))
+        settings = {"defaultProvider": "local", "defaultModel": MODEL_NAME}
+        (agent_dir / "settings.json").write_text(json.dumps(settings))
+        self.env.update(PI_OFFLINE="1", PI_CODING_AGENT_DIR=str(agent_dir))
 
     # ---- omp -----------------------------------------------------------------------------
 
@@ -273,6 +326,13 @@ class AgentTeam:
             ["tmux", "-L", self.socket, "kill-server"], capture_output=True, env=self.env
         )
         self._wait_monitor_gone()
+
+    def assert_none_left(self) -> None:
+        """After `close`: no process of this team runs any more (agents, their helpers, the
+        tmux server, the monitor)."""
+        from tests.agents.leftovers import assert_none_left
+
+        assert_none_left(self.root, self.root.parent)
 
     def _wait_monitor_gone(self, timeout: float = 30.0) -> None:
         """A monitor this team started stops by itself once no live team is left."""

@@ -39,7 +39,7 @@ def copilot_bin() -> Path:
 
 
 def _teams(
-    base: Path, binary: Path, model: ScriptedModel, agent: str
+    base: Path, binary: Path, model: ScriptedModel, agent: str, *, check_left: bool = False
 ) -> Iterator[Callable[..., AgentTeam]]:
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
@@ -53,6 +53,9 @@ def _teams(
     yield make
     for team in made:
         team.close()
+    if check_left:  # nothing of a team may outlive it (issue 20)
+        for team in made:
+            team.assert_none_left()
 
 
 @pytest.fixture
@@ -79,3 +82,15 @@ def _cli(agent: str) -> Path:
     if path is None:
         pytest.skip(why)
     return path
+
+
+@pytest.fixture
+def claude_team(
+    tmp_path: Path, scripted_model: ScriptedModel
+) -> Iterator[Callable[..., AgentTeam]]:
+    yield from _teams(tmp_path, _cli("claude"), scripted_model, "claude", check_left=True)
+
+
+@pytest.fixture
+def pi_team(tmp_path: Path, scripted_model: ScriptedModel) -> Iterator[Callable[..., AgentTeam]]:
+    yield from _teams(tmp_path, _cli("pi"), scripted_model, "pi", check_left=True)

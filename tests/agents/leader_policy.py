@@ -148,6 +148,8 @@ class LeaderPolicy:
     task: str = "write a haiku"
     think: float = 0.3
     keep_team: bool = False
+    skill_path: str = SKILL_PATH  # where the skill is read with the shell (Claude Code's:
+    # .claude/skills/team/SKILL.md)
     calls: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -208,7 +210,7 @@ class LeaderPolicy:
                 if LAUNCH_LINE.search(text):
                     state["skill"] = Skill.parse(text)
                     return
-        cat = f"cat {SKILL_PATH}"
+        cat = f"cat {self.skill_path}"
         step = replay.take(cat)
         if step is None:
             yield cat

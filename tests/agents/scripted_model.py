@@ -10,8 +10,11 @@ whole conversation the CLI sent and returns the next assistant move: a text, or 
         model.requests                          # every request, with the reply it got
 
 Endpoints: `GET /v1/models`, `POST /v1/chat/completions` (streaming SSE or one JSON body), and
-`POST /v1/responses` (the Responses API, streamed; see responses_api.py) for Codex CLI, and
-`POST /v1beta/models/<m>:streamGenerateContent` (gemini_api.py) for Gemini CLI.
+`POST /v1/responses` (the Responses API, streamed; see responses_api.py) for Codex CLI,
+`POST /v1beta/models/<m>:streamGenerateContent` (gemini_api.py) for Gemini CLI, and
+`POST /v1/messages` (the Anthropic Messages API, streamed; anthropic_api.py, with
+`/v1/messages/count_tokens`) for Claude Code. pi speaks chat completions. Side requests a CLI
+makes for itself (a session title) are answered without the policy and kept in `side`.
 """
 
 from __future__ import annotations
@@ -39,11 +42,14 @@ class Reply:
 
     `delay`: seconds the model "thinks" (a streamed reply opens at once and its first token
     comes that much later; a plain one answers that much later): the CLI stays busy.
+    `status`: an HTTP error instead (429 a rate limit, 401 a bad key, 500 a server error), with
+    `text` as its message and `x-should-retry: false` (the vendors' SDKs then do not retry).
     """
 
     text: str = ""
     tool_call: ToolCall | None = None
     delay: float = 0.0
+    status: int = 200
 
 
 @dataclass
@@ -103,6 +109,7 @@ class ScriptedModel:
         self.model = model
         self.requests: list[Exchange] = []
         self.unrouted: list[tuple[str, bytes]] = []  # requests to paths it does not serve
+        self.side: list[tuple[dict[str, Any], str]] = []  # (body, answer) of side requests
         self._lock = threading.Lock()
         self._seq = 0
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -172,6 +179,11 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet: the recorded requests are the log
 
+        def do_HEAD(self) -> None:  # Claude Code's connectivity probe (`HEAD /api/hello`)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):
                 entry = {"id": model.model, "object": "model", "created": 0, "owned_by": "omp"}
@@ -187,9 +199,13 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             if route == "countTokens":
                 self._json(200, {"totalTokens": 10})
                 return
+            if route == "count_tokens":
+                self._json(200, {"input_tokens": 10})
+                return
             if route not in (
                 "completions",
                 "responses",
+                "messages",
                 "generateContent",
                 "streamGenerateContent",
             ):
@@ -202,7 +218,19 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 self._json(400, {"error": {"message": "body is not JSON"}})
                 return
             body = body if isinstance(body, dict) else {}
-            if route == "responses":
+            if route == "messages":
+                from tests.agents import anthropic_api
+
+                side = anthropic_api.side_answer(body)
+                if side is not None:
+                    with model._lock:
+                        model.side.append((body, side))
+                    mid = f"msg_{model._next_id()}"
+                    evs = anthropic_api.events(mid, model.model, Reply(text=side), "")
+                    self._sse(list(evs), 0, typed=True)
+                    return
+                body = anthropic_api.chat_body(body)
+            elif route == "responses":
                 from tests.agents import responses_api
 
                 body = responses_api.chat_body(body)
@@ -219,10 +247,18 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             cid = f"chatcmpl-{model._next_id()}"
             call_id = f"call_{model._next_id()}"
             try:
-                if route == "responses":
+                if reply.status != 200:
+                    time.sleep(reply.delay)
+                    self._json(reply.status, _error(reply), {"x-should-retry": "false"})
+                elif route == "responses":
                     from tests.agents import responses_api
 
                     evs = responses_api.events(cid, model.model, reply, call_id)
+                    self._sse(list(evs), reply.delay, typed=True)
+                elif route == "messages":
+                    from tests.agents import anthropic_api
+
+                    evs = anthropic_api.events(f"msg_{cid}", model.model, reply, call_id)
                     self._sse(list(evs), reply.delay, typed=True)
                 elif route.endswith("enerateContent"):
                     from tests.agents import gemini_api
@@ -242,9 +278,13 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
                 with model._lock:
                     ex.error = "client disconnected"
 
-        def _json(self, status: int, doc: dict[str, Any]) -> None:
+        def _json(
+            self, status: int, doc: dict[str, Any], headers: dict[str, str] | None = None
+        ) -> None:
             data = json.dumps(doc).encode()
             self.send_response(status)
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -272,6 +312,24 @@ def _handler(model: ScriptedModel) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
     return Handler
+
+
+# The error body every wire understands enough of: Anthropic reads `error.type`/`message`, OpenAI
+# `error.message`/`code`, Gemini `error.code`/`status`.
+_ERROR_KINDS = {
+    400: ("invalid_request_error", "INVALID_ARGUMENT"),
+    401: ("authentication_error", "UNAUTHENTICATED"),
+    403: ("permission_error", "PERMISSION_DENIED"),
+    429: ("rate_limit_error", "RESOURCE_EXHAUSTED"),
+    529: ("overloaded_error", "UNAVAILABLE"),
+}
+
+
+def _error(reply: Reply) -> dict[str, Any]:
+    kind, status = _ERROR_KINDS.get(reply.status, ("api_error", "INTERNAL"))
+    message = reply.text or f"scripted error {reply.status}"
+    err = {"type": kind, "message": message, "code": reply.status, "status": status}
+    return {"type": "error", "error": err}
 
 
 _USAGE = {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -268,3 +269,148 @@ def test_a_missing_copilot_cli_gives_the_skip_reason(
     monkeypatch.setenv(copilot.ENV_VAR, str(fake))
     path, why = copilot.find_copilot()
     assert path is None and "not 1.0.102" in why  # only the pinned version is used
+
+
+# ---- the Anthropic Messages wire (Claude Code) ------------------------------------------------
+
+
+def post_anthropic(model: ScriptedModel, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    base = model.base_url.removesuffix("/v1")  # Claude Code's ANTHROPIC_BASE_URL has no /v1
+    req = urllib.request.Request(
+        f"{base}{path}", data=json.dumps(body).encode(), headers={"x-api-key": "k"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def anthropic_message(raw: bytes) -> dict[str, Any]:
+    """Reassemble a streamed message as the SDK does: blocks by index, tool input from its
+    `input_json_delta` fragments."""
+    events = []
+    for chunk in raw.decode().split("\n\n"):
+        lines = chunk.split("\n")
+        if len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: "):
+            ev = json.loads(lines[1][6:])
+            assert ev["type"] == lines[0][7:]
+            events.append(ev)
+    assert events[0]["type"] == "message_start" and events[-1]["type"] == "message_stop"
+    blocks: dict[int, dict[str, Any]] = {}
+    partial: dict[int, str] = {}
+    stop = None
+    for ev in events:
+        if ev["type"] == "content_block_start":
+            blocks[ev["index"]] = dict(ev["content_block"])
+        elif ev["type"] == "content_block_delta":
+            d = ev["delta"]
+            if d["type"] == "text_delta":
+                blocks[ev["index"]]["text"] += d["text"]
+            else:
+                partial[ev["index"]] = partial.get(ev["index"], "") + d["partial_json"]
+        elif ev["type"] == "content_block_stop" and ev["index"] in partial:
+            blocks[ev["index"]]["input"] = json.loads(partial[ev["index"]])
+        elif ev["type"] == "message_delta":
+            stop = ev["delta"]["stop_reason"]
+    return {"content": [blocks[i] for i in sorted(blocks)], "stop_reason": stop}
+
+
+class Recorder:
+    def __init__(self, *replies: Reply) -> None:
+        self.replies = list(replies)
+        self.chats: list[Any] = []
+
+    def reply(self, chat: Any) -> Reply:
+        self.chats.append(chat)
+        return self.replies.pop(0)
+
+
+def test_anthropic_messages_wire() -> None:
+    call = ToolCall("Bash", {"command": "echo 'a \"b\"' > f", "description": "probe"})
+    policy = Recorder(Reply(text="running it", tool_call=call), Reply(text="done"))
+    with ScriptedModel(policy) as model:
+        body: dict[str, Any] = {
+            "model": "claude-opus-5-5",
+            "stream": True,
+            "system": [{"type": "text", "text": "You are Claude Code."}],
+            "tools": [{"name": "Bash", "input_schema": {"properties": {"command": {}}}}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "run the probe"}]},
+                {"role": "system", "content": "# Environment"},  # trailing: dropped
+            ],
+        }
+        status, raw = post_anthropic(model, "/v1/messages?beta=true", body)
+        msg = anthropic_message(raw)
+        assert status == 200 and msg["stop_reason"] == "tool_use"
+        text, use = msg["content"]
+        assert text == {"type": "text", "text": "running it"}
+        assert (use["type"], use["name"], use["input"]) == ("tool_use", "Bash", call.arguments)
+        first = policy.chats[0]
+        assert [m["role"] for m in first.messages] == ["system", "user"]
+        assert first.messages[-1]["content"] == "run the probe"
+        assert first.tools[0]["function"]["name"] == "Bash"
+        # the tool's result comes back inside a user message: a `tool` message for the policy
+        body["messages"] = [
+            body["messages"][0],
+            {"role": "system", "content": "# Environment"},  # not trailing: kept
+            {"role": "assistant", "content": msg["content"]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": use["id"], "content": "(no output)"}
+                ],
+            },
+        ]
+        msg = anthropic_message(post_anthropic(model, "/v1/messages", body)[1])
+        assert msg == {"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"}
+        second = policy.chats[1].messages
+        assert [m["role"] for m in second] == ["system", "user", "system", "assistant", "tool"]
+        assert second[3]["tool_calls"][0]["id"] == use["id"]
+        assert json.loads(second[3]["tool_calls"][0]["function"]["arguments"]) == call.arguments
+        assert second[4] == {"role": "tool", "tool_call_id": use["id"], "content": "(no output)"}
+        # side requests never reach the policy: a title (JSON that fits the schema), tokens
+        schema = {"type": "object", "properties": {"title": {"type": "string"}}}
+        title = {**body, "output_config": {"format": {"type": "json_schema", "schema": schema}}}
+        msg = anthropic_message(post_anthropic(model, "/v1/messages", title)[1])
+        assert json.loads(msg["content"][0]["text"]) == {"title": "omp worker"}
+        status, raw = post_anthropic(model, "/v1/messages/count_tokens?beta=true", body)
+        assert (status, json.loads(raw)) == (200, {"input_tokens": 10})
+        assert len(policy.chats) == 2 and len(model.side) == 1
+
+
+def test_a_scripted_http_error_reaches_the_cli() -> None:
+    with ScriptedModel(Fixed(Reply(status=429, text="Rate limit reached"))) as model:
+        status, raw = post_anthropic(model, "/v1/messages", {"messages": []})
+        err = json.loads(raw)["error"]
+        assert status == 429 and err["type"] == "rate_limit_error"
+        assert err["message"] == "Rate limit reached"
+        with pytest.raises(urllib.error.HTTPError) as got:
+            post(model, {"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        assert got.value.code == 429 and got.value.headers["x-should-retry"] == "false"
+
+
+def test_launch_gives_claude_workers_no_auto_update_and_forwards_pi_offline(
+    tmp_path: Path,
+) -> None:
+    env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "PI_OFFLINE": "1", "PATH": "/usr/bin"}
+
+    def worker(agent: str, environ: dict[str, str]) -> dict[str, str]:
+        return worker_env(
+            environ,
+            BUILTIN_PROFILES[agent],
+            team="t",
+            worker="worker-1",
+            root=tmp_path,
+            token="x",
+            omp="omp",
+        )
+
+    claude = worker("claude", env)
+    assert (
+        claude["DISABLE_AUTOUPDATER"] == "1"
+        and claude["ANTHROPIC_BASE_URL"] == env["ANTHROPIC_BASE_URL"]
+    )
+    assert "PI_OFFLINE" not in claude and "IS_SANDBOX" not in claude
+    assert worker("claude", {**env, "DISABLE_AUTOUPDATER": "0"})["DISABLE_AUTOUPDATER"] == "0"
+    assert worker("pi", env)["PI_OFFLINE"] == "1"

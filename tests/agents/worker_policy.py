@@ -32,8 +32,9 @@ NUDGE = re.compile(r"You have \d+ new message\(s\)\. Read them: (.+?)\s*$", re.M
 API_LINE = re.compile(r"^\s*(?P<cmd>\S.*? team api (?P<op>[a-z-]+) --input '(?P<arg>\{.*?\})'.*)$")
 RESULT_FILE = re.compile(r"Write your full result to (\S+)")
 CLAIMED = '"claimToken":"'  # in claim-task's output (the inbox only names the placeholder)
-# Copilot: `bash` {command}; Codex: `exec_command` {cmd}; Gemini: `run_shell_command` {command}.
-SHELL_NAMES = ("bash", "shell", "run_shell_command", "shell_command", "exec_command")
+# Copilot and pi: `bash` {command}; Codex: `exec_command` {cmd}; Gemini: `run_shell_command`
+# {command}; Claude Code: `Bash` {command, description}.
+SHELL_NAMES = ("bash", "Bash", "shell", "run_shell_command", "shell_command", "exec_command")
 
 
 class PolicyError(Exception):

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.helpers import (
+    OmpRun,
     child_env,
     is_root,
     isolate,
@@ -100,3 +102,70 @@ def test_an_unreadable_input_file_is_refused(root: Path, env: dict[str, str]) ->
     r = run_omp("team", "api", "list-tasks", "--input", f"@{target}", "--json", cwd=root, env=env)
     assert r.rc == 2 and r.json["error"] == "input_unreadable", r
     assert "Permission denied" in r.json["message"]
+
+
+# ---- issue 21, class 10: `--input -` has the cap and the checks of `--input @FILE` ----------
+
+DEEP = "[" * 100_000
+INPUTS: dict[str, tuple[bytes, str | None]] = {
+    "ok": (json.dumps({"team_name": "demo", "worker": "worker-1"}).encode(), None),
+    "too-large": (  # a valid input, but for its size
+        json.dumps({"team_name": "demo", "worker": "worker-1"}).encode() + b" " * (1 << 20),
+        "invalid_input",
+    ),
+    "not-utf8": (b'{"team_name":"demo","worker":"\xe9"}', "invalid_json"),
+    "not-json": (b"{not json", "invalid_json"),
+    "too-deep-to-parse": (DEEP.encode(), "invalid_input"),
+    "deeper-than-any-operation-reads": (
+        json.dumps({"team_name": "demo", "x": json.loads("[" * 80 + "]" * 80)}).encode(),
+        "invalid_input",
+    ),
+}
+
+
+def _run_bytes(root: Path, env: dict[str, str], arg: str, stdin: Any) -> OmpRun:
+    import resource
+    import subprocess
+    import sys
+
+    def cap() -> None:  # a reader without a bound must fail here, not take the machine's memory
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "omp", "team", "api", "mailbox-list", "--input", arg, "--json"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        timeout=60,
+        preexec_fn=cap,
+        **({"input": stdin} if isinstance(stdin, bytes) else {"stdin": stdin}),
+    )
+    out = proc.stdout.decode()
+    return OmpRun(proc.returncode, out, proc.stderr.decode(), json.loads(out) if out else None)
+
+
+@pytest.mark.parametrize("name", sorted(INPUTS))
+def test_stdin_and_a_file_are_read_alike(root: Path, env: dict[str, str], name: str) -> None:
+    data, code = INPUTS[name]
+    (root / "in.json").write_bytes(data)
+    before = snapshot_tree(root / ".omp")
+    by_file = _run_bytes(root, env, "@in.json", b"")
+    by_stdin = _run_bytes(root, env, "-", data)
+    for r in (by_file, by_stdin):
+        assert "Traceback" not in r.stderr
+        assert r.json is not None and r.json["ok"] is (code is None), r
+        if code is not None:
+            assert r.rc == 2 and r.json["error"] == code, r
+        if "deep" in name:
+            assert r.json["message"] == "the input is nested deeper than 64 levels"
+    if code is None:
+        assert by_file.json == by_stdin.json
+    else:
+        assert snapshot_tree(root / ".omp") == before
+
+
+def test_stdin_that_never_ends_is_cut_at_the_cap(root: Path, env: dict[str, str]) -> None:
+    with open("/dev/zero", "rb") as zero:
+        r = _run_bytes(root, env, "-", zero)
+    assert r.rc == 2 and r.json["error"] == "invalid_input", r
+    assert "over 1048576 bytes" in r.json["message"]

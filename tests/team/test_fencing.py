@@ -221,14 +221,56 @@ def test_the_leader_moves_any_task_with_its_token(capsys: pytest.CaptureFixture[
     assert call(capsys, "transition-task-status", **fields).rc == 0
 
 
-def test_without_a_token_only_the_name_is_checked(
-    pane: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    "kept",
+    [
+        ("OMP_TEAM", "OMP_WORKER"),
+        ("OMP_WORKER", "OMP_LAUNCH_TOKEN"),
+        ("OMP_TEAM", "OMP_LAUNCH_TOKEN"),
+        ("OMP_TEAM",),
+        ("OMP_WORKER",),
+        ("OMP_LAUNCH_TOKEN",),
+        ("OMP_TEAM_WORKER",),
+    ],
+)
+def test_unsetting_some_identity_variables_never_widens_what_a_pane_may_do(
+    root: Path, pane: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], kept: tuple[str, ...]
 ) -> None:
+    """A pane whose team expects a launch token and which dropped any of its variables may do
+    nothing at all: not even speak as itself (it cannot prove it is the current launch)."""
+    pane.setenv("OMP_TEAM_WORKER", "1")
+    for var in ("OMP_TEAM", "OMP_WORKER", "OMP_LAUNCH_TOKEN", "OMP_TEAM_WORKER"):
+        if var not in kept:
+            pane.delenv(var)
+    before = snapshot_tree(root / ".omp")
+    for who in ("worker-1", "leader", "worker-3"):
+        run = call(capsys, "send-message", **{"from": who, "to": "worker-2", "body": "a"})
+        assert run.json is not None and run.json.get("error") in (
+            "sender_mismatch",
+            "stale_generation",
+        ), (kept, who, run)
+    run = call(capsys, "claim-task", task_id="1", worker="worker-1")
+    assert run.rc == 1, (kept, run)
+    assert snapshot_tree(root / ".omp") == before
+
+
+def test_a_team_made_without_a_token_checks_the_name_only(
+    root: Path, pane: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`omp team create` gives no launch token: its workers carry none and act as themselves."""
+    raw = team_config.load(StatePaths(root).team("t")).raw
+    del raw["launchToken"]
+    team_config.write(StatePaths(root).team("t"), raw)
     pane.delenv("OMP_LAUNCH_TOKEN")
     assert call(capsys, "send-message", **{"from": "worker-1", "to": "leader", "body": "a"}).rc == 0
     refused(
         call(capsys, "send-message", **{"from": "worker-3", "to": "leader", "body": "b"}),
         "sender_mismatch",
+    )
+    pane.setenv("OMP_LAUNCH_TOKEN", TOKEN)  # a token the team never gave: refused
+    refused(
+        call(capsys, "send-message", **{"from": "worker-1", "to": "leader", "body": "c"}),
+        "stale_generation",
     )
 
 

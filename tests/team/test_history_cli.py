@@ -141,15 +141,21 @@ def test_events_is_read_only_and_its_text_form(root: Path, env: dict[str, str]) 
     assert r.rc == 0, r
     lines = r.stdout.splitlines()
     assert lines[0].endswith("task 1: new -> pending") and lines[2].endswith("worker-1 joined")
-    size = (StatePaths(root).team("t").dir / "events.jsonl").stat().st_size
-    assert lines[-1].startswith(f"cursor {size}; next: ")
-    assert lines[-1].endswith(f"team events t --since {size}")
-    r = omp(root, env, "team", "events", "t", "--since", str(size))
+    from omp.record import history
+
+    tp = StatePaths(root).team("t")
+    cursor = history.cursor_at(tp, (tp.dir / "events.jsonl").stat().st_size)
+    assert cursor.startswith("t:") and cursor.count(":") == 2
+    assert lines[-1].startswith(f"cursor {cursor}; next: ")
+    assert lines[-1].endswith(f"team events t --since {cursor}")
+    r = omp(root, env, "team", "events", "t", "--since", cursor)
     assert r.stdout.startswith("no new events\n")
     assert snapshot_tree(root / ".omp") == before
 
 
-@pytest.mark.parametrize("bad", ["x", "-1", "5", "99999999"])
+@pytest.mark.parametrize(
+    "bad", ["x", "-1", "5", "99999999", "t:zz:0", "t:-:5", "t:00000000", "t::0", ":00000000:0"]
+)
 def test_a_bad_cursor_is_refused(root: Path, env: dict[str, str], bad: str) -> None:
     r = omp(root, env, "team", "events", "t", "--json", "--since", bad)
     assert r.rc == 2 and r.json["error"] == "invalid_cursor", r
@@ -231,7 +237,7 @@ def test_reading_a_block_at_a_time_misses_nothing_and_stops_before_a_torn_line(
             got += evs
             last = cur
         assert got == whole and last == end, block
-    assert len(whole) == 4 + 50 and int(whole[-1]["cursor"]) == end
+    assert len(whole) == 4 + 50 and whole[-1]["cursor"] == history.cursor_at(tp, end)
 
 
 _PROBE = (

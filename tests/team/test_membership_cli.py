@@ -95,9 +95,14 @@ def test_remove_worker_settles_its_work_and_keeps_its_mail(root: Path, env: dict
     ]
     members = [(e["worker"], e["change"]) for e in evs if e["type"] == "member"]
     assert members[-1] == ("worker-2", "removed")
-    # a second removal, and an unknown name, are refused
+    # a second removal only settles again (nothing left to settle: nobody is told twice)
     r = omp(root, env, "team", "remove-worker", "t", "worker-2", "--json")
-    assert r.rc == 1 and r.json["error"] == "unknown_worker" and "was removed" in r.json["message"]
+    assert r.rc == 0 and r.json["alreadyRemoved"] is True, r
+    assert r.json["interrupted"] == [] and r.json["cancelled"] == []
+    assert len([m for m in mailbox(root, "leader") if m.get("event") == "task_fail"]) == len(fails)
+    # an unknown name is refused
+    r = omp(root, env, "team", "remove-worker", "t", "worker-9", "--json")
+    assert r.rc == 1 and r.json["error"] == "unknown_worker", r
     r = omp(root, env, "team", "remove-worker", "t", "../x", "--json")
     assert r.rc == 2 and r.json["error"] == "invalid_worker_name"
 
@@ -148,16 +153,16 @@ def test_a_live_pane_is_refused_without_force(root: Path, monkeypatch: pytest.Mo
     assert snapshot_tree(root / ".omp") == before
 
 
-def _remove_dying_before_the_config(root: str, worker: str) -> None:
-    """`omp team remove-worker` killed after settling the work, before the roster changes."""
+def _remove_dying_before_the_settling(root: str, worker: str) -> None:
+    """`omp team remove-worker` killed after the roster changed, before the work is settled."""
     import os
 
     from omp.cli import main
-    from omp.record import config as cfg_mod
+    from omp.monitor import sweep
     from tests.faults.support import die
 
     os.chdir(root)
-    cfg_mod.write = lambda *a, **k: die()
+    sweep.interrupt_worker = lambda *a, **k: die()  # type: ignore[assignment]
     main(["team", "remove-worker", "t", worker])
 
 
@@ -168,17 +173,21 @@ def test_a_removal_killed_midway_is_finished_by_running_it_again(
 
     claimed = api(root, env, "claim-task", task_id="3", worker="worker-3")
     assert claimed.rc == 0, claimed
-    proc = start(_remove_dying_before_the_config, str(root), "worker-3")
+    proc = start(_remove_dying_before_the_settling, str(root), "worker-3")
     proc.join(30)
     assert proc.exitcode == -9
-    # the work was settled, the roster not yet changed
+    # the roster changed, the work not yet settled: a task held by a worker who is gone
     tp = StatePaths(root).team("t")
+    assert "worker-3" not in team_config.load(tp).worker_names
+    assert json.loads(tp.task("3").read_text())["status"] == "in_progress"
+    # running it again settles it, telling the leader once
+    r = omp(root, env, "team", "remove-worker", "t", "worker-3", "--json")
+    assert r.rc == 0 and r.json["alreadyRemoved"] is True, r
+    assert [a["claimedTaskId"] for a in r.json["interrupted"]] == ["3"]
     assert json.loads(tp.task("3").read_text())["status"] == "interrupted"
-    assert "worker-3" in team_config.load(tp).worker_names
-    fails = [m for m in mailbox(root, "leader") if m.get("event") == "task_fail"]
-    assert len(fails) == 1
-    # running it again finishes it, without telling the leader twice
+    assert team_config.load(tp).worker_names == ["worker-1", "worker-2"]
+    assert len([m for m in mailbox(root, "leader") if m.get("event") == "task_fail"]) == 1
+    # and again: nothing more to do, nobody told twice
     r = omp(root, env, "team", "remove-worker", "t", "worker-3", "--json")
     assert r.rc == 0 and r.json["interrupted"] == [], r
-    assert team_config.load(tp).worker_names == ["worker-1", "worker-2"]
     assert len([m for m in mailbox(root, "leader") if m.get("event") == "task_fail"]) == 1

@@ -46,11 +46,21 @@ def make_live_team(
     make_team(root, name, workers, task=task or "")
     sess = session or f"omp-{name}"
     panes: dict[str, str] = {}
-    first_env = dict(env or {}, OMP_TEAM=name, OMP_WORKER="worker-1", OMP_ROOT=str(root))
+    # every pane carries the launch's token, as launch gives it: a worker without one is fenced
+    token = f"lt-{name}"
+    first_env = dict(
+        env or {}, OMP_TEAM=name, OMP_WORKER="worker-1", OMP_ROOT=str(root), OMP_LAUNCH_TOKEN=token
+    )
     sid, wid, first = tmux.new_session(sess, cwd=root, command=command, env=first_env)
     panes["worker-1"] = first
     for i in range(2, workers + 1):
-        wenv = dict(env or {}, OMP_TEAM=name, OMP_WORKER=f"worker-{i}", OMP_ROOT=str(root))
+        wenv = dict(
+            env or {},
+            OMP_TEAM=name,
+            OMP_WORKER=f"worker-{i}",
+            OMP_ROOT=str(root),
+            OMP_LAUNCH_TOKEN=token,
+        )
         panes[f"worker-{i}"] = tmux.split_pane(
             first, cwd=root, command=command, env=wenv, horizontal=i % 2 == 0
         )
@@ -63,7 +73,7 @@ def make_live_team(
         w["paneId"] = panes[w["name"]]
     raw.update(
         agent="demo",
-        launchToken=f"lt-{name}",
+        launchToken=token,
         tmuxIdentity=TmuxIdentity.of(server, sid, wid).to_config(),
     )
     team_config.write(tp, raw)

@@ -283,7 +283,9 @@ def test_the_roster_lists_everyone_but_the_caller(
     out = api(capsys, "roster")
     assert out["you"] == "worker-3"
     assert [m["name"] for m in out["members"]] == ["worker-1", "worker-2", "leader"]
-    monkeypatch.delenv("OMP_WORKER")
+    monkeypatch.delenv("OMP_WORKER")  # OMP_TEAM alone is still a worker process: no leader
+    assert call_api(capsys, "roster", {"team_name": "t"}).json["error"] == "stale_generation"
+    monkeypatch.delenv("OMP_TEAM")
     assert api(capsys, "roster")["you"] is None
     assert len(api(capsys, "roster")["members"]) == 4
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from omp.agents import BUILTIN_PROFILES, AgentProfile, classify_screen
+from omp.agents import BUILTIN_PROFILES, AgentProfile, classify_screen, screen_state
 from omp.errors import OmpError
 from omp.mail.typein import Delivery, Timing, pane_lock, type_line
 from omp.tmux import Tmux
@@ -272,3 +272,70 @@ def test_a_held_lock_times_out_instead_of_typing(
         )
     assert (result.ok, result.reason) == (False, "lock_timeout")
     assert got(omp_tmux, pane, "late") == 0
+
+
+# A stand-in Claude Code: shows a real captured screen (`argv[1]`, the permission prompt) until
+# the file `argv[3]` exists, logging every key it gets meanwhile; then Claude's idle screen
+# (`argv[2]`) with a working input box, logging each submitted line as `got: <line>`.
+FAKE_CLAUDE = r"""
+import os, select, sys, tty
+
+dialog, ready, flag, log = sys.argv[1:5]
+tty.setraw(0)
+
+def out(s):
+    os.write(1, s.encode())
+
+def show(path, buf=None):
+    lines = open(path, encoding="utf-8").read().rstrip("\n").split("\n")
+    if buf is not None:
+        lines = ["❯\u00a0" + buf if ln.startswith("❯") else ln for ln in lines]
+    out("\x1b[H\x1b[2J" + "\r\n".join(ln[:79] for ln in lines if ln.strip()))
+
+def note(text):
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(text + "\n")
+
+show(dialog)
+while not os.path.exists(flag):
+    if select.select([0], [], [], 0.05)[0]:
+        note("key while the dialog showed: " + repr(os.read(0, 4096)))
+buf = ""
+show(ready, buf)
+while True:
+    for ch in os.read(0, 4096).decode("utf-8", "replace"):
+        if ch == "\r":
+            note("got: " + buf)
+            buf = ""
+        elif ch >= " ":
+            buf += ch
+    show(ready, buf)
+"""
+SCREENS = Path(__file__).parents[1] / "fixtures" / "screens"
+
+
+@pytest.mark.tmux
+@pytest.mark.parametrize("shown", ["claude-16-permission-prompt", "claude-21-error-429-rate-limit"])
+def test_nothing_is_typed_into_a_screen_that_needs_a_person_until_it_is_gone(
+    omp_tmux: Tmux, tmp_path: Path, shown: str
+) -> None:
+    """Claude Code's permission prompt preselects `1. Yes`: a nudge's Enter would approve the
+    command. Typing refuses (reason `needs_person`, what the screen shows) and sends no key;
+    once the screen is back at the idle prompt, the same line is delivered."""
+    script, flag, log = tmp_path / "fake_claude.py", tmp_path / "cleared", tmp_path / "keys.log"
+    script.write_text(FAKE_CLAUDE)
+    claude = dataclasses.replace(BUILTIN_PROFILES["claude"], program=sys.executable)
+    ready = SCREENS / "claude-07-ready.txt"
+    argv = [sys.executable, str(script), str(SCREENS / f"{shown}.txt"), str(ready), str(flag)]
+    _, _, pane = omp_tmux.new_session("t", cwd=tmp_path, command=[*argv, str(log)])
+    what = "permission prompt" if "permission" in shown else "rate limit"
+    poll(lambda: screen_state(claude, omp_tmux.capture(pane)) == ("needs_person", what))
+    locks = tmp_path / "locks"
+    for _ in range(2):
+        result = type_line(omp_tmux, pane, "You have 1 new message(s).", claude, lock_dir=locks)
+        assert (result.ok, result.reason, result.screen) == (False, "needs_person", what)
+    assert not log.exists()  # not one key reached the agent
+    flag.touch()
+    poll(lambda: screen_state(claude, omp_tmux.capture(pane)) == ("ready", None))
+    assert type_line(omp_tmux, pane, "You have 1 new message(s).", claude, lock_dir=locks).ok
+    poll(lambda: log.exists() and log.read_text() == "got: You have 1 new message(s).\n")

@@ -232,14 +232,19 @@ def test_exit_codes_are_distinct() -> None:
 # ---- the cursor: a leader that misses nothing ----------------------------------------------
 
 
+def snap(root: Path, statuses: str) -> str:
+    """The cursor a wait on team t prints for these statuses: team, run, snapshot."""
+    return f"t:{wait_mod.run_id(cfg(root))}:{statuses}"
+
+
 def test_every_wait_returns_a_cursor_of_what_it_saw(root: Path) -> None:
     r = wait(cfg(root), timeout=0.2)
-    assert r["event"] == "timeout" and r["cursor"] == "1=p,2=p"
-    assert r["next"].endswith("team wait t --since 1=p,2=p")
-    assert "wait again: " in wait_text(r) and "--since 1=p,2=p" in wait_text(r)
+    assert r["event"] == "timeout" and r["cursor"] == snap(root, "1=p,2=p")
+    assert r["next"].endswith(f"team wait t --since {snap(root, '1=p,2=p')}")
+    assert "wait again: " in wait_text(r) and f"--since {snap(root, '1=p,2=p')}" in wait_text(r)
     mail_leader(root, "worker-1")
     r = wait(cfg(root), timeout=5)
-    assert r["event"] == "mail" and r["cursor"] == "1=p,2=p"
+    assert r["event"] == "mail" and r["cursor"] == snap(root, "1=p,2=p")
 
 
 def test_a_task_that_moved_between_two_waits_is_reported_by_the_second(root: Path) -> None:
@@ -252,7 +257,7 @@ def test_a_task_that_moved_between_two_waits_is_reported_by_the_second(root: Pat
     assert [(m["id"], m["from"], m["to"]) for m in second["moved"]] == [
         ("1", "pending", "completed")
     ]
-    assert second["cursor"] == "1=c,2=p"
+    assert second["cursor"] == snap(root, "1=c,2=p")
     # reported once: the next wait from the new cursor does not report it again
     third = wait(cfg(root), since=second["cursor"], timeout=0.3)
     assert third["event"] == "timeout" and third["moved"] == []
@@ -280,18 +285,23 @@ def test_an_unknown_status_is_a_broken_task_outside_the_cursor(root: Path) -> No
     task["status"] = "blocked"  # another tool's status
     tp.task("1").write_text(json.dumps(task))
     r = wait(cfg(root), timeout=0.2)
-    assert r["cursor"] == "2=p"
+    assert r["cursor"] == snap(root, "2=p")
     assert [b["id"] for b in r["brokenTasks"]] == ["1"]
     assert wait(cfg(root), since=r["cursor"], timeout=0.2)["event"] == "timeout"
 
 
-@pytest.mark.parametrize("bad", ["", "1", "1=", "=p", "../x=p", "1=p,,2=p", "1=p;rm"])
+@pytest.mark.parametrize(
+    "bad", ["", "1", "1=", "=p", "../x=p", "1=p,,2=p", "1=p;rm", "1=p,2=p", "-"]
+)
 def test_a_bad_cursor_is_refused(root: Path, bad: str) -> None:
     from omp.errors import OmpError
 
-    with pytest.raises(OmpError) as exc:
-        wait(cfg(root), since=bad, timeout=0.1)
-    assert exc.value.code == "invalid_cursor" and exc.value.exit_code == 2
+    for text in (bad, f"t:{wait_mod.run_id(cfg(root))}:{bad}"):
+        if text.count(":") == 2 and text.split(":")[2] in ("1=p,2=p", "-"):
+            continue  # a good cursor (the old bare form is refused: it names no team)
+        with pytest.raises(OmpError) as exc:
+            wait(cfg(root), since=text, timeout=0.1)
+        assert exc.value.code == "invalid_cursor" and exc.value.exit_code == 2
 
 
 def test_cli_since(cli: Any, root: Path) -> None:
