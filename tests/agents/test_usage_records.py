@@ -93,9 +93,10 @@ def test_each_workers_record_sums_to_what_the_model_reported_to_it(
 def test_omp_team_usage_of_copilot_workers_equals_what_the_model_reported(
     copilot_team: Factory, scripted_model: ScriptedModel
 ) -> None:
-    """`omp team usage` (no monitor, so no index: each worker's session found from its pane's
-    process and read whole) says, per worker, what the scripted model reported to it; `status`
-    shows the same tokens; the leader's session is unknown, never zero."""
+    """`omp team usage` (no monitor, so no index: each worker's record read whole) says, per
+    worker, what the scripted model reported to it; the session its stop hook recorded and the
+    one its pane's process shows are the same; `status` shows the same tokens; the leader's
+    session is unknown, never zero."""
     team = copilot_team()
     launch_done(team, 2)
     want = {}
@@ -121,7 +122,11 @@ def test_omp_team_usage_of_copilot_workers_equals_what_the_model_reported(
         raise AssertionError(f"{seen}\nserved: {want}\n{scripted_model.dump()}") from None
     rows = {m["name"]: m for m in got["members"]}
     for w in want:
-        assert rows[w]["how"].startswith("the pane's process"), rows[w]
+        # the worker's own stop hook recorded its session (omp's Copilot plugin); the pane's
+        # process leads to the same record
+        assert rows[w]["how"].startswith("the stop hook's record"), rows[w]
+        by_process = from_process("copilot", tree(pane_pid(team, w)), marker=f"{w}/inbox.md")
+        assert rows[w]["records"] == [str(by_process.path)], (rows[w], by_process)
         assert rows[w]["models"].keys() == {"scripted-model"}
     assert rows["leader"]["unreadable"] == "unknown"
     total = want["worker-1"].plus(want["worker-2"])
