@@ -6,9 +6,11 @@ Two teams of 8 worker panes each (16 panes, one session per team), every pane ru
 idle prompt program, team configs written by hand as a launch would.
 
 (a) time per scan of the 16 panes, in-process (`Monitor.scan`), in four situations:
-    no loop and no mail (no screen needs judging: 0 captures); a loop active, first scan (all 16
-    captured); a loop active, steady state (screens unchanged since the last capture are not
-    captured again); a loop active with every capture forced (the worst case);
+    no loop and no mail (every worker's screen is still judged: does it need a person? The first
+    scan captures all 16, later ones only screens with new output: the median shows steady
+    state); a loop active, first scan (all 16 captured); a loop active, steady state (screens
+    unchanged since the last capture are not captured again); a loop active with every capture
+    forced (the worst case);
 (b) CPU of the detached monitor process over 60 s with those idle teams (10 s with --quick), its
     own time plus its reaped children (the tmux clients it runs), and the tmux server's time over
     the same window, without and with a loop active. Idle prompts are pushed out of the window

@@ -561,6 +561,51 @@ def person_fix(profile: AgentProfile, lines: Sequence[str]) -> str | None:
     return found[0].fix or None if found is not None else None
 
 
+# -- what a screen that needs a person shows ---------------------------------------------------
+
+_RULE = set("─━═╌╍┄┈-—_╭╮╰╯┌┐└┘ ")
+
+
+def _person_at(profile: AgentProfile, lines: Sequence[str], window: Sequence[str]) -> int:
+    """Index in `window` of the line where what needs a person starts (the first line of a
+    dialog no keys answer, the lowest line of a notice), -1 if the screen needs no person."""
+    state, dialog = _judge(profile, lines)
+    text = "\n".join(window)
+    if dialog is not None:
+        if dialog.keys:
+            return -1
+        m = _rx(dialog.pattern).search(text)
+        return -1 if m is None else text.count("\n", 0, m.start())
+    if state == "busy":
+        return -1
+    found = _notice(profile, lines)
+    if found is None:
+        return -1
+    # The notice's own line (the lowest line of the window that reads the same).
+    for i in range(len(window) - 1, -1, -1):
+        if window[i].strip() == found[1]:
+            return i
+    return -1
+
+
+def person_lines(profile: AgentProfile, lines: Sequence[str], count: int = 3) -> list[str]:
+    """`count` non-blank lines that say what a screen needing a person asks (`screen_state` says
+    `needs_person`): from the first line of the dialog or the notice's line (the bottom lines
+    otherwise), box borders and rules left out. Raw text: sanitise it before showing it."""
+    window = bottom_window(lines, profile.bottom_lines)
+    start = _person_at(profile, lines, window)
+
+    def clean(part: Sequence[str]) -> list[str]:
+        kept = [ln.strip().strip("│┃║").strip() for ln in part]
+        return [ln for ln in kept if ln and not set(ln) <= _RULE]
+
+    kept = clean(window[max(start, 0) :])
+    if start >= 0 and len(kept) >= count:
+        return kept[:count]
+    # Too few lines below it, or nothing found: the bottom lines, the question above a footer.
+    return clean(window)[-count:]
+
+
 def input_region(profile: AgentProfile, lines: Sequence[str]) -> list[str] | None:
     """The agent's input box: the last prompt line plus its continuation lines; None if absent.
 

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
      "omp.procs", "omp.demo_shell", "omp.identity"),
     ("omp.store",),
     ("omp.tmux",),
-    ("omp.agents", "omp.skills", "omp.workspace", "omp.usage"),
+    ("omp.agents", "omp.skills", "omp.workspace", "omp.usage", "omp.notify"),
     ("omp.record",),
     ("omp.stophook",),
     ("omp.modes",),

@@ -115,6 +115,11 @@ def describe(ev: dict[str, Any]) -> str:
         text = f"{v('worker')} {v('change')}{why}"
     elif kind == "loop":
         text = f"loop {v('mode')} {v('change')}"
+    elif kind == "attention":
+        if ev.get("change") == "started":
+            text = f"{v('worker')} needs you: {v('what')}"
+        else:
+            text = f"{v('worker')} no longer needs you ({v('what')})"
     else:
         pairs = (f"{inline(str(k))}={inline(str(x))}" for k, x in ev.items() if k != "type")
         text = f"{v('type', 'None')}: " + ", ".join(pairs)

@@ -35,12 +35,12 @@ def register(team_app: typer.Typer) -> None:
         exit_codes: bool = typer.Option(
             False,
             "--exit-codes",
-            help="Exit 10 all done, 11 timeout, 12 shut down, 14 attention (default: 0 unless "
-            "the team is gone).",
+            help="Exit 10 all done, 11 timeout, 12 shut down, 14 a worker needs you or a token "
+            "budget was crossed (default: 0 unless the team is gone).",
         ),
         as_json: bool = JsonOpt,
     ) -> None:
-        """Block until the leader has unread mail, a task moves, or every task is done.
+        """Block until a worker needs you, the leader has mail, a task moves, or all are done.
 
         Every wait prints a cursor; `--since CURSOR` reports what moved after that wait, so a
         task that moved between two waits is reported by the second.
@@ -48,8 +48,10 @@ def register(team_app: typer.Typer) -> None:
         Exit 0 for every outcome (the JSON's `event` says which), but 13 when the team's tmux
         server or every worker pane is gone (said at once, with why): an agent's shell shows a
         non-zero exit as a failed call. With --exit-codes: 0 mail or a task moved, 10 all tasks
-        done, 11 timeout, 12 team shut down, 13 gone, 14 attention (a token budget crossed) (1,
-        2 and 3 are errors, as everywhere in omp). Writes nothing.
+        done, 11 timeout, 12 team shut down, 13 gone, 14 a worker needs you (event `attention`:
+        a permission prompt, a sign-in, stuck; it names the worker, what its screen shows and how
+        to attach) or a token budget was crossed (1, 2 and 3 are errors, as everywhere in omp).
+        Writes nothing.
         """
         from omp.cli.team_text import wait_text
 

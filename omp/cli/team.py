@@ -91,6 +91,15 @@ def launch(
         help="A token budget for each worker. Default: [team] worker_budget_tokens.",
         callback=opt.count(most=MAX_TOKENS),
     ),
+    notify: str = typer.Option(
+        None,
+        "--notify",
+        metavar="CMD",
+        help="Run CMD when a worker needs you, all is done, a verify fails, a merge conflicts or "
+        "the team is gone (the event as JSON on stdin and OMP_EVENT_*); `tmux`: show it in the "
+        "leader's tmux client. Default: [notify] command in .omp/config.toml.",
+        callback=opt.text(),
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Open one tmux pane per worker, start an agent in each and hand each its task."""
@@ -117,6 +126,7 @@ def launch(
             ready_timeout=ready_timeout,
             budget_tokens=budget_tokens,
             worker_budget=worker_budget,
+            notify=notify,
         )
         return do_launch(req, progress=progress)
 

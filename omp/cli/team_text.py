@@ -91,11 +91,13 @@ def status_text(result: dict[str, Any]) -> str:
             )
         lines.append("  workers:")
         for w in t["workers"]:
+            needs = w.get("needsYou")
             lines.append(
                 f"    {_cell(w['name']):<10} pane {_cell(w['paneId']):<5} {w['pane']:<7} "
                 f"{_cell(w.get('presence')):<8} {_cell(w.get('status')):<9} "
                 f"unread {w['unread']:<3} last {_cell(w['lastActivity'])}"
                 f"{_tokens_cell(w.get('usage'))}"
+                + (f"  needs you: {_cell(needs.get('what'))}" if needs else "")
             )
         spent = _team_tokens(t.get("usage"))
         if spent:
@@ -176,8 +178,6 @@ def wait_text(r: dict[str, Any]) -> str:
         who = ", ".join(f"{inline(s['from'])} ({s['count']})" for s in msgs["senders"])
         lines.append(f"{msgs['count']} unread message(s) for the leader from {who}")
         lines.append(f"  read them: {msgs['readCommand']}")
-    for a in r.get("attention") or []:
-        lines.append(f"needs you: {inline(str(a.get('text') or a.get('what')))}")
     for m in r["moved"]:
         owner = f" ({inline(str(m['owner']))})" if m.get("owner") else ""
         res = f": {inline(str(m['result']))}" if m.get("result") else ""
@@ -187,6 +187,8 @@ def wait_text(r: dict[str, Any]) -> str:
         )
     for b in r.get("brokenTasks") or []:
         lines.append(f"task {inline(str(b['id']))}: unreadable: {inline(b['message'])}")
+    for a in r.get("attention") or []:
+        lines += attention_lines(a)
     if event == "all_done":
         total = sum(r.get("tasks", {}).values())
         lines.append(f"all {total} task(s) done; results: {hint(f'team collect {team}')}")
@@ -202,6 +204,20 @@ def wait_text(r: dict[str, Any]) -> str:
     if r.get("next") and event in ("mail", "tasks", "attention"):
         lines.append(f"  wait again: {r['next']}")
     return "\n".join(lines)
+
+
+def attention_lines(a: dict[str, Any]) -> list[str]:
+    """A worker that needs a person: what, what its screen shows, how to reach it."""
+    # a token budget of the whole team names no worker (`omp.monitor.budget`)
+    who = _cell(a.get("worker"), "the team")
+    what, since = _cell(a.get("what")), _cell(a.get("since"))
+    out = [f"{who} needs you: {what} (since {since})"]
+    shown = [str(x) for x in a.get("lines") or []]
+    if shown:
+        out.append("  its screen: " + " | ".join(inline(x) for x in shown))
+    if a.get("attach"):
+        out.append(f"  attach:     {_cell(a['attach'])}")
+    return out
 
 
 # ---- add-worker, remove-worker, delete, prune -----------------------------------------------

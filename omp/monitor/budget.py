@@ -23,7 +23,6 @@ runs; a budget raised in config.json can be crossed again.
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -134,16 +133,10 @@ def _tell(cfg: TeamConfig, c: Mapping[str, Any], gen: str) -> None:
 
 
 def _notify(cfg: TeamConfig, c: Mapping[str, Any], gen: str) -> None:
-    """Queue the crossing for the person's notify command, once (keyed by the crossing).
+    """Queue the crossing for the person's notify command (`omp.notify`: kind `attention`, as a
+    worker that needs you), once: keyed by the crossing, across monitor restarts."""
+    from omp import notify
 
-    THE ONE CALL SITE for notifications of budgets: `omp.notify` (`emit(paths, event, key=)`)
-    comes with the `attention` work (issue "needs you"); until it is in this build, nothing is
-    queued here and nothing fails.
-    """
-    try:
-        notify = importlib.import_module("omp.notify")
-    except ModuleNotFoundError:
-        return
     event = {
         "kind": "attention",
         "team": cfg.name,

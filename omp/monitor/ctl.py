@@ -43,6 +43,7 @@ from omp.store.paths import StatePaths, TeamPaths
 
 SCHEMA = 1
 MAX_EVENTS = 200
+WORKER_IDENTITY = frozenset({"OMP_TEAM", "OMP_WORKER", "OMP_TEAM_WORKER", "OMP_LAUNCH_TOKEN"})
 
 Spawn = Callable[[Path, str], int]
 
@@ -279,8 +280,12 @@ def monitor_argv(root: Path, token: str) -> list[str]:
 def spawn_detached(root: Path, token: str) -> int:
     """Start the monitor in its own session, stdio on /dev/null, not waited for. Its pid."""
     _reap()
+    # A worker's API call may start the monitor: it must not carry that worker's identity, or
+    # ending the worker's processes (`omp.procs`, by environment) would end the project's monitor.
+    env = {k: v for k, v in os.environ.items() if k not in WORKER_IDENTITY}
     proc = subprocess.Popen(
         monitor_argv(root, token),
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

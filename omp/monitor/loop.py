@@ -153,8 +153,10 @@ class ScanReport:
 @dataclass
 class _Screen:
     captured_wall: float
-    screen: str
+    screen: str  # the policy's reading: `dialog` whenever a person is needed
     scan: int  # the scan that captured it
+    need: str | None = None  # what only a person can answer (`omp.agents.screen_state`)
+    lines: tuple[str, ...] = ()  # what the screen shows of it (raw; sanitised when published)
 
 
 @dataclass
@@ -212,6 +214,11 @@ class Monitor:
         self._profiles: dict[str, AgentProfile] | None = None
         self._profile_error: str | None = None
         self._server_gone: dict[str, int] = {}  # team -> scans in a row its server was missing
+        self._paneless: dict[str, int] = {}  # team -> scans in a row with no live worker pane
+        self._ready_since: dict[str, float] = {}  # target id -> since when its screen is ready
+        # team -> (the tasks directory's stat key, (all done, worker -> its task in progress))
+        self._owned: dict[str, tuple[tuple[int, int, int], tuple[bool, dict[str, str]]]] = {}
+        self._emitted: set[str] = set()  # notification keys this process queued
 
     # -- discovery --------------------------------------------------------------------------
 
@@ -284,8 +291,38 @@ class Monitor:
         if self._profile_error:
             report.diagnostics.append(f"agent profiles: {self._profile_error}")
         self._maybe_compact(now, seen, report)
+        self.deliver_notifications(report)
         self.last_report = report
         return report
+
+    def deliver_notifications(self, report: ScanReport | None = None) -> None:
+        """Run the notify command for what was queued (`omp.notify`); never the monitor's end."""
+        from omp import notify
+
+        try:
+            results = notify.deliver(self.paths)
+        except Exception as exc:
+            if report is not None:
+                report.diagnostics.append(f"notify: {_why(exc)}")
+            return
+        for res in results:
+            ctl.log_event(
+                self.paths, "notify", now=self.clock(), token=self.token, kind=res.kind,
+                outcome=res.outcome, message=res.detail or None,
+            )  # fmt: skip
+
+    def _emit(self, t: _Team, kind: str, text: str, report: ScanReport, **extra: Any) -> None:
+        """Queue one notification per team launch and kind (`omp.notify`, keyed)."""
+        key = f"{kind}:{t.name}:{t.gen}"
+        if key in self._emitted:
+            return
+        from omp import notify
+
+        try:
+            notify.emit(self.paths, {"kind": kind, "team": t.name, "text": text, **extra}, key=key)
+            self._emitted.add(key)
+        except Exception as exc:
+            report.diagnostics.append(f"team {t.name}: notify: {_why(exc)}")
 
     def _scan_server(
         self, socket: str, teams: list[_Team], report: ScanReport, now: float, seen: set[str]
@@ -305,6 +342,7 @@ class Monitor:
                 self._server_gone[t.name] = self._server_gone.get(t.name, 0) + 1
                 if self._server_gone[t.name] >= 2:
                     self._presence_and_sweep(t, {}, report)
+                    self._emit(t, "gone", f"team {t.name} is gone: its tmux server is gone", report)
             else:
                 self._server_gone.pop(t.name, None)
                 live.append(t)
@@ -327,8 +365,13 @@ class Monitor:
                 | ({} if panes else {"why": "no live worker pane"})
             )
             if not panes:
+                self._paneless[t.name] = self._paneless.get(t.name, 0) + 1
+                if self._paneless[t.name] >= 2:  # two scans in a row: not a tmux hiccup
+                    self._emit(t, "gone", f"team {t.name} is gone: no worker pane is alive", report)
                 continue
+            self._paneless.pop(t.name, None)
             report.live_teams += 1
+            self._maybe_all_done(t, report)
             try:
                 gate = bool(report.active_loops) and not self._all_done(t.cfg.paths)
             except Exception as exc:  # unreadable tasks: no idle prompts, mail still watched
@@ -359,20 +402,41 @@ class Monitor:
         self.trackers.ensure_dir()
         # Screens the policy may need (judged on what this process last knew of each tracker;
         # the locked pass below re-reads the truth and captures whatever is still missing).
+        # Every worker's screen is judged each scan (needs it a person?); one that cannot have
+        # changed since its last capture is not captured again.
         self._capture_all(
             adapter,
             [
                 it
                 for it in items
-                if self._may_need_screen(it, now, report) and self._cached(it) is None
+                if (it.worker != LEADER or self._may_need_screen(it, now, report))
+                and self._cached(it) is None
             ],
             report,
         )
+        # Needs a person? Judged on the screen as captured, before anything may be typed.
+        for it in items:
+            if it.worker == LEADER:
+                continue
+            try:
+                self._attend(it, adapter, report, now)
+            except Exception as exc:
+                report.diagnostics.append(
+                    f"team {it.team.name} {it.worker}: attention: {_why(exc)}"
+                )
         for it in items:
             try:
                 self._judge(it, adapter, report, now)
             except Exception as exc:  # one odd pane must not stop the watch of the others
                 report.diagnostics.append(f"team {it.team.name} {it.worker}: {_why(exc)}")
+        for t in live:
+            live_workers = {it.worker for it in items if it.team is t}
+            try:
+                from omp.monitor import attention
+
+                attention.prune(t.cfg, live_workers)
+            except Exception as exc:
+                report.diagnostics.append(f"team {t.name}: attention: {_why(exc)}")
 
     def _presence_and_sweep(
         self, t: _Team, states: Mapping[str, PaneLike | None], report: ScanReport
@@ -460,10 +524,96 @@ class Monitor:
 
     def _all_done(self, team: TeamPaths) -> bool:
         """Every task terminal (and at least one): idle prompts would only disturb."""
+        return self._task_view(team)[0]
+
+    def _task_view(self, team: TeamPaths) -> tuple[bool, dict[str, str]]:
+        """(every task terminal, and at least one; worker -> a task it owns in progress),
+        re-read only when the tasks directory changed (a task write replaces its file)."""
         from omp.tasks import tasks
 
+        key = _stat_key(team.tasks_dir, self.wall())
+        cached = self._owned.get(team.name)
+        if key is not None and cached is not None and cached[0] == key:
+            return cached[1]
         found = tasks.list_all(team)
-        return bool(found) and all(t.get("status") in TERMINAL for t in found)
+        done = bool(found) and all(t.get("status") in TERMINAL for t in found)
+        owned: dict[str, str] = {}
+        for task in found:
+            if task.get("status") == "in_progress" and isinstance(task.get("owner"), str):
+                owned.setdefault(str(task["owner"]), str(task.get("id")))
+        view = (done, owned)
+        if key is not None:
+            self._owned[team.name] = (key, view)
+        return view
+
+    def _maybe_all_done(self, t: _Team, report: ScanReport) -> None:
+        try:
+            done = self._all_done(t.cfg.paths)
+        except Exception:
+            return  # unreadable tasks are never "all done"
+        if done:
+            self._emit(t, "all_done", f"team {t.name}: every task is done", report)
+
+    # -- needs you (`omp.monitor.attention`) -------------------------------------------------
+
+    def _attend(self, it: _Pane, adapter: Adapter, report: ScanReport, now: float) -> None:
+        """Open or close the worker's "needs you" episode from what its screen shows now."""
+        from omp.monitor import attention
+
+        seen = self._seen(it)
+        if seen is None or it.state.in_mode:
+            return  # not judged this scan (capture failed, or the user scrolls): no change
+        if seen.screen == "ready":
+            self._ready_since.setdefault(it.tid, now)
+        else:
+            self._ready_since.pop(it.tid, None)
+        need, lines = seen.need, list(seen.lines)
+        if need is None and it.tid in self._ready_since:
+            stuck = attention.settings(self.paths).stuck_after
+            if now - self._ready_since[it.tid] >= stuck:
+                task = self._task_view(it.team.cfg.paths)[1].get(it.worker)
+                if task is not None:
+                    need = attention.stuck_text(stuck, task)
+                    lines = self._bottom(it, adapter)
+        known = self.trackers.known.get(it.tid)
+        if known is None:
+            known, _ = self._load(it.tid, it.team, it.worker, it.pane, report)
+        if (known.attention.what if known.attention else None) == need:
+            return
+        t = it.team
+        with self.trackers.lock(it.tid, wait=True):
+            tr, doc = self._load(it.tid, t, it.worker, it.pane, report)
+            old = tr.attention
+            if (old.what if old else None) == need:
+                return
+            new = None
+            if need is not None:
+                seq = attention.publish_open(t.cfg, it.worker, need, now, lines, it.pane)
+                new = policy.Episode(what=need, since=now, seq=seq)
+            elif old is not None:
+                attention.publish_close(t.cfg, it.worker, old.seq)
+            self._save(
+                it.tid, t, it.worker, it.pane, dataclasses.replace(tr, attention=new), doc, now
+            )
+        if old is not None:
+            attention.tell_closed(t.cfg, it.worker, old.what, old.seq)
+        if new is not None:
+            attention.tell_opened(t.cfg, it.worker, new.what, new.seq, lines, it.pane)
+        ctl.log_event(
+            self.paths, "attention", now=self.clock(), token=self.token, team=t.name,
+            worker=it.worker, pane=it.pane, message=new.what if new else "resolved",
+        )  # fmt: skip
+
+    def _bottom(self, it: _Pane, adapter: Adapter) -> list[str]:
+        """The last lines of an idle worker's screen (what a stuck worker shows)."""
+        profile = self._profile(it.team.cfg, it.worker)
+        try:
+            lines = adapter.capture(it.pane, CAPTURE_LINES)
+        except Exception:
+            return []
+        from omp.agents import person_lines
+
+        return person_lines(profile, lines) if profile else [ln for ln in lines if ln.strip()][-3:]
 
     def _unread(self, team: TeamPaths, worker: str) -> policy.Unread:
         path = team.mailbox(worker)
@@ -483,29 +633,38 @@ class Monitor:
         """The pane's screen judged earlier, if it cannot have changed since; else None."""
         if it.state.in_mode:
             return "copy_mode"  # the user is scrolling: nothing may be typed now
+        seen = self._seen(it)
+        return None if seen is None else seen.screen
+
+    def _seen(self, it: _Pane) -> _Screen | None:
+        """What the pane's screen was judged to be, if it cannot have changed since."""
         cached = self._screens.get((it.team.socket, it.pane))
         if cached is None:
             return None
         if cached.scan == self.scans:
-            return cached.screen
+            return cached
         # tmux stamps a window's last output in whole seconds: output strictly before the second
         # of our capture means the screen we judged is still the screen.
         act = it.state.activity
         if act is not None and act < math.floor(cached.captured_wall):
-            return cached.screen
+            return cached
         return None
 
     def _capture(self, it: _Pane, adapter: Adapter, lines: list[str] | None = None) -> str:
         profile = self._profile(it.team.cfg, it.worker)
         if profile is None:
             return "unknown"
-        from omp.agents import classify_screen
+        from omp.agents import person_lines, screen_state
 
         wall = self.wall()
         if lines is None:
             lines = adapter.capture(it.pane, CAPTURE_LINES)
-        screen = str(classify_screen(profile, lines))
-        self._screens[(it.team.socket, it.pane)] = _Screen(wall, screen, self.scans)
+        state, what = screen_state(profile, lines)
+        need = (what or "a person") if state == "needs_person" else None
+        # A screen only a person can answer is never idle to the policy: nothing is typed.
+        screen = "dialog" if need else state
+        shown = tuple(person_lines(profile, lines)) if need else ()
+        self._screens[(it.team.socket, it.pane)] = _Screen(wall, screen, self.scans, need, shown)
         return screen
 
     def _capture_all(self, adapter: Adapter, todo: list[_Pane], report: ScanReport) -> None:

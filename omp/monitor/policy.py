@@ -135,6 +135,28 @@ class Attempt:
 
 
 @dataclass(frozen=True)
+class Episode:
+    """A stretch of time a worker needs a person (`omp.monitor.attention`): what it needs,
+    since when, and its number in the team (`seq`, for `wait`'s cursor)."""
+
+    what: str
+    since: float
+    seq: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"what": self.what, "since": _ms(self.since), "seq": self.seq}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Episode | None:
+        if obj is None:
+            return None
+        what = obj["what"]
+        if not isinstance(what, str):
+            raise ValueError("attention")
+        return cls(what=what, since=_sec(obj["since"]), seq=_count(obj["seq"]))
+
+
+@dataclass(frozen=True)
 class Tracker:
     """Counts and timers of one target. Counts only ever grow (see the module docstring)."""
 
@@ -148,6 +170,7 @@ class Tracker:
     unread_total: int = 0  # unread lines reserved, ever
     last_attempt: Attempt | None = None
     attempts: int = 0  # sequence for attempt ids
+    attention: Episode | None = None  # the open "needs you" episode (mailed when it opened)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -164,6 +187,7 @@ class Tracker:
             },
             "attempts": self.attempts,
             "lastAttempt": self.last_attempt.to_json() if self.last_attempt else None,
+            "attention": self.attention.to_json() if self.attention else None,
         }
 
     @classmethod
@@ -188,6 +212,7 @@ class Tracker:
                 unread_total=_count(un.get("total", 0)),
                 last_attempt=Attempt.from_json(last) if last is not None else None,
                 attempts=_count(obj.get("attempts", 0)),
+                attention=Episode.from_json(obj.get("attention")),
             )
         except (AttributeError, KeyError, TypeError) as exc:
             raise ValueError(str(exc)) from exc

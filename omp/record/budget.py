@@ -32,18 +32,12 @@ from typing import Any, NamedTuple
 
 from omp import clock
 from omp.errors import OmpError
-from omp.store import fs, locks, project_config
+from omp.record.settings import team_settings
+from omp.store import fs, locks
 from omp.store.paths import StatePaths, TeamPaths
 
 SCHEMA = 1
 MAX_TOKENS = 10**15  # a number no session reaches: anything above is a typo
-
-
-class TeamSettings(NamedTuple):
-    """`[team]` of `.omp/config.toml` (0: no budget)."""
-
-    budget_tokens: int = 0
-    worker_budget_tokens: int = 0
 
 
 class Budgets(NamedTuple):
@@ -72,7 +66,7 @@ def for_launch(project: StatePaths, team: int | None, worker: int | None) -> Bud
     team = check_tokens(team, "--budget-tokens")
     worker = check_tokens(worker, "--worker-budget")
     if team is None or worker is None:
-        s = project_config.load_section(project, "team", TeamSettings, "team setting")
+        s = team_settings(project)  # `[team]`, 0: no budget
         team = team if team is not None else (s.budget_tokens or None)
         worker = worker if worker is not None else (s.worker_budget_tokens or None)
     return Budgets(team, worker)

@@ -12,14 +12,16 @@ files stay the truth, the log is their history. Appending is best-effort: a log 
 written (a full disk, a team deleted meanwhile) never fails the change it describes, and it never
 creates a team directory that is gone. Readers never write: no cursor file, no index.
 
-Lines: `{"type": "task"|"message"|"member"|"loop", "at": ISO, ...}`, after a first line
-`{"type": "log", "log": <random>, "at": ISO}` that names this log (readers skip it; a cursor
+Lines: `{"type": "task"|"message"|"member"|"loop"|"attention", "at": ISO, ...}`, after a first
+line `{"type": "log", "log": <random>, "at": ISO}` that names this log (readers skip it; a cursor
 carries a fingerprint of the first line, see `parse_cursor`):
 
 - task: `taskId, from, to, owner?, result?` (`from` null when the task was created)
 - message: `id, from, to, event?, taskId?`: messages to or from the leader (no bodies)
 - member: `worker, change` (`joined`, `left`, `removed`, `offline`, `online`), `reason?`
 - loop: `mode, change` (`started`, `ended`)
+- attention: `worker, change` (`started`, `ended`), `what, seq`: a worker needs a person (written
+  by the monitor, `omp.monitor.attention`)
 """
 
 from __future__ import annotations

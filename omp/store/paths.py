@@ -218,6 +218,27 @@ class StatePaths(NamedTuple):
     def monitor_usage_index(self, team: str) -> Path:
         return self.monitor_usage / f"{team_name(team)}{_JSON}"
 
+    @property
+    def notify(self) -> Path:
+        """Notifications (`omp.notify`): the outbox, how far it was delivered, the log."""
+        return self.state / "notify"
+
+    @property
+    def notify_outbox(self) -> Path:
+        return self.notify / "outbox.jsonl"
+
+    @property
+    def notify_delivered(self) -> Path:
+        return self.notify / "delivered.json"
+
+    @property
+    def notify_lock(self) -> Path:
+        return self.notify / "deliver.lock"
+
+    @property
+    def notify_log(self) -> Path:
+        return self.notify / "notify.log"
+
     def mode_file(self, mode: str) -> Path:
         return self.state / f"{mode}{_JSON}"
 
@@ -338,6 +359,15 @@ class TeamPaths(NamedTuple):
     @property
     def budget_lock(self) -> Path:
         return self.dir / ".budget.lock"
+
+    @property
+    def attention(self) -> Path:
+        """Who needs a person now, as the monitor last saw it (`omp.monitor.attention`)."""
+        return self.dir / "attention.json"
+
+    @property
+    def attention_lock(self) -> Path:
+        return self.dir / ".attention.lock"
 
     @property
     def mailbox_dir(self) -> Path:

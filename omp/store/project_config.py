@@ -1,9 +1,10 @@
 """`.omp/config.toml`: per-project settings, one table per concern (`[limits]`, `[timeouts]`,
-`[prices."<model>"]`).
+`[team]`, `[notify]`, `[prices."<model>"]`).
 
-A flat table maps onto a NamedTuple of numbers (`load_section`); a missing file or table gives
-the defaults. A nested one (`[prices]`) is handed over raw (`load_table`) for its owner to check.
-A key the dataclass does not know, or a value that is not a number >= 0, is refused with
+A flat table maps onto a NamedTuple (`load_section`) whose defaults give each field's type:
+numbers, or strings (`[notify] command`); a missing file or table gives the defaults. A nested one
+(`[prices]`) is handed over raw (`load_table`) for its owner to check. A key the table does not
+know, a number that is not >= 0, or a string field given anything but a string is refused with
 `invalid_config` naming the file, so a typo never silently falls back to a default. Parsed
 tables are cached per process by the file's (inode, size, mtime): the monitor asks every scan.
 """
@@ -75,6 +76,11 @@ def load_section(project: StatePaths, section: str, cls: type[T], what: str) -> 
             raise OmpError(
                 "invalid_config", f"{path}: unknown {what} {k!r}; known: {', '.join(kinds)}"
             )
+        if isinstance(kinds[k], str):
+            if not isinstance(v, str):
+                raise OmpError("invalid_config", f"{path}: [{section}] {k} must be a string")
+            values[k] = v
+            continue
         if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
             raise OmpError("invalid_config", f"{path}: [{section}] {k} must be a number >= 0")
         values[k] = int(v) if isinstance(kinds[k], int) else float(v)

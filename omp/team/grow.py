@@ -224,10 +224,7 @@ class AddWorkers(Launch):
         }
 
     def _undo(self, tmux: Tmux | None) -> None:
-        for pane in reversed(self.created_panes):
-            if tmux is not None:
-                with contextlib.suppress(Exception):
-                    tmux.kill_pane(pane)
+        self.end_created(tmux, self.cfg.paths)
         if not self.state_written:
             return
         team = self.cfg.paths

@@ -8,6 +8,7 @@ after the first pane removes what this launch made, so no half team stays behind
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shlex
@@ -51,6 +52,7 @@ class LaunchRequest:
     ready_timeout: float | None = None  # None: the profile's own
     budget_tokens: int | None = None  # the workers together (`omp.record.budget`)
     worker_budget: int | None = None  # each worker
+    notify: str | None = None  # the team's notify command (`omp.notify`), or `tmux`
 
 
 def parse_spec(spec: str) -> tuple[int, str | None]:
@@ -124,6 +126,7 @@ class Launch:
         self.tmux_factory = tmux_factory
         self.progress = progress
         self.created_panes: list[str] = []
+        self.tokens: set[str] = set()  # launch tokens the created panes carry (what to end)
         self.profiles: Mapping[str, AgentProfile] = {}
         self.created_session: str | None = None
         self.team_was_new = False
@@ -141,6 +144,10 @@ class Launch:
         req = self.req
         if not 1 <= req.workers <= MAX_WORKERS:
             raise OmpError("invalid_input", f"worker count must be 1-{MAX_WORKERS}")
+        if req.notify is not None:
+            from omp.notify import check_command
+
+            check_command(req.notify)
         if req.ready_timeout is not None and req.ready_timeout <= 0:
             raise OmpError(
                 "invalid_input", f"--ready-timeout must be > 0, got {req.ready_timeout:g}"
@@ -312,6 +319,8 @@ class Launch:
         )
         if self.budgets.any:
             raw.update(self.budgets.to_config())
+        if req.notify is not None:
+            raw["notify"] = req.notify
         for w in raw["workers"]:
             w["paneId"] = panes[w["name"]]
             w.update(self.started[w["name"]])
@@ -370,6 +379,7 @@ class Launch:
             after, cwd=str(cwd or self.req.cwd), command=command, env=env, horizontal=first
         )
         self.created_panes.append(pane)
+        self.tokens.add(token)
         try:
             # Keep a crashed agent's pane on screen: status then says `dead` and its code.
             tmux.set_pane_option(pane, "remain-on-exit", "on")
@@ -521,11 +531,7 @@ class Launch:
         return type_line(tmux, pane, bootstrap.trigger_line(inbox), profile, lock_dir=lock_dir).ok
 
     def _rollback(self, tmux: Tmux, team: TeamPaths) -> None:
-        for pane in reversed(self.created_panes):
-            try:
-                tmux.kill_pane(pane)
-            except Exception:
-                pass
+        self.end_created(tmux, team)
         if self.created_session:
             try:
                 tmux.kill_session(self.created_session)
@@ -542,6 +548,29 @@ class Launch:
                 )
         except (OSError, OmpError):
             pass
+
+    def end_created(self, tmux: Tmux | None, team: TeamPaths) -> None:
+        """Close the panes this attempt created and end every process started in them (the
+        tree of each, and what carries this attempt's launch token even after a `setsid`: an
+        agent refused at its sign-in screen must not outlive its pane)."""
+        from omp import procs
+
+        panes = list(reversed(self.created_panes))
+        roots: list[int | None] = []
+        if tmux is not None and panes:
+            with contextlib.suppress(Exception):
+                states = tmux.pane_states(panes)
+                roots = [st.pid for p in panes if (st := states.get(p)) is not None]
+
+        def close() -> None:
+            for pane in panes:
+                if tmux is not None:
+                    with contextlib.suppress(Exception):
+                        tmux.kill_pane(pane)
+
+        match = procs.EnvMatch(team.name, str(team.project.root), tokens=set(self.tokens))
+        with contextlib.suppress(Exception):
+            procs.end_after(close, roots, match if self.tokens else None)
 
 
 def _blocked(w: str, what: str, fix: str | None) -> OmpError:

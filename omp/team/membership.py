@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from omp import clock
+from omp import clock, procs
 from omp.errors import OmpError
 from omp.mail import mailbox
 from omp.monitor import sweep
@@ -81,22 +81,25 @@ def _pane_state(cfg: TeamConfig, name: str) -> str:
     return view.state if view is not None else "none"
 
 
-def _close_pane(cfg: TeamConfig, name: str) -> str | None:
-    """Kill the worker's pane if it is still the one recorded; returns the pane killed."""
+def _close_pane(cfg: TeamConfig, name: str, close: bool) -> tuple[str | None, procs.Ended]:
+    """Kill the worker's pane if `close` and it is still the one recorded, and end every process
+    the worker started (its pane's tree, and what carries its environment even after a
+    `setsid`, pane or no pane); returns the pane killed."""
     from omp.mail.panes import tmux_for, tmux_identity
+    from omp.team.shutdown import team_match
 
     pane = cfg.pane_of(name)
     ident = tmux_identity(cfg)
-    if pane is None or not ident or pane == cfg.raw.get("leaderPaneId"):
-        return None
+    match = team_match(cfg, [name])
+    if not close or pane is None or not ident or pane == cfg.raw.get("leaderPaneId"):
+        return None, procs.end_after(lambda: None, [], match)
     tmux = tmux_for(cfg)
     if not ident.same_server(tmux.server_identity()):
-        return None
+        return None, procs.end_after(lambda: None, [], match)
     st = tmux.pane_states([pane]).get(pane)
     if st is None or st.window_id != ident.window_id:
-        return None
-    tmux.kill_pane(pane)
-    return pane
+        return None, procs.end_after(lambda: None, [], match)
+    return pane, procs.end_after(lambda: tmux.kill_pane(pane), [st.pid], match)
 
 
 def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[str, Any]:
@@ -110,7 +113,7 @@ def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[st
     team = cfg.paths
     worker_name(name)
     already = name not in cfg.worker_names and name in removed_names(cfg.raw)
-    killed = None
+    close = False
     if not already:
         require_worker(cfg, name)
         state = _pane_state(cfg, name)
@@ -122,7 +125,10 @@ def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[st
                 worker=name,
                 pane=cfg.pane_of(name),
             )
-        killed = _close_pane(cfg, name) if state in ("alive", "unknown") else None
+        close = state in ("alive", "unknown")
+    # Removed already (a removal killed midway): no pane to close, but whatever process of the
+    # worker outlived it is still ended.
+    killed, ended = _close_pane(cfg, name, close)
     now = clock.now()
     with members_locked(team):
         cfg = team_config.load(team)  # fresh, under the lock
@@ -157,6 +163,8 @@ def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[st
         "worker": name,
         "alreadyRemoved": not removed_now,
         "killedPane": killed,
+        "endedProcesses": ended.found,
+        **({"processesLeft": ended.left} if ended.left else {}),
         "interrupted": [a for a in actions if a.get("action") == "interrupted"],
         "cancelled": [a for a in actions if a.get("action") == "cancelled"],
         "workers": [w["name"] for w in raw["workers"] if isinstance(w, dict)],

@@ -12,7 +12,8 @@ lost is listed. A mailbox omp refuses to read is "cannot tell", which counts as 
 lost is counted after the rename and after every mailbox's lock was taken once (`_take_away`): a
 sender that got in before the rename has finished and is counted, one after it finds the team
 gone (`omp.mail.mailbox.Mailbox._writing`). A team with a live pane is refused even with
-`--force`: shut it down first.
+`--force`: shut it down first. Whatever process of the team outlived its panes (an agent that
+`setsid`'d) is ended before its state goes (`omp.procs`), so it sends nothing more.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omp import clock
+from omp import clock, procs
 from omp.errors import OmpError
 from omp.invocation import team_command
 from omp.mail.mailbox import Mailbox
@@ -327,6 +328,7 @@ def delete(
     lost = unread_mail(team)
     if lost and not force:
         raise _unread_error(name, lost)
+    ended = _end_leftovers(team)
     finished = finish_tombstones(project, remove=remove)
     size = tree_bytes(team.dir)
     lost = _take_away(project, team, force=force, remove=remove)
@@ -336,7 +338,16 @@ def delete(
         "bytes": size,
         "lost": lost,
         "finished": finished,
+        "endedProcesses": ended.found,
+        **({"processesLeft": ended.left} if ended.left else {}),
     }
+
+
+def _end_leftovers(team: TeamPaths) -> procs.Ended:
+    """End the team's processes that outlived its panes: nothing of it keeps running."""
+    from omp.team.shutdown import team_match
+
+    return procs.terminate(procs.collect([], team_match(team)))
 
 
 # ---- prune ------------------------------------------------------------------------------------
@@ -456,6 +467,7 @@ def _prune_team(
         entry["why"] = f"unread mail ({_lost_text(lost)}); --force loses it"
         return entry, entry["why"]
     if not dry_run:
+        _end_leftovers(team)
         try:
             lost = _take_away(project, team, force=force, remove=rm)
         except OmpError as err:

@@ -38,8 +38,10 @@ token; the leader is told); each member's resume inbox (`workers/<w>/resume.md`:
 was restarted, its task and claim, its worktree, its unread mail). Each agent is waited for and
 typed `Read <resume.md> and follow it.`; the monitor is ensured, and loops still active go on.
 
-A failure after the first pane kills the new panes and puts the members' records back: the team
-is as before (a reclaimed task stays claimed by its worker).
+A failure after the first pane kills the new panes, ends every process started in them
+(`omp.procs`, as a launch's rollback) and puts the members' records back: the team is as before
+(a reclaimed task stays claimed by its worker). Once the successors run, whatever the members'
+earlier panes left running (an agent that `setsid`'d out of its pane) is ended.
 """
 
 from __future__ import annotations
@@ -479,6 +481,7 @@ class Resume(Launch):
         for name, group in groups.items():
             self.wait_and_trigger(place.tmux, team, self.profiles[name], group)
         self._close_dead(members, place)
+        self._end_earlier(members, token)
         return self._report(members, skipped, place, reclaimed)
 
     def _reclaim(self, members: list[Member]) -> list[dict[str, Any]]:
@@ -584,12 +587,29 @@ class Resume(Launch):
             with contextlib.suppress(OmpError):
                 place.tmux.select_layout(place.window, layout)
 
+    def _end_earlier(self, members: list[Member], token: str) -> None:
+        """What the members' earlier panes left running ends once their successors run: an agent
+        that `setsid`'d out of its pane (Gemini CLI's relaunched node) outlives the pane and the
+        tmux server, and must not go on as a second copy of the worker (issue 20). Matched by
+        worker name and the earlier launch token, so the new agents are never touched."""
+        from omp import procs
+
+        team = self.cfg.paths
+        for m in members:
+            before = self.saved.get(m.name, {}).get("launchToken") or self.cfg.raw.get(
+                "launchToken"
+            )
+            if not isinstance(before, str) or not before or before == token:
+                continue  # an earlier omp recorded no token: its processes cannot be told apart
+            match = procs.EnvMatch(team.name, str(team.project.root), [m.name], [before])
+            with contextlib.suppress(Exception):
+                procs.terminate(procs.collect([], match))
+
     def _undo(self, members: list[Member]) -> None:
         tmux = self.place.tmux if self.place else None
-        for pane in reversed(self.created_panes):
-            if tmux is not None:
-                with contextlib.suppress(Exception):
-                    tmux.kill_pane(pane)
+        # The new panes close, and every process started in them ends (the tree of each, and
+        # what carries this resume's token even after a `setsid`), as a launch's rollback.
+        self.end_created(tmux, self.cfg.paths)
         if self.created_session and tmux is not None:
             with contextlib.suppress(Exception):
                 tmux.kill_session(self.created_session)

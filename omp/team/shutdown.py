@@ -1,4 +1,6 @@
-"""`omp team shutdown`: kill the team's worker panes (never the leader's), keep every file."""
+"""`omp team shutdown`: kill the team's worker panes (never the leader's) and every process the
+workers started (`omp.procs`: each pane's tree and whatever carries the team's environment, even
+after a `setsid`), keep every file."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any
 
-from omp import clock
+from omp import clock, procs
 from omp.errors import OmpError
 from omp.mail.panes import tmux_for, tmux_identity
 from omp.record import history
@@ -20,14 +22,21 @@ if TYPE_CHECKING:
     from omp.tmux import Tmux
 
 
+def team_match(cfg: TeamConfig | TeamPaths, workers: list[str] | None = None) -> procs.EnvMatch:
+    """The processes of `cfg`'s team in this project (any launch of it), or of `workers` only."""
+    team = cfg.paths if isinstance(cfg, TeamConfig) else cfg
+    return procs.EnvMatch(team=team.name, root=str(team.project.root), workers=workers)
+
+
 def shutdown(cfg: TeamConfig) -> dict[str, Any]:
     team = cfg.paths
-    killed: list[str] = []
     skipped: list[dict[str, str]] = []
-    killed_session = False
+    doomed: list[str] = []
+    roots: list[int | None] = []
     ident = tmux_identity(cfg)
     leader = cfg.raw.get("leaderPaneId")
     panes = [(w, cfg.pane_of(w)) for w in cfg.worker_names]
+    tmux: Tmux | None = None
     if ident and any(p for _, p in panes):
         try:
             tmux = tmux_for(cfg)
@@ -35,8 +44,10 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
         except Exception:
             server = None
         if not ident.same_server(server):
+            tmux = None
             skipped = [{"pane": p, "why": "tmux server gone or restarted"} for _, p in panes if p]
         else:
+            assert tmux is not None
             states = tmux.pane_states([p for _, p in panes if p])
             for _w, p in panes:
                 if not p:
@@ -49,23 +60,42 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
                 elif st.window_id != ident.window_id:
                     skipped.append({"pane": p, "why": "pane id now belongs to another window"})
                 else:
-                    tmux.kill_pane(p)
-                    killed.append(p)
-            sess = cfg.raw.get("tmuxSession")
-            if cfg.raw.get("createdSession") and isinstance(sess, str) and tmux.has_session(sess):
-                tmux.kill_session(sess)
-                killed_session = True
+                    doomed.append(p)
+                    roots.append(st.pid)
+    killed: list[str] = []
+    closed_session: list[bool] = []
+
+    def close() -> None:
+        if tmux is None:
+            return
+        for p in doomed:
+            tmux.kill_pane(p)
+            killed.append(p)
+        sess = cfg.raw.get("tmuxSession")
+        if cfg.raw.get("createdSession") and isinstance(sess, str) and tmux.has_session(sess):
+            tmux.kill_session(sess)
+            closed_session.append(True)
+
+    # Every process the team started, whether its pane is still there or not (a worker's agent
+    # that setsid'd outlives its pane, its session and its tmux server).
+    ended = procs.end_after(close, roots, team_match(cfg))
     cleared = tasks.clear_locks(team)
     record = {
         "shutdownAt": clock.iso(),
         "killedPanes": killed,
-        "killedSession": killed_session,
+        "killedSession": bool(closed_session),
         "clearedLocks": cleared,
+        "endedProcesses": ended.found,
     }
     fs.write_json_atomic(team.shutdown, record)
     for w in cfg.worker_names:
         history.member(team, w, "left", "team shut down")
-    return {"ok": True, "team": cfg.name, **record, "skipped": skipped}
+    return {"ok": True, "team": cfg.name, **record, "skipped": skipped, **_left(ended)}
+
+
+def _left(ended: procs.Ended) -> dict[str, Any]:
+    """What could not be ended (another user's, unkillable): said, never hidden."""
+    return {"processesLeft": ended.left} if ended.left else {}
 
 
 # ---- `--force`: a team whose config cannot be read ---------------------------------------------
@@ -73,19 +103,7 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
 _SOCKET_RE = re.compile(rb'"socketPath"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
-def pane_environ(pid: int) -> dict[str, str] | None:
-    """The environment a pane's process started with (Linux `/proc`), or None if unknown."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    out: dict[str, str] = {}
-    for item in data.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep:
-            out[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
-    return out
+pane_environ = procs.environ  # the environment a pane's process started with (Linux `/proc`)
 
 
 def started_by_omp(env: dict[str, str] | None, team: TeamPaths) -> bool:
@@ -135,6 +153,7 @@ def force_shutdown(team: TeamPaths, *, socket: str | None = None) -> dict[str, A
     skipped: list[dict[str, str]] = []
     seen: set[str] = set()
     can_prove = os.path.isdir("/proc/self")
+    found = procs.collect([], team_match(team)) if can_prove else []  # before any pane closes
     for tmux in _servers(team, socket) if can_prove else []:
         try:
             server = tmux.server_identity()
@@ -154,6 +173,7 @@ def force_shutdown(team: TeamPaths, *, socket: str | None = None) -> dict[str, A
         skipped.append(
             {"pane": "-", "why": "no /proc here: omp cannot prove which panes it started"}
         )
+    ended = procs.terminate(found)
     cleared = tasks.clear_locks(team)
     record = {
         "shutdownAt": clock.iso(),
@@ -161,6 +181,7 @@ def force_shutdown(team: TeamPaths, *, socket: str | None = None) -> dict[str, A
         "killedSession": False,
         "clearedLocks": cleared,
         "forced": True,
+        "endedProcesses": ended.found,
     }
     fs.write_json_atomic(team.shutdown, record)
-    return {"ok": True, "team": team.name, **record, "skipped": skipped}
+    return {"ok": True, "team": team.name, **record, "skipped": skipped, **_left(ended)}

@@ -56,6 +56,8 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
     from omp.views.usage import usage_columns
 
     spent, team_spent = usage_columns(cfg, views)
+    shut = os.path.lexists(team.shutdown)
+    needs = {} if shut else _needs_you(cfg)
     workers = []
     for w in cfg.worker_names:
         view = views[w]
@@ -74,6 +76,8 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
                 "busyWith": states[w].busy_with,
                 # tokens its agent's own session records say it spent (`omp team usage`)
                 "usage": spent.get(w),
+                # what only a person can answer now (`omp.monitor.attention`), or None
+                "needsYou": needs.get(w) if view.state in ("alive", "unknown") else None,
             }
         )
     shutdown = (
@@ -108,6 +112,15 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
         "usage": team_spent,  # the workers' tokens together, and the budgets (percent used)
         # members whose pane died or went with its tmux server: `omp team resume` brings them back
         "resume": {"workers": down, "command": resume_command(cfg)} if down and not shut else None,
+    }
+
+
+def _needs_you(cfg: TeamConfig) -> dict[str, dict[str, Any]]:
+    from omp.monitor import attention
+
+    return {
+        w: {k: e.get(k) for k in ("what", "since", "lines", "attach", "seq")}
+        for w, e in attention.read(cfg)["workers"].items()
     }
 
 

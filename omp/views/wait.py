@@ -1,27 +1,31 @@
 """`omp team wait TEAM`: block until something a leader must act on happens, then say what.
 
-It returns when a token budget of the team was crossed and the leader has not read the message
-that said so (`attention`), when the leader has unread mail (at once if it already has), when a
-task's status differs from what the leader last saw, when every task is terminal, when the team
-is shut down, or at the timeout. Only a team that is gone exits non-zero by default: an agent's
-shell tool shows a non-zero exit as a failed call (Copilot marks it ✗), and mail, a task move or
-"all done" is no failure. The JSON's `event` tells them apart; `--exit-codes` gives each its
-own exit code (below) for a script that branches without parsing.
+It returns when a worker needs a person (`attention`: at once if one already does; see
+`omp.monitor.attention`) or a token budget of the team was crossed and the leader has not read
+the message that said so (`attention` too: `omp.monitor.budget`), when the leader has unread mail
+(at once if it already has), when a task's status differs from what the leader last saw, when
+every task is terminal, when the team is shut down, or at the timeout. Only a team that is gone
+exits non-zero by default: an agent's shell tool shows a non-zero exit as a failed call (Copilot
+marks it ✗), and mail, a task move, "all done" or a worker that needs you is no failure. The
+JSON's `event` tells them apart; `--exit-codes` gives each its own exit code (below) for a
+script that branches without parsing.
 
 What the leader last saw is a cursor the leader carries, not state omp keeps: every wait returns
 `cursor`, the status of every task as that wait saw them, named with the team and its run
 (`docs:1a2b3c4d:1=c,2=i`: one letter per known status), and `--since CURSOR` compares with it
 instead of with the moment the wait began. A cursor of another team or of an earlier run (a
 relaunch, a team deleted and made again) is refused (`invalid_cursor`): its snapshot would hide
-the new run's moves. So a task that
-moved between two waits is reported by the second, once; a leader that polls with several shells
-gets consistent answers from each; and wait stays read-only. (Task statuses only move forward,
-pending -> in_progress -> terminal, so a snapshot is enough: no move can hide by returning.)
+the new run's moves. So a task that moved between two waits is reported by the second, once; a
+leader that polls with several shells gets consistent answers from each; and wait stays
+read-only. (Task statuses only move forward, pending -> in_progress -> terminal, so a snapshot is
+enough: no move can hide by returning.) The snapshot may end in `,@N`, the number of the last
+"needs you" episode reported (episodes are numbered per run, like the tasks): an episode still
+open is reported once, not by every wait after it.
 
-Cheap and read-only: every `poll` seconds (0.2 s) it `lstat`s four things (the leader's mailbox,
-the tasks directory, `shutdown.json`, the config) and reads mail and tasks only when one of them
-changed (or changed so recently that a coarse mtime could hide a second change). It writes
-nothing: no cursor, no index, no receipt.
+Cheap and read-only: every `poll` seconds (0.2 s) it `lstat`s five things (the leader's mailbox,
+the tasks directory, `shutdown.json`, the config, `attention.json`) and reads mail and tasks only
+when one of them changed (or changed so recently that a coarse mtime could hide a second
+change). It writes nothing: no cursor, no index, no receipt.
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ EXIT_ALL_DONE = 10  # every task is completed, failed or interrupted
 EXIT_TIMEOUT = 11  # nothing happened within --timeout
 EXIT_SHUTDOWN = 12  # the team was shut down
 EXIT_GONE = 13  # the team's tmux server or every worker pane is gone: nothing more will happen
-EXIT_ATTENTION = 14  # something needs the person: a token budget was crossed
+EXIT_ATTENTION = 14  # a worker needs a person (a permission prompt, a sign-in, stuck, ...), or
+# a token budget was crossed
 # The exit codes `--exit-codes` gives each event (and `eventCode` in the JSON, always).
 EXIT_CODES = {
     "mail": EXIT_EVENT,
@@ -103,16 +108,25 @@ def run_id(cfg: TeamConfig) -> str:
     return f"{zlib.crc32(key.encode()):08x}"
 
 
-def encode_cursor(cfg: TeamConfig, statuses: dict[str, Any]) -> str:
+def encode_cursor(cfg: TeamConfig, statuses: dict[str, Any], attention: int = 0) -> str:
     """`{"1": "completed", "2": "pending"}` -> `<team>:<run>:1=c,2=p` (task id order as the store
-    lists): the cursor names the team and the run whose statuses it holds."""
+    lists): the cursor names the team and the run whose statuses it holds; then `,@N` when "needs
+    you" episodes up to number N were reported."""
     parts = [f"{tid}={_CODES.get(str(st), str(st))}" for tid, st in statuses.items()]
-    return f"{cfg.name}:{run_id(cfg)}:{','.join(parts) or EMPTY_CURSOR}"
+    snapshot = ",".join(parts) or EMPTY_CURSOR
+    if attention:
+        snapshot = f"{snapshot},@{attention}"
+    return f"{cfg.name}:{run_id(cfg)}:{snapshot}"
 
 
 def decode_cursor(cfg: TeamConfig, cursor: str) -> dict[str, Any]:
     """The task statuses a cursor records; `invalid_cursor` for anything a wait on this run of
     this team did not print (another team's, an earlier run's, an older omp's)."""
+    return _decode(cfg, cursor)[0]
+
+
+def _decode(cfg: TeamConfig, cursor: str) -> tuple[dict[str, Any], int]:
+    """(the task statuses, the last "needs you" episode reported) of a cursor."""
     from omp.store.names import TASK_ID_RE
 
     example = f"{cfg.name}:{run_id(cfg)}:1=c,2=i"
@@ -146,10 +160,19 @@ def decode_cursor(cfg: TeamConfig, cursor: str) -> dict[str, Any]:
             "without --since and use the cursor it prints",
             cursor=cursor,
         )
-    if snapshot == EMPTY_CURSOR:
-        return {}
+    parts = snapshot.split(",")
+    seen = 0
+    last = parts[-1]
+    # `@N`: ASCII digits only, and short; anything else there is refused below like any part
+    # that is not `id=status`.
+    number = last[1:]
+    ascii_number = number.isascii() and number.isdigit()  # str.isdigit alone takes "٣"
+    if len(parts) > 1 and last[:1] == "@" and len(number) < 12 and ascii_number:
+        seen = int(parts.pop()[1:])
+    if parts == [EMPTY_CURSOR]:
+        return {}, seen
     out: dict[str, Any] = {}
-    for part in snapshot.split(","):
+    for part in parts:
         tid, eq, code = part.partition("=")
         if not eq or TASK_ID_RE.fullmatch(tid) is None or not code.replace("_", "").isalpha():
             raise OmpError(
@@ -159,7 +182,7 @@ def decode_cursor(cfg: TeamConfig, cursor: str) -> dict[str, Any]:
                 cursor=cursor,
             )
         out[tid] = _STATUS.get(code, code)
-    return out
+    return out, seen
 
 
 def wait(
@@ -186,10 +209,11 @@ def wait(
         raise OmpError("invalid_input", "poll interval must be > 0")
     team = cfg.paths
     box = Mailbox(team, LEADER)
-    watched = [box.path, team.tasks_dir, team.shutdown, team.config]
+    watched = [box.path, team.tasks_dir, team.shutdown, team.config, team.attention]
     start = clock()
+    seen: int | None = None  # without --since, any worker that needs a person now is news
     if since is not None:
-        before = decode_cursor(cfg, since)
+        before, seen = _decode(cfg, since)
     else:
         before = {tid: t.get("status") for tid, t in _tasks(cfg).items()}
     last: Key | None = None
@@ -198,17 +222,17 @@ def wait(
         key, newest = _key(watched)
         if key != last or wall() - newest < _RACY:
             last = key
-            result = _look(cfg, box, before)
+            result = _look(cfg, box, before, seen)
             if result is not None:
                 return _finish(cfg, result, clock() - start, exit_codes)
         if looked_gone is None or clock() - looked_gone >= GONE_EVERY:
             looked_gone = clock()
             why = gone(cfg)
             if why is not None:
-                out = _look(cfg, box, before) or {
+                out = _look(cfg, box, before, seen) or {
                     "event": "gone",
                     **_empty(),
-                    "cursor": encode_cursor(cfg, before),
+                    "cursor": encode_cursor(cfg, before, seen or 0),
                 }
                 resume = f"{team_command(cfg.raw)} team resume {cfg.name}"
                 return _finish(
@@ -220,7 +244,8 @@ def wait(
         waited = clock() - start
         if timeout and waited >= timeout:
             # Nothing moved since `before` at the last look: it is still what was reported.
-            result = {"event": "timeout", **_empty(), "cursor": encode_cursor(cfg, before)}
+            cursor = encode_cursor(cfg, before, seen or 0)
+            result = {"event": "timeout", **_empty(), "cursor": cursor}
             return _finish(cfg, result, waited, exit_codes)
         sleep(poll if not timeout else min(poll, max(0.0, timeout - waited)))
 
@@ -244,8 +269,13 @@ def _with_read_command(cfg: TeamConfig, result: dict[str, Any]) -> dict[str, Any
     return result
 
 
-def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, Any] | None:
+def _look(
+    cfg: TeamConfig, box: Mailbox, before: dict[str, Any], seen: int | None
+) -> dict[str, Any] | None:
     """The event to report now, or None to keep waiting."""
+    from omp.monitor import attention
+
+    att = attention.read(cfg)
     found = tasks.read_all(cfg.paths)
     now_tasks = {str(t["id"]): t for t in found}
     moved = [
@@ -270,7 +300,15 @@ def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, An
     }
     counts = Counter(str(t.get("status")) for t in now_tasks.values())
     out["tasks"] = dict(sorted(counts.items()))
-    out["cursor"] = encode_cursor(cfg, {tid: t.get("status") for tid, t in now_tasks.items()})
+    # Every open episode newer than `seen` is in this answer (attention is reported first).
+    done_seq = max(int(att["seq"]), seen or 0)
+    statuses = {tid: t.get("status") for tid, t in now_tasks.items()}
+    out["cursor"] = encode_cursor(cfg, statuses, done_seq)
+    needs = [
+        {"worker": w, **e}
+        for w, e in sorted(att["workers"].items())
+        if seen is None or int(e.get("seq") or 0) > seen
+    ]
     if found.broken:  # shown, and never "all done" while a task file cannot be read
         out["brokenTasks"] = found.broken
     if _all_done(now_tasks) and not found.broken:
@@ -279,9 +317,9 @@ def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, An
         return {"event": "shutdown", **out}
     # A token budget crossed (`omp.monitor.budget`) needs the person while the leader has not
     # read the one message that told it: the message is the record, so no cursor is needed.
-    crossed = [_budget_attention(m) for m in msgs if m.get("intent") == "budget"]
-    if crossed:
-        return {"event": "attention", **out, "attention": crossed}
+    needs += [_budget_attention(m) for m in msgs if m.get("intent") == "budget"]
+    if needs:
+        return {"event": "attention", **out, "attention": needs}
     if msgs:
         return {"event": "mail", **out}
     if moved:
@@ -290,12 +328,21 @@ def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, An
 
 
 def _budget_attention(msg: dict[str, Any]) -> dict[str, Any]:
-    """`{worker?, what, ...}`: the shape of every `attention` entry."""
+    """A crossed token budget as an `attention` entry (`{worker?, what, since, ...}`, as a
+    worker's "needs you" episode; no worker for the team's budget), `kind` "budget"."""
     got = msg.get("budget")
     crossing: dict[str, Any] = got if isinstance(got, dict) else {}
-    entry: dict[str, Any] = {"what": "budget", "text": msg.get("body")}
+    used, budget = crossing.get("used"), crossing.get("budget")
+    amount = (
+        f"{used:,} of {budget:,} tokens"
+        if isinstance(used, int) and isinstance(budget, int)
+        else "?"
+    )
+    entry: dict[str, Any] = {"kind": "budget"}
     if crossing.get("scope") == "worker" and crossing.get("worker"):
-        entry["worker"] = crossing["worker"]
+        entry.update(worker=crossing["worker"], what=f"its token budget is crossed ({amount})")
+    else:
+        entry["what"] = f"the team's token budget is crossed ({amount})"
     return {**entry, "since": crossing.get("at"), "budget": crossing, "messageId": msg.get("id")}
 
 

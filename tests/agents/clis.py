@@ -319,13 +319,33 @@ class AgentTeam:
         ).stdout
         return out.splitlines()
 
-    def close(self) -> None:
+    def close(self) -> list[str]:
+        """Shut the team down, end its tmux server; returns the team's processes still left
+        (each ended here, so a failing test does not leak them): none, after a shutdown."""
         if self.launch_result:
             self.omp("team", "shutdown", self.name, "--json", check=False, timeout=60)
+        left = self.leftovers()
         subprocess.run(
             ["tmux", "-L", self.socket, "kill-server"], capture_output=True, env=self.env
         )
         self._wait_monitor_gone()
+        return left
+
+    def leftovers(self) -> list[str]:
+        """Live worker processes of any team of this project (`OMP_ROOT`; a leader agent may
+        have launched teams of its own), each ended now and named `pid argv`."""
+        from omp import procs
+
+        found = procs.collect([], procs.EnvMatch(None, str(self.root)))
+        names = []
+        for p in found:
+            try:
+                argv = Path(f"/proc/{p.pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            names.append(f"{p.pid} {argv.decode('utf-8', 'replace').strip()[:200]}")
+        procs.terminate(found, grace=1.0)
+        return names
 
     def assert_none_left(self) -> None:
         """After `close`: no process of this team runs any more (agents, their helpers, the

@@ -17,8 +17,14 @@ import pytest
 from omp.agents import BUILTIN_PROFILES, input_region, squash
 from tests.agents.clis import AgentTeam, poll, user_texts
 from tests.agents.scripted_model import ScriptedModel
-from tests.agents.test_copilot_team import launch_done, mail_from, omp_results, receipts
-from tests.agents.worker_policy import NUDGE
+from tests.agents.test_copilot_team import (
+    busy_since,
+    launch_done,
+    mail_from,
+    omp_results,
+    receipts,
+)
+from tests.agents.worker_policy import NUDGE, TRIGGER, WorkerPolicy
 
 pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]
 
@@ -69,4 +75,62 @@ def test_leader_message_is_read_and_answered(
     poll(lambda: [m for m in mail_from(team, "worker-1") if mid in m["body"]], "answer")
     nudges = [t for t in user_texts(scripted_model) if NUDGE.search(t)]
     assert len(nudges) == 1 and nudges[0].startswith("You have 1 new message(s). Read them: ")
+    assert_nothing_typed_left(team, "worker-1")
+
+
+# ---- parity with Copilot: mail mid-turn, the monitor's re-nudge, nothing left in the box ------
+
+FAST_MONITOR = {"OMP_MONITOR_SCAN_SECONDS": "0.5", "OMP_MONITOR_UNREAD_REPEAT_SECONDS": "3"}
+
+
+@pytest.fixture(params=["codex", "gemini"])
+def agent_name(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _factory(request: pytest.FixtureRequest, agent: str) -> Factory:
+    factory: Factory = request.getfixturevalue(f"{agent}_team")
+    return factory
+
+
+def test_message_sent_mid_turn_is_read_when_the_turn_ends(
+    request: pytest.FixtureRequest, agent_name: str, scripted_model: ScriptedModel
+) -> None:
+    """Busy running a long shell command when the mail comes: the send types nothing (a line
+    typed into a running turn is queued or lost), the monitor nudges once the turn has ended."""
+    scripted_model.policy = WorkerPolicy(busy_seconds=8, busy_how="tool")
+    team = _factory(request, agent_name)(monitor=FAST_MONITOR)
+    team.launch(1)
+    poll(lambda: busy_since(scripted_model, "tool"), f"busy\n{team.debug()}")
+    sent = team.api("send-message", {"from": "leader", "to": "worker-1", "body": "mid-turn"})
+    assert sent["ok"] is True and sent["nudge"] == "deferred", sent
+    mid = sent["messageId"]
+    poll(lambda: mid in receipts(team, "worker-1"), f"receipt\n{team.debug()}", timeout=180)
+    poll(lambda: [m for m in mail_from(team, "worker-1") if mid in m["body"]], "answer")
+    poll(lambda: team.status()["allDone"], "allDone")
+    texts = user_texts(scripted_model)
+    # one trigger, then exactly one nudge, typed after the task's turn ended; nothing merged
+    assert len([t for t in texts if TRIGGER.search(t)]) == 1, texts
+    nudges = [t for t in texts if NUDGE.search(t)]
+    assert len(nudges) == 1 and nudges[0].startswith("You have 1 new message(s)."), texts
+    order = [c.split(" team api ")[1].split()[0] for c, _ in omp_results(scripted_model)]
+    assert order.index("mailbox-read") > order.index("transition-task-status"), order
+    assert_nothing_typed_left(team, "worker-1")
+
+
+def test_unread_mail_is_renudged_by_the_monitor(
+    request: pytest.FixtureRequest, agent_name: str, scripted_model: ScriptedModel
+) -> None:
+    scripted_model.policy = WorkerPolicy(ignore_nudges=1)  # the first nudge is left unread
+    team = _factory(request, agent_name)(monitor=FAST_MONITOR)
+    launch_done(team, 1)
+    sent = team.api("send-message", {"from": "leader", "to": "worker-1", "body": "ping"})
+    assert sent["ok"] is True and sent["nudged"] is True, sent
+    mid = sent["messageId"]
+    poll(lambda: mid in receipts(team, "worker-1"), f"receipt\n{team.debug()}", timeout=90)
+    poll(lambda: [m for m in mail_from(team, "worker-1") if mid in m["body"]], "answer")
+    nudges = [t for t in user_texts(scripted_model) if NUDGE.search(t)]
+    assert len(nudges) >= 2, user_texts(scripted_model)  # the send's (ignored), the monitor's
+    mon = team.omp("team", "status", team.name, "--json")["monitor"]
+    assert mon["nudgesSent"] >= 1, mon
     assert_nothing_typed_left(team, "worker-1")

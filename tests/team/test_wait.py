@@ -224,8 +224,15 @@ def test_monitor_run_is_hidden(cli: Any) -> None:
 
 
 def test_exit_codes_are_distinct() -> None:
-    codes = [EXIT_EVENT, EXIT_ALL_DONE, EXIT_TIMEOUT, EXIT_SHUTDOWN]
-    assert len(set(codes)) == 4 and not {1, 2, 3} & set(codes)
+    codes = [
+        EXIT_EVENT,
+        EXIT_ALL_DONE,
+        EXIT_TIMEOUT,
+        EXIT_SHUTDOWN,
+        wait_mod.EXIT_GONE,
+        wait_mod.EXIT_ATTENTION,
+    ]
+    assert len(set(codes)) == 6 and not {1, 2, 3} & set(codes)
     assert wait_mod.EXIT_CODES["mail"] == wait_mod.EXIT_CODES["tasks"] == 0
 
 

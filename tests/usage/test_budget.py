@@ -6,16 +6,16 @@ test_monitor_policy.py); the session is the recorded Copilot one (tests/fixtures
 from __future__ import annotations
 
 import json
-import sys
-import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from omp import clock, modes
+from omp.cli.team_text import wait_text
 from omp.errors import OmpError
 from omp.mail.mailbox import Mailbox
+from omp.monitor import attention
 from omp.monitor.loop import Monitor
 from omp.monitor.policy import IDLE_PROMPT
 from omp.record import budget as budgets
@@ -163,8 +163,11 @@ def test_a_budget_crossed_mid_loop_ends_the_loop_at_the_next_stop_and_the_leader
     res = wait(cfg, timeout=1, clock=world.clock, sleep=world.clock.sleep, unreachable=no_tmux)
     assert res["event"] == "attention" and res["eventCode"] == 14
     [a] = res["attention"]
-    assert a["what"] == "budget" and "worker" not in a and a["budget"]["used"] == 3358
-    assert a["messageId"] == mail["id"] and "crossed its token budget" in a["text"]
+    assert a["kind"] == "budget" and "worker" not in a and a["budget"]["used"] == 3358
+    assert a["what"] == "the team's token budget is crossed (3,358 of 3,258 tokens)"
+    assert a["messageId"] == mail["id"]
+    text = wait_text(res)
+    assert "the team needs you: the team's token budget is crossed" in text, text
     Mailbox(world.team, LEADER).mark([mail["id"]])
     res = wait(cfg, timeout=1, clock=world.clock, sleep=world.clock.sleep, unreachable=no_tmux)
     assert res["event"] == "timeout"
@@ -217,6 +220,7 @@ def test_a_worker_budget_holds_that_worker_only(
     cfg = team_config.load(w.team)
     res = wait(cfg, timeout=1, clock=w.clock, sleep=w.clock.sleep, unreachable=no_tmux)
     assert res["event"] == "attention" and res["attention"][0]["worker"] == "worker-1"
+    assert res["attention"][0]["what"].startswith("its token budget is crossed")
     held = w.panes["worker-1"]
     assert w.prompts() == {p: 1 for p in w.panes.values() if p != held}
     assert w.leader_stop().get("decision") != "block"  # the loop ends at the leader's stop
@@ -284,9 +288,10 @@ def test_budget_options_are_checked_and_config_toml_gives_the_defaults(tmp_path:
         assert err.value.code == "invalid_input" and "--budget-tokens" in err.value.message
     (root / ".omp").mkdir()
     (root / ".omp" / "config.toml").write_text(
-        "[team]\nbudget_tokens = 1000000\nworker_budget_tokens = 200000\n"
+        "[team]\nstuck_after = 30\nbudget_tokens = 1000000\nworker_budget_tokens = 200000\n"
     )
     assert budgets.for_launch(paths, None, None) == budgets.Budgets(1_000_000, 200_000)
+    assert attention.settings(paths).stuck_after == 30.0  # one `[team]` table, keys of both
     assert budgets.for_launch(paths, 7, None) == budgets.Budgets(7, 200_000)
     (root / ".omp" / "config.toml").write_text("[team]\nbudget_token = 1\n")
     with pytest.raises(OmpError) as err:
@@ -296,26 +301,16 @@ def test_budget_options_are_checked_and_config_toml_gives_the_defaults(tmp_path:
     assert Tokens(1, 2, 3, 4, 5).total == 14  # what a budget counts: every kind of token
 
 
-def test_the_crossing_goes_to_the_notify_command_once(
-    world: World, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`omp.notify.emit(paths, event, key=)` (the notifications of issue "needs you", branch
-    `attention`) gets the crossing, keyed so it is queued once; stood in for here."""
-    emitted: list[tuple[Any, dict[str, Any], str]] = []
-
-    def emit(paths: Any, event: dict[str, Any], *, key: str) -> bool:
-        emitted.append((paths, event, key))
-        return True
-
-    fake = types.ModuleType("omp.notify")
-    fake.emit = emit  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "omp.notify", fake)
+def test_the_crossing_goes_to_the_notify_command_once(world: World) -> None:
+    """Queued in `omp.notify`'s outbox (kind `attention`), keyed so a restarted monitor does not
+    queue it again."""
     mon = world.monitor()
     world.session.call()
     world.session.call()
     world.scan_for(mon, 30)
-    [(paths, event, key)] = emitted
-    assert paths == world.paths
-    assert event["kind"] == "attention" and event["what"] == "budget" and event["team"] == "t"
-    assert "crossed its token budget" in event["text"] and "worker" not in event
-    assert key.startswith("budget:t:") and key.endswith(":1")
+    world.monitor().scan()
+    queued = records(world.paths.notify_outbox)
+    [event] = [e for e in queued if e.get("what") == "budget"]
+    assert event["kind"] == "attention" and event["team"] == "t" and "worker" not in event
+    assert "crossed its token budget" in event["text"]
+    assert event["key"].startswith("budget:t:") and event["key"].endswith(":1")
