@@ -11,6 +11,12 @@ in-process (`read_usage`, the call `omp team usage` and `status` will make):
 - a later read after the CLI appended one more turn (the recorded session's body, a few KB);
 - for scale, a naive reader that parses every line with `json.loads` (the first read without
   the marker scan).
+Then the same records as a team worker's session (`omp team usage`, issue 22), in-process:
+- `usage` with no usage index yet (no monitor ran): the whole record;
+- the monitor's first index refresh (the whole record, and the index written);
+- `usage` from the index, nothing new; and after one more turn past the index;
+- the monitor's refresh after one more turn;
+- `omp team usage --json` as a process, from the index (what a person waits for).
 Everything happens in a temporary directory, removed afterwards.
 """
 
@@ -18,14 +24,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -97,6 +106,65 @@ def _naive(path: Path) -> int:
     return n
 
 
+def _team(work: Path, kind: str, record: Path) -> Any:
+    """A headless team of one worker whose session (as its stop hook records it) is `record`."""
+    from omp.record import config as team_config
+    from omp.store.paths import StatePaths
+    from omp.team.setup import create_team
+
+    root = work / f"proj-{kind}"
+    (root / ".git").mkdir(parents=True)
+    create_team(root, "b", 1)
+    team = StatePaths(root).team("b")
+    raw = team_config.load(team).raw
+    raw["workers"][0]["agent"] = kind
+    team_config.write(team, raw)
+    doc = {"agent": kind, "sessionId": "bench", "transcriptPath": str(record)}
+    team.session("worker-1").write_text(json.dumps(doc))
+    return team
+
+
+def _team_row(work: Path, kind: str, path: Path, runs: int) -> tuple[Any, ...]:
+    from omp.monitor import usage as index
+    from omp.record import config as team_config
+    from omp.views.usage import usage
+
+    team = _team(work, kind, path)
+    cfg = team_config.load(team)
+    idx = team.project.monitor_usage_index("b")
+
+    def fresh() -> object:
+        idx.unlink(missing_ok=True)
+        return usage(cfg)
+
+    no_index = _ms(fresh, runs)
+    t0 = time.perf_counter()
+    index.refresh(cfg, {})
+    first_refresh = (time.perf_counter() - t0) * 1000
+    from_index = _ms(partial(usage, cfg), runs)
+    _, body = _body(kind)
+    with path.open("ab") as f:
+        f.write(_turn(kind, body, 10**6))
+    past = _ms(partial(usage, cfg), runs)
+    later_refresh = []
+    for i in range(runs):
+        with path.open("ab") as f:
+            f.write(_turn(kind, body, 10**6 + 1 + i))
+        t0 = time.perf_counter()
+        index.refresh(cfg, {})
+        later_refresh.append((time.perf_counter() - t0) * 1000)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}
+    argv = [sys.executable, "-m", "omp", "team", "usage", "b", "--json"]
+
+    def cli() -> None:
+        subprocess.run(argv, cwd=team.project.root, env=env, check=True, capture_output=True)
+
+    cli()  # warm the bytecode cache
+    proc_ms = _ms(cli, runs)
+    return (no_index, first_refresh, from_index, past, statistics.median(later_refresh),
+            proc_ms, idx.stat().st_size)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="2 MB records, 3 runs per case")
@@ -107,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     size = int((2.0 if args.quick else args.mb) * 1024 * 1024)
     work = Path(tempfile.mkdtemp(prefix="omp-bench-usage-"))
     rows: list[tuple[str, str, int, float, float, float, float]] = []
+    team_rows: list[tuple[Any, ...]] = []
     try:
         for kind in RECORDS:
             path = work / f"{kind}.jsonl"
@@ -129,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             size_mb = path.stat().st_size / 1024 / 1024
             rows.append((kind, f"{size_mb:.0f} MB", first.tokens.calls, first_ms, same_ms,
                          statistics.median(later), naive_ms))  # fmt: skip
+            team_rows.append((kind, f"{size_mb:.0f} MB", *_team_row(work, kind, path, runs)))
             path.unlink()
         print("# Usage readers: a session record read first whole, then incrementally\n")
         for line in machine_lines():
@@ -151,6 +221,18 @@ def main(argv: list[str] | None = None) -> int:
             f"\nTargets: a later read of one new turn < {TARGET_LATER_MS:.0f} ms at any size; "
             f"the first read of 50 MB < {TARGET_FIRST_S:.0f} s (scaled to the record's size)."
         )
+        print("\n## `omp team usage`: one worker whose session record is that size\n")
+        print(
+            "| CLI | record | usage, no index | monitor's first refresh | usage from the index "
+            "| usage, one turn past the index | refresh, one new turn "
+            "| `omp team usage --json` process | index size |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|")
+        for kind, mb, none, first_r, idx_ms, past, later_r, proc_ms, size in team_rows:
+            print(
+                f"| {kind} | {mb} | {none:.0f} ms | {first_r:.0f} ms | {idx_ms:.2f} ms "
+                f"| {past:.2f} ms | {later_r:.2f} ms | {proc_ms:.0f} ms | {size / 1024:.0f} KiB |"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -56,6 +56,7 @@ VOLATILE = (
     re.compile(r"(^|/)heartbeat\.json$"),
     re.compile(r"\.nudge\.json$"),  # which nudge went last depends on timing
     re.compile(r"^state/team/[^/]+/events\.jsonl$"),  # two workers' events interleave
+    re.compile(r"^state/notify/outbox\.jsonl$"),  # each event has a random id
 )
 TRANSIENT = re.compile(r"\.(tmp|new|old)$")  # half-done atomic writes: never part of the tree
 # `.omp/.gitignore` (`*`) would hide the committed example from git itself: the README says it.

@@ -84,12 +84,19 @@ def test_bench_usage_quick_prints_a_row_per_cli(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert any(line.startswith("- machine: ") for line in lines)
-    header = next(i for i, line in enumerate(lines) if line.startswith("| CLI | record |"))
-    rows = [line for line in lines[header + 2 :] if line.startswith("| ")]
-    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
-    assert [c[0] for c in cells] == ["copilot", "claude", "codex", "gemini", "pi"]
-    assert all(len(c) == 8 and c[1] == "2 MB" and int(c[2]) > 0 for c in cells), rows
-    assert all(c[3].endswith(" ms") and c[5].endswith(" ms") for c in cells)
+    tables = [i for i, line in enumerate(lines) if line.startswith("| CLI | record |")]
+    assert len(tables) == 2, proc.stdout  # the readers, then `omp team usage`
+    for header, width in zip(tables, (8, 9), strict=True):
+        rows = []
+        for line in lines[header + 2 :]:
+            if not line.startswith("| "):
+                break
+            rows.append(line)
+        cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+        assert [c[0] for c in cells] == ["copilot", "claude", "codex", "gemini", "pi"]
+        assert all(len(c) == width and c[1] == "2 MB" for c in cells), rows
+        assert all(c[3].endswith(" ms") and c[5].endswith(" ms") for c in cells)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
 
 
 @pytest.mark.slow

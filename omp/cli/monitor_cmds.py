@@ -38,8 +38,8 @@ def register(team_app: typer.Typer) -> None:
         exit_codes: bool = typer.Option(
             False,
             "--exit-codes",
-            help="Exit 10 all done, 11 timeout, 12 shut down, 14 a worker needs you "
-            "(default: 0 unless the team is gone).",
+            help="Exit 10 all done, 11 timeout, 12 shut down, 14 a worker needs you or a token "
+            "budget was crossed (default: 0 unless the team is gone).",
         ),
         as_json: bool = JsonOpt,
     ) -> None:
@@ -53,7 +53,8 @@ def register(team_app: typer.Typer) -> None:
         non-zero exit as a failed call. With --exit-codes: 0 mail or a task moved, 10 all tasks
         done, 11 timeout, 12 team shut down, 13 gone, 14 a worker needs you (event `attention`:
         a permission prompt, a sign-in, stuck; it names the worker, what its screen shows and how
-        to attach) (1, 2 and 3 are errors, as everywhere in omp). Writes nothing.
+        to attach) or a token budget was crossed (1, 2 and 3 are errors, as everywhere in omp).
+        Writes nothing.
         """
         from omp.cli.team_text import wait_text
 

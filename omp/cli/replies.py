@@ -39,6 +39,121 @@ class WaitAttention(NeedsYou):
     pane: str  # its tmux pane
 
 
+class BudgetAttention(TypedDict):
+    """`team wait`'s `attention` event for a crossed token budget (`omp.monitor.budget`) while
+    the leader has not read the message that said so."""
+
+    kind: str  # budget
+    worker: NotRequired[str]  # a worker's budget; none for the team's
+    what: str
+    since: str | None
+    budget: dict[str, Any]  # the crossing: seq, scope, worker?, budget, used, at
+    messageId: str | None
+
+
+# ---- tokens spent (`omp team usage`, and its columns in status and collect) -------------------
+
+
+class SpentTokens(TypedDict):
+    """What the agents' own session records say was spent (`omp.usage.totals`)."""
+
+    calls: int
+    input: int
+    output: int
+    cacheRead: int
+    cacheWrite: int
+    total: int
+    lastCall: str | None
+
+
+class UsageUnreadable(TypedDict):
+    """Usage omp cannot tell (no session found, a record it cannot read): never zeros."""
+
+    unreadable: str | None  # unknown | missing | permission | not_a_file | format | io_error ...
+    why: str | None
+
+
+class WorkerSpent(SpentTokens):
+    budgetPercent: NotRequired[float | None]  # of the worker budget, when the team has one
+
+
+class BudgetUse(TypedDict):
+    tokens: int
+    used: int | None
+    percent: float | None
+
+
+class Crossing(TypedDict):
+    """A token budget crossed (`budget.json`), its keys there when known."""
+
+    seq: NotRequired[int]
+    scope: NotRequired[str]  # team | worker
+    worker: NotRequired[str]
+    budget: NotRequired[int]
+    used: NotRequired[int]
+    at: NotRequired[str]
+
+
+class TeamSpent(SpentTokens):
+    notCounted: list[str]  # members left out of the totals (their usage is unknown)
+    budget: BudgetUse | None  # the team's budget
+    workerBudget: int | None  # each worker's
+    crossed: list[Crossing]
+
+
+class MemberUsage(TypedDict):
+    """One member's row of `omp team usage`: its counts, or why there are none."""
+
+    name: str
+    role: str  # worker | leader
+    agent: str | None
+    records: list[str]  # the session records read
+    how: str  # how its session was found, or why it was not
+    unreadable: NotRequired[str | None]
+    why: NotRequired[str | None]
+    calls: NotRequired[int]
+    input: NotRequired[int]
+    output: NotRequired[int]
+    cacheRead: NotRequired[int]
+    cacheWrite: NotRequired[int]
+    lastCall: NotRequired[str | None]
+    models: NotRequired[dict[str, dict[str, int]]]
+    skippedLines: NotRequired[int]
+    total: NotRequired[int]
+    staleRecords: NotRequired[list[str]]
+    estimatedCost: NotRequired[float]  # where [prices] gives prices
+    unpricedModels: NotRequired[list[str]]
+    budget: NotRequired[BudgetUse]  # a worker's, when the team has a worker budget
+
+
+class UsageTotalsRow(TypedDict):
+    calls: int
+    input: int
+    output: int
+    cacheRead: int
+    cacheWrite: int
+    lastCall: str | None
+    models: dict[str, dict[str, int]]
+    skippedLines: NotRequired[int]
+    total: int
+    counted: list[str]
+    notCounted: list[str]
+    estimatedCost: NotRequired[float]
+    unpricedModels: NotRequired[list[str]]
+
+
+class UsageReply(TypedDict):
+    ok: bool
+    team: str
+    members: list[MemberUsage]
+    totals: UsageTotalsRow
+    budget: BudgetUse | None
+    workerBudget: int | None
+    crossed: list[Crossing]
+    prices: list[str]  # the models [prices] names
+    indexedAt: str | None  # when the monitor last updated its usage index
+
+
 class ResumeHint(TypedDict):
     workers: list[str]  # the members whose pane died or went with its tmux server
     command: str  # `omp team resume <team>`
@@ -55,6 +170,7 @@ class WorkerStatus(TypedDict):
     presence: str
     status: str  # available | busy | inactive
     busyWith: list[str]
+    usage: WorkerSpent | UsageUnreadable | None  # tokens its agent's records say it spent
     needsYou: NeedsYou | None  # what only a person can answer now
 
 
@@ -69,6 +185,7 @@ class TeamStatus(TypedDict):
     tasks: list[dict[str, Any]]  # id, status, owner, result, description; or a broken file's row
     workers: list[WorkerStatus]
     allDone: bool
+    usage: TeamSpent | UsageUnreadable  # the workers' tokens together, and the budgets
     resume: ResumeHint | None  # None unless a member's pane is down and the team not shut down
 
 
@@ -115,6 +232,7 @@ class CollectReply(TypedDict):
     ok: bool
     team: str
     workers: list[CollectRow]
+    usage: TeamSpent | UsageUnreadable
     removed: list[RemovedRow]
     total: int
     doneCount: int
@@ -133,7 +251,8 @@ class WaitReply(TypedDict):
     brokenTasks: NotRequired[list[dict[str, Any]]]
     why: NotRequired[str]  # gone: why the team cannot move any more
     resume: NotRequired[str]  # gone: the command that starts its members again
-    attention: NotRequired[list[WaitAttention]]  # attention: the episodes newer than the cursor
+    # attention: the episodes newer than the cursor, and budgets crossed whose message is unread
+    attention: NotRequired[list[WaitAttention | BudgetAttention]]
     allDone: bool
     exitCode: int
     eventCode: int
@@ -344,6 +463,7 @@ COMMANDS: dict[str, type] = {
     "team add-worker": AddWorkerReply,
     "team remove-worker": RemoveWorkerReply,
     "team resume": ResumeReply,
+    "team usage": UsageReply,
     "team delete": DeleteReply,
     "team prune": PruneReply,
     "demo": DemoReply,

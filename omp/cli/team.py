@@ -1,5 +1,5 @@
-"""`omp team ...`: create, launch, status, collect, shutdown, list, wait (and `api`, dispatched
-before typer; it is listed here only so `omp team --help` shows it)."""
+"""`omp team ...`: create, launch, status, collect, usage, shutdown, list, wait (and `api`,
+dispatched before typer; it is listed here only so `omp team --help` shows it)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from omp.cli import options as opt
 from omp.cli.options import JsonOpt
 from omp.cli.output import progress, run
 from omp.invocation import hint
+from omp.record.budget import MAX_TOKENS
 
 if TYPE_CHECKING:
     from omp.cli.replies import (
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
         ListRow,
         ShutdownReply,
         TeamError,
+        UsageReply,
     )
     from omp.record.config import TeamConfig
     from omp.store.paths import StatePaths
@@ -84,6 +86,21 @@ def launch(
         "detected when omp runs inside it.",
         callback=opt.text(max_len=256),
     ),
+    budget_tokens: int = typer.Option(
+        None,
+        "--budget-tokens",
+        metavar="N",
+        help="A token budget for the workers together: once crossed, the leader is told and the "
+        "loops stop being driven (nothing is killed). Default: [team] budget_tokens.",
+        callback=opt.count(most=MAX_TOKENS),
+    ),
+    worker_budget: int = typer.Option(
+        None,
+        "--worker-budget",
+        metavar="N",
+        help="A token budget for each worker. Default: [team] worker_budget_tokens.",
+        callback=opt.count(most=MAX_TOKENS),
+    ),
     notify: str = typer.Option(
         None,
         "--notify",
@@ -117,6 +134,8 @@ def launch(
             leader_agent=leader_agent,
             cwd=Path.cwd(),
             ready_timeout=ready_timeout,
+            budget_tokens=budget_tokens,
+            worker_budget=worker_budget,
             notify=notify,
         )
         return cast("LaunchReply", do_launch(req, progress=progress))
@@ -182,6 +201,36 @@ def collect(
     from omp.cli.team_text import collect_markdown
 
     run(body, as_json=as_json, human=collect_markdown)
+
+
+@app.command("usage")
+def usage(
+    team: str = typer.Argument(
+        None, help="Team name (default: the only team, if one).", callback=opt.text()
+    ),
+    watch: bool = typer.Option(
+        False,
+        "--watch",
+        "-w",
+        help="Redraw about once a second (with --json: one JSON object per line, each second).",
+    ),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Tokens each worker and the leader spent, from their agents' own session records, with
+    cost where [prices] gives it and the team's budgets. Read-only."""
+    from omp.cli.usage_text import usage_text
+    from omp.views.usage import usage as do_usage
+
+    if watch:
+        from omp.cli.watch import watch_loop
+
+        watch_loop(lambda: do_usage(_config(team)), usage_text, as_json=as_json)
+        return
+
+    def body() -> UsageReply:
+        return cast("UsageReply", do_usage(_config(team)))
+
+    run(body, as_json=as_json, human=usage_text)
 
 
 @app.command("shutdown")

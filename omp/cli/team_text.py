@@ -18,6 +18,9 @@ def collect_markdown(result: dict[str, Any]) -> str:
     if result["allDone"]:
         head += " — all finished"
     parts = [head]
+    spent = _team_tokens(result.get("usage"))
+    if spent:
+        parts.append(spent.strip())
     for w in result["workers"]:
         task = f" (task {inline(str(w['taskId']))})" if w.get("taskId") else ""
         parts.append(f"\n## {inline(w['name'])}{task}: {w['outcome']}")
@@ -93,8 +96,12 @@ def status_text(result: dict[str, Any]) -> str:
                 f"    {_cell(w['name']):<10} pane {_cell(w['paneId']):<5} {w['pane']:<7} "
                 f"{_cell(w.get('presence')):<8} {_cell(w.get('status')):<9} "
                 f"unread {w['unread']:<3} last {_cell(w['lastActivity'])}"
+                f"{_tokens_cell(w.get('usage'))}"
                 + (f"  needs you: {_cell(needs.get('what'))}" if needs else "")
             )
+        spent = _team_tokens(t.get("usage"))
+        if spent:
+            lines.append(spent)
         down = t.get("resume")
         if down:
             names = ", ".join(_cell(w) for w in down["workers"])
@@ -108,6 +115,31 @@ def status_text(result: dict[str, Any]) -> str:
         lines.append(_monitor_line(mon))
     lines += loops
     return "\n".join(lines) + "\n"
+
+
+def _tokens_cell(u: dict[str, Any] | None) -> str:
+    """` tokens 12,345 (40%)`, or why they are not known."""
+    if not u:
+        return ""
+    if u.get("unreadable"):
+        return f" tokens ? ({_cell(u['unreadable'])})"
+    pct = u.get("budgetPercent")
+    return f" tokens {u['total']:,}" + (f" ({pct:g}% of its budget)" if pct is not None else "")
+
+
+def _team_tokens(u: dict[str, Any] | None) -> str:
+    """`  tokens: 40,000 by the workers; budget 100,000: 40%` (empty when nothing is known)."""
+    if not u or u.get("unreadable"):
+        return ""
+    line = f"  tokens: {u['total']:,} by the workers"
+    if u.get("notCounted"):
+        line += f" (not counted: {', '.join(_cell(w) for w in u['notCounted'])})"
+    b = u.get("budget")
+    if b:
+        line += f"; budget {b['tokens']:,}: {b['percent']:g}% used"
+    if u.get("crossed"):
+        line += "; budget crossed: the loops are no longer driven"
+    return line
 
 
 def _monitor_line(mon: dict[str, Any]) -> str:
@@ -176,7 +208,9 @@ def wait_text(r: dict[str, Any]) -> str:
 
 def attention_lines(a: dict[str, Any]) -> list[str]:
     """A worker that needs a person: what, what its screen shows, how to reach it."""
-    who, what, since = _cell(a.get("worker")), _cell(a.get("what")), _cell(a.get("since"))
+    # a token budget of the whole team names no worker (`omp.monitor.budget`)
+    who = _cell(a.get("worker"), "the team")
+    what, since = _cell(a.get("what")), _cell(a.get("since"))
     out = [f"{who} needs you: {what} (since {since})"]
     shown = [str(x) for x in a.get("lines") or []]
     if shown:

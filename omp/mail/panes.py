@@ -131,6 +131,7 @@ def why_unreachable(cfg: TeamConfig) -> str | None:
 class PaneView:
     state: str  # alive | dead | gone | unknown | none (a headless worker: no pane at all)
     dead_status: int | None = None
+    pid: int | None = None  # the pane's process (tmux's pane_pid), when alive
 
 
 def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
@@ -175,4 +176,4 @@ def _view(st: PaneState | None, ident: TmuxIdentity) -> PaneView:
         return PaneView("gone")
     if st.dead:
         return PaneView("dead", st.dead_status)
-    return PaneView("alive")
+    return PaneView("alive", pid=st.pid)

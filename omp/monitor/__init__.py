@@ -1,4 +1,5 @@
-"""The project's one monitor: its scan loop, decisions, owner lock, liveness, trackers, sweeps.
+"""The project's one monitor: its scan loop, decisions, owner lock, liveness, trackers, sweeps,
+the usage index and token budgets.
 
 Imports: mail, tasks, record, modes and below.
 """

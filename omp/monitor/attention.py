@@ -24,13 +24,14 @@ monitor's policy reads such a screen as not idle), so nudges wait until it is go
 from __future__ import annotations
 
 import shlex
-from typing import Any, NamedTuple
+from typing import Any
 
 from omp import clock
 from omp.mail import mailbox
 from omp.record import history
 from omp.record.config import TeamConfig
-from omp.store import fs, locks, project_config
+from omp.record.settings import TeamSettings, team_settings
+from omp.store import fs, locks
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths
 from omp.textsafe import inline
@@ -39,13 +40,10 @@ SCHEMA = 1
 LINE_MAX = 200
 
 
-class Settings(NamedTuple):
-    stuck_after: float = 600.0  # seconds idle at the prompt with a task in progress
-
-
-def settings(project: StatePaths) -> Settings:
-    """`[team]` of `.omp/config.toml` (defaults when absent)."""
-    return project_config.load_section(project, "team", Settings, "team setting")
+def settings(project: StatePaths) -> TeamSettings:
+    """`[team]` of `.omp/config.toml` (defaults when absent): `stuck_after` is the seconds idle
+    at the prompt with a task in progress (`omp.record.settings`, the table's one reader)."""
+    return team_settings(project)
 
 
 def stuck_text(seconds: float, task: str) -> str:

@@ -7,6 +7,9 @@ A scan, every `Intervals.scan` seconds (5 s by default):
    `shutdown.json`, a tmux identity whose server (pid + start time) is the one
    running now, and at least one worker pane that exists, is not dead and sits in the recorded
    session and window. One `server_identity` and one `pane_states` call per tmux server;
+   per live team, the usage index read on (`omp.monitor.usage`: only what each worker's agent
+   session record gained since) and its token budgets checked (`omp.monitor.budget`: a crossed
+   budget tells the leader once and holds idle prompts back);
 2. per live worker pane (and the leader's, for its mail only, with `--nudge-leader`): its
    undelivered mail through the mailbox index (cached by the mailbox file's stat, so an
    unchanged mailbox costs one `lstat`), then the
@@ -354,6 +357,7 @@ class Monitor:
             return
         for t in live:
             self._presence_and_sweep(t, states, report)
+            self._usage(t, states, report)
         items: list[_Pane] = []
         for t in live:
             panes = self._live_panes(t, states)
@@ -374,6 +378,7 @@ class Monitor:
             except Exception as exc:  # unreadable tasks: no idle prompts, mail still watched
                 report.diagnostics.append(f"team {t.name}: tasks: {_why(exc)}")
                 gate = False
+            held = self._held(t, report) if gate else set()
             omp = team_command(t.cfg.raw)
             for worker, pane, st in panes:
                 tid = policy.target_id(t.name, t.gen, pane, t.cfg.tmux or {})
@@ -388,8 +393,9 @@ class Monitor:
                     if unread.count
                     else None
                 )
-                # The leader gets its mail nudged, never an idle prompt.
-                prompts = gate and worker != LEADER
+                # The leader gets its mail nudged, never an idle prompt; nor does a worker
+                # whose token budget (or its team's) was crossed in this loop.
+                prompts = gate and worker != LEADER and worker not in held
                 obs = policy.Observation(t.name, worker, unread, None, prompts, omp, covered)
                 items.append(_Pane(t, worker, pane, st, tid, obs))
         if not items:
@@ -505,6 +511,34 @@ class Monitor:
                 continue
             out.append((w, pane, st))
         return out
+
+    def _usage(self, t: _Team, states: Mapping[str, PaneLike | None], report: ScanReport) -> None:
+        """Read the workers' session records on (the usage index) and check the team's token
+        budgets (`omp.monitor.usage`, `omp.monitor.budget`)."""
+        from omp.monitor import budget, usage
+
+        pids: dict[str, int | None] = {}
+        for w in t.cfg.worker_names:
+            pane = t.cfg.pane_of(w)
+            st = states.get(pane) if pane else None
+            if st is not None and t.ident.holds(st) and not st.dead:
+                pids[w] = getattr(st, "pid", None)  # tmux's pane_pid (a test's fake may lack it)
+        try:
+            rows = usage.refresh(t.cfg, pids, now=self.wall())
+            budget.check(t.cfg, rows, now=self.wall())
+        except Exception as exc:
+            report.diagnostics.append(f"team {t.name}: usage: {_why(exc)}")
+
+    def _held(self, t: _Team, report: ScanReport) -> set[str]:
+        """The workers a crossed token budget keeps idle prompts from (`omp.monitor.budget`)."""
+        from omp.monitor import budget
+
+        try:
+            states = {m: modes.read_state(self.paths, m) for m in modes.MODES}
+            return budget.held(t.cfg, budget.loop_started(states))
+        except Exception as exc:  # fail closed: a budget that cannot be read holds every prompt
+            report.diagnostics.append(f"team {t.name}: budget: {_why(exc)}")
+            return set(t.cfg.worker_names)
 
     def _all_done(self, team: TeamPaths) -> bool:
         """Every task terminal (and at least one): idle prompts would only disturb."""

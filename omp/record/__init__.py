@@ -1,4 +1,5 @@
-"""A team's own records: config.json and its history (events.jsonl).
+"""A team's own records: config.json, its history (events.jsonl) and the token budgets it
+crossed (budget.json).
 
 Imports: store and the leaves. Nothing of tasks, mail, tmux or git.
 """

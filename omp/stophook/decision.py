@@ -5,6 +5,9 @@
 
 - the completion word alone on a line of the agent's *current* reply ends the loop (`active:
   false`, the rest of the state kept) and allows the stop;
+- a token budget of a team crossed since the loop started (`crossed`, read by the caller from
+  each team's `budget.json`: `omp.record.budget`) ends the loop the same way and says which: the
+  loops stop being driven, the person decides (a loop started after the crossing runs);
 - a counter at its cap ends the loop the same way and says so;
 - otherwise it blocks with the next prompt (mode, step `n/max`, goal, completion word) and
   advances the counter by one.
@@ -23,7 +26,7 @@ whole number >= 0 counts as 0. `max = N` grants exactly N continuations.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -71,17 +74,19 @@ WHY_TEXT = {
     "cli_limit": "paused until the next turn (the CLI's limit of blocks in a row)",
     "complete": "saw the completion word",
     "cap": "hit the cap",
+    "budget": "a token budget was crossed",
 }  # the goal quoted in the prompt, on one line
 
 
 class Decision(NamedTuple):
     action: str  # allow | block
     mode: str | None  # the loop it is about; None when no loop is active
-    why: str  # no_loop | continue | complete | cap
+    why: str  # no_loop | continue | complete | budget | cap | cli_limit
     reason: str | None = None  # the next prompt, for a block
     step: int | None = None  # the counter after this stop
     cap: int | None = None
     state: State | None = None  # the mode's new state to write; None: write nothing
+    budget: str | None = None  # with `budget`: the crossing, in words
 
 
 def _iso(now: float) -> str:
@@ -153,6 +158,8 @@ def end_note(d: Decision) -> str | None:
         return f"omp {d.mode} loop complete after {d.step}/{d.cap} continuations"
     if d.why == "cap":
         return f"omp {d.mode} loop stopped: its cap of {d.cap} continuations is reached"
+    if d.why == "budget":
+        return f"omp {d.mode} loop stopped at {d.step}/{d.cap}: {d.budget}"
     if d.why == "cli_limit":
         return (
             f"omp {d.mode} loop paused at {d.step}/{d.cap}: the CLI ends a turn after 8 blocks "
@@ -168,6 +175,21 @@ def _last_prompt(state: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _crossed_since(state: Mapping[str, Any], crossed: Sequence[tuple[float, str]]) -> str | None:
+    """The first budget crossed at or after the loop started (its start unknown: any)."""
+    started = state.get("startedAt")
+    since = None
+    if isinstance(started, str):
+        try:
+            since = datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            since = None
+    for at, words in crossed:
+        if since is None or at >= since:
+            return words
+    return None
+
+
 def decide(
     states: Mapping[str, Any],
     reply: str | None,
@@ -176,13 +198,15 @@ def decide(
     stop: Mapping[str, Any] | None = None,
     in_a_row: int = 0,
     cli_limit: int | None = None,
+    crossed: Sequence[tuple[float, str]] = (),
 ) -> Decision:
     """The decision for one stop, and the mode's new state (a new dict; inputs are not changed).
 
     `states` maps a mode to its parsed state file (anything; only a dict with `active is True`
     is an active loop). `stop` (cli, session, stop id) is recorded in `lastDecision`.
     `in_a_row`: the blocks omp gave this session in a row before this stop; `cli_limit`: how
-    many in a row the CLI obeys (None: no limit).
+    many in a row the CLI obeys (None: no limit). `crossed`: the token budgets crossed, as
+    (epoch seconds, words); one at or after the loop's `startedAt` ends it.
     """
     for spec in SPECS:
         state = states.get(spec.mode)
@@ -197,6 +221,11 @@ def decide(
             new.update(active=False, endedAt=at, endReason="complete")
             new["lastDecision"] = {"action": "allow", "why": "complete", **record}
             return Decision("allow", spec.mode, "complete", None, cur, cap, new)
+        halt = _crossed_since(state, crossed)
+        if halt is not None:
+            new.update(active=False, endedAt=at, endReason="budget")
+            new["lastDecision"] = {"action": "allow", "why": "budget", "budget": halt, **record}
+            return Decision("allow", spec.mode, "budget", None, cur, cap, new, halt)
         if cur >= cap:
             new.update(active=False, endedAt=at, endReason="cap")
             new["lastDecision"] = {"action": "allow", "why": "cap", **record}

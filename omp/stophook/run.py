@@ -8,6 +8,8 @@ mode read on every stop of every agent. Order of work:
    `workers/<w>/session.json`, for `omp team resume`), when it is a current member;
 2. no active loop: allow, write nothing;
 3. Copilot: find the current reply in its transcript (bounded wait, outside the lock);
+   a token budget a team crossed since the loop started ends the loop at this stop
+   (`omp.record.budget`: each team's `budget.json`, read only while a loop is active);
 4. under the project's hook lock: a second fire for a stop already answered (same session and
    stop identity) replays that answer and counts nothing; otherwise decide, remember the answer,
    then write the loop's new state;
@@ -245,6 +247,7 @@ def _decide_locked(
             stop=stop,
             in_a_row=in_a_row,
             cli_limit=cli_block_limit(inp.cli, env),
+            crossed=_budgets_crossed(paths, states),
         )
         out = {
             "action": d.action,
@@ -281,6 +284,30 @@ def _decide_locked(
         except Exception as exc:
             _say(f"omp hook stop: bookkeeping failed: {type(exc).__name__}: {exc}\n")
     return replies.render(inp.cli, d.action, d.reason, out["note"])
+
+
+def _budgets_crossed(paths: Any, states: Mapping[str, Any]) -> list[tuple[float, str]]:
+    """The token budgets any team of the project crossed since the oldest active loop started
+    (`omp.record.budget`): one small file per team, read only while a loop is active. A budget
+    file that cannot be read holds nothing back."""
+    from omp import clock
+    from omp.record import budget
+
+    starts = []
+    for state in states.values():
+        if isinstance(state, dict) and state.get("active") is True:
+            starts.append(clock.parse_iso(str(state.get("startedAt") or "")))
+    since = None if not starts or None in starts else min(s for s in starts if s is not None)
+    try:
+        found = budget.crossed_since(paths, since)
+    except Exception:
+        return []
+    out = []
+    for c in found:
+        at = clock.parse_iso(str(c.get("at") or ""))
+        if at is not None:
+            out.append((at, budget.describe(c)))
+    return sorted(out)
 
 
 def _log_error(exc: BaseException, raw: bytes, env: Mapping[str, str]) -> None:

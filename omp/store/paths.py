@@ -12,7 +12,9 @@ them as they are.
                                              plugin, Claude Code settings)
     .omp/state/team-monitor/owner.lock status.json events.jsonl events.lock restarts.json
     .omp/state/team-monitor/targets/<id>.json (+ <id>.lock)
+    .omp/state/team-monitor/usage/<team>.json (the usage index: `omp.monitor.usage`)
     .omp/state/team/<team>/config.json shutdown.json events.jsonl .members.lock
+        budget.json .budget.lock             (token budgets crossed: `omp.record.budget`)
         mailbox/<recipient>.jsonl .<recipient>.index.json .<recipient>.nudge.json
         tasks/<id>.json <id>.lock .guard
         conversations/<id>.json .open.json
@@ -214,6 +216,14 @@ class StatePaths(NamedTuple):
         return self.monitor_targets / f"{target_id}{_LOCK}"
 
     @property
+    def monitor_usage(self) -> Path:
+        """The usage index the monitor keeps (`omp.monitor.usage`), one file per team."""
+        return self.monitor / "usage"
+
+    def monitor_usage_index(self, team: str) -> Path:
+        return self.monitor_usage / f"{team_name(team)}{_JSON}"
+
+    @property
     def notify(self) -> Path:
         """Notifications (`omp.notify`): the outbox, how far it was delivered, the log."""
         return self.state / "notify"
@@ -345,6 +355,15 @@ class TeamPaths(NamedTuple):
     @property
     def shutdown(self) -> Path:
         return self.dir / "shutdown.json"
+
+    @property
+    def budget(self) -> Path:
+        """The token budgets this launch of the team crossed (`omp.record.budget`)."""
+        return self.dir / "budget.json"
+
+    @property
+    def budget_lock(self) -> Path:
+        return self.dir / ".budget.lock"
 
     @property
     def attention(self) -> Path:

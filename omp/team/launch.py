@@ -24,6 +24,7 @@ from omp import clock
 from omp.errors import OmpError
 from omp.invocation import hint, omp_argv
 from omp.mail import bootstrap
+from omp.record import budget as budgets
 from omp.record import config as team_config
 from omp.store import fs, names
 from omp.store.paths import StatePaths, TeamPaths, find_root
@@ -49,6 +50,8 @@ class LaunchRequest:
     leader_agent: str | None = None  # the agent in the leader's pane; None: detect it
     cwd: Path = field(default_factory=Path.cwd)
     ready_timeout: float | None = None  # None: the profile's own
+    budget_tokens: int | None = None  # the workers together (`omp.record.budget`)
+    worker_budget: int | None = None  # each worker
     notify: str | None = None  # the team's notify command (`omp.notify`), or `tmux`
 
 
@@ -128,6 +131,7 @@ class Launch:
         self.created_session: str | None = None
         self.team_was_new = False
         self.state_written = False
+        self.budgets = budgets.Budgets(None, None)  # the token budgets to record (preflight's)
         self._answered: dict[tuple[str, str], int] = {}  # answers per (worker, dialog)
         self._ready_since: dict[str, float] = {}  # when each worker's screen turned ready
         # What each pane was started with, recorded per worker for `omp team resume`.
@@ -150,6 +154,7 @@ class Launch:
             )
         req.task = req.task.strip()
         project = StatePaths(find_root(req.cwd))
+        self.budgets = budgets.for_launch(project, req.budget_tokens, req.worker_budget)
         profile = self.resolve_profile(project)
         profiles = self.profiles
         if req.leader_agent is not None and req.leader_agent not in profiles:
@@ -312,6 +317,8 @@ class Launch:
             launchToken=token,
             tmuxIdentity=ident.to_config(),
         )
+        if self.budgets.any:
+            raw.update(self.budgets.to_config())
         if req.notify is not None:
             raw["notify"] = req.notify
         for w in raw["workers"]:

@@ -32,18 +32,28 @@ class Process(NamedTuple):
     open_files: tuple[str, ...]
 
 
-def tree(pid: int, proc: Path = PROC) -> list[Process]:
-    """`pid` and its descendants, parents first; [] when `pid` is gone or /proc is absent."""
+def children_of(proc: Path = PROC) -> dict[int, list[int]]:
+    """Every process's children (one pass over /proc; {} without it)."""
     children: dict[int, list[int]] = {}
     try:
         entries = list(proc.iterdir())
     except OSError:
-        return []
+        return children
     for entry in entries:
         if entry.name.isdigit():
             ppid = _stat_fields(entry)
             if ppid is not None:
                 children.setdefault(ppid[0], []).append(int(entry.name))
+    return children
+
+
+def tree(
+    pid: int, proc: Path = PROC, children: dict[int, list[int]] | None = None
+) -> list[Process]:
+    """`pid` and its descendants, parents first; [] when `pid` is gone or /proc is absent.
+    `children` (`children_of`) saves the pass over /proc when several trees are wanted."""
+    if children is None:
+        children = children_of(proc)
     out: list[Process] = []
     todo = [pid]
     seen: set[int] = set()

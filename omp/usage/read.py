@@ -22,12 +22,16 @@ READERS: dict[str, Reader] = {
 }
 
 
+def unknown_kind(kind: str) -> Unreadable:
+    known = ", ".join(READERS)
+    why = f"omp has no reader for {kind!r} session records (it reads: {known})"
+    return Unreadable("unknown_kind", why)
+
+
 def read_usage(kind: str, path: Path, state: ReadState | None = None) -> Result:
     reader = READERS.get(kind)
     if reader is None:
-        known = ", ".join(READERS)
-        why = f"omp has no reader for {kind!r} session records (it reads: {known})"
-        return Unreadable("unknown_kind", why), state or ReadState(kind=kind)
+        return unknown_kind(kind), state or ReadState(kind=kind)
     if state is None or state.kind != kind:
         state = ReadState(kind=kind)
     return read(reader, Path(path), state)

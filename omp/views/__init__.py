@@ -1,4 +1,4 @@
-"""Read-only views of a team: status, collect and wait. They write nothing.
+"""Read-only views of a team: status, collect, wait and usage. They write nothing.
 
 Imports: team and below.
 """

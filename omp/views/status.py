@@ -53,6 +53,9 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
         panes={w: v.state for w, v in views.items() if cfg.pane_of(w)},  # headless: heartbeat
         task_list=task_list,
     )
+    from omp.views.usage import usage_columns
+
+    spent, team_spent = usage_columns(cfg, views)
     shut = os.path.lexists(team.shutdown)
     needs = {} if shut else _needs_you(cfg)
     workers = []
@@ -71,6 +74,8 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
                 "presence": states[w].presence,
                 "status": states[w].status,
                 "busyWith": states[w].busy_with,
+                # tokens its agent's own session records say it spent (`omp team usage`)
+                "usage": spent.get(w),
                 # what only a person can answer now (`omp.monitor.attention`), or None
                 "needsYou": needs.get(w) if view.state in ("alive", "unknown") else None,
             }
@@ -104,6 +109,7 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
         "allDone": bool(task_list)
         and not task_list.broken
         and all(t.get("status") in tasks.TERMINAL for t in task_list),
+        "usage": team_spent,  # the workers' tokens together, and the budgets (percent used)
         # members whose pane died or went with its tmux server: `omp team resume` brings them back
         "resume": {"workers": down, "command": resume_command(cfg)} if down and not shut else None,
     }
@@ -247,10 +253,13 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
                     "resultMarkdown": result_md,
                 }
             )
+    from omp.views.usage import usage_columns
+
     return {
         "ok": True,
         "team": cfg.name,
         "workers": out,
+        "usage": usage_columns(cfg, views)[1],  # the workers' tokens together (`team usage`)
         "removed": removed,
         "total": len(out),
         "doneCount": done,

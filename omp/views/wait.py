@@ -1,12 +1,14 @@
 """`omp team wait TEAM`: block until something a leader must act on happens, then say what.
 
 It returns when a worker needs a person (`attention`: at once if one already does; see
-`omp.monitor.attention`), when the leader has unread mail (at once if it already has), when a
-task's status differs from what the leader last saw, when every task is terminal, when the team is
-shut down, or at the timeout. Only a team that is gone exits non-zero by default: an agent's shell
-tool shows a non-zero exit as a failed call (Copilot marks it ✗), and mail, a task move, "all
-done" or a worker that needs you is no failure. The JSON's `event` tells them apart;
-`--exit-codes` gives each its own exit code (below) for a script that branches without parsing.
+`omp.monitor.attention`) or a token budget of the team was crossed and the leader has not read
+the message that said so (`attention` too: `omp.monitor.budget`), when the leader has unread mail
+(at once if it already has), when a task's status differs from what the leader last saw, when
+every task is terminal, when the team is shut down, or at the timeout. Only a team that is gone
+exits non-zero by default: an agent's shell tool shows a non-zero exit as a failed call (Copilot
+marks it ✗), and mail, a task move, "all done" or a worker that needs you is no failure. The
+JSON's `event` tells them apart; `--exit-codes` gives each its own exit code (below) for a
+script that branches without parsing.
 
 What the leader last saw is a cursor the leader carries, not state omp keeps: every wait returns
 `cursor`, the status of every task as that wait saw them, named with the team and its run
@@ -48,7 +50,8 @@ EXIT_ALL_DONE = 10  # every task is completed, failed or interrupted
 EXIT_TIMEOUT = 11  # nothing happened within --timeout
 EXIT_SHUTDOWN = 12  # the team was shut down
 EXIT_GONE = 13  # the team's tmux server or every worker pane is gone: nothing more will happen
-EXIT_ATTENTION = 14  # a worker needs a person (a permission prompt, a sign-in, stuck, ...)
+EXIT_ATTENTION = 14  # a worker needs a person (a permission prompt, a sign-in, stuck, ...), or
+# a token budget was crossed
 # The exit codes `--exit-codes` gives each event (and `eventCode` in the JSON, always).
 EXIT_CODES = {
     "mail": EXIT_EVENT,
@@ -312,6 +315,9 @@ def _look(
         return {"event": "all_done", **out}
     if os.path.lexists(cfg.paths.shutdown):
         return {"event": "shutdown", **out}
+    # A token budget crossed (`omp.monitor.budget`) needs the person while the leader has not
+    # read the one message that told it: the message is the record, so no cursor is needed.
+    needs += [_budget_attention(m) for m in msgs if m.get("intent") == "budget"]
     if needs:
         return {"event": "attention", **out, "attention": needs}
     if msgs:
@@ -319,6 +325,25 @@ def _look(
     if moved:
         return {"event": "tasks", **out}
     return None
+
+
+def _budget_attention(msg: dict[str, Any]) -> dict[str, Any]:
+    """A crossed token budget as an `attention` entry (`{worker?, what, since, ...}`, as a
+    worker's "needs you" episode; no worker for the team's budget), `kind` "budget"."""
+    got = msg.get("budget")
+    crossing: dict[str, Any] = got if isinstance(got, dict) else {}
+    used, budget = crossing.get("used"), crossing.get("budget")
+    amount = (
+        f"{used:,} of {budget:,} tokens"
+        if isinstance(used, int) and isinstance(budget, int)
+        else "?"
+    )
+    entry: dict[str, Any] = {"kind": "budget"}
+    if crossing.get("scope") == "worker" and crossing.get("worker"):
+        entry.update(worker=crossing["worker"], what=f"its token budget is crossed ({amount})")
+    else:
+        entry["what"] = f"the team's token budget is crossed ({amount})"
+    return {**entry, "since": crossing.get("at"), "budget": crossing, "messageId": msg.get("id")}
 
 
 def _finish(

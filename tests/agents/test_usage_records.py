@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,50 @@ def test_each_workers_record_sums_to_what_the_model_reported_to_it(
             seen = read_usage(team.agent, found.path)[0]
             raise AssertionError(f"{w}: {seen} != served {want}\n{scripted_model.dump()}") from None
         assert got.models.keys() == {model}
+
+
+def test_omp_team_usage_of_copilot_workers_equals_what_the_model_reported(
+    copilot_team: Factory, scripted_model: ScriptedModel
+) -> None:
+    """`omp team usage` (no monitor, so no index: each worker's record read whole) says, per
+    worker, what the scripted model reported to it; the session its stop hook recorded and the
+    one its pane's process shows are the same; `status` shows the same tokens; the leader's
+    session is unknown, never zero."""
+    team = copilot_team()
+    launch_done(team, 2)
+    want = {}
+    for w in ("worker-1", "worker-2"):
+        want[w], side = served_to(scripted_model, f"workers/{w}/inbox.md")
+        assert want[w].calls >= 3 and side.calls == 0, scripted_model.dump()
+
+    def agrees() -> dict[str, Any] | None:
+        got: dict[str, Any] = team.omp("team", "usage", team.name, "--json")
+        rows = {m["name"]: m for m in got["members"]}
+        for w, tokens in want.items():
+            row = rows[w]
+            seen = Tokens(row.get("calls", -1), row.get("input", -1), row.get("output", -1),
+                          row.get("cacheRead", -1), row.get("cacheWrite", -1))  # fmt: skip
+            if seen != tokens:
+                return None
+        return got
+
+    try:
+        got = poll(agrees, "omp team usage == what the model served", timeout=30)
+    except AssertionError:
+        seen = team.omp("team", "usage", team.name, "--json")
+        raise AssertionError(f"{seen}\nserved: {want}\n{scripted_model.dump()}") from None
+    rows = {m["name"]: m for m in got["members"]}
+    for w in want:
+        # the worker's own stop hook recorded its session (omp's Copilot plugin); the pane's
+        # process leads to the same record
+        assert rows[w]["how"].startswith("the stop hook's record"), rows[w]
+        by_process = from_process("copilot", tree(pane_pid(team, w)), marker=f"{w}/inbox.md")
+        assert rows[w]["records"] == [str(by_process.path)], (rows[w], by_process)
+        assert rows[w]["models"].keys() == {"scripted-model"}
+    assert rows["leader"]["unreadable"] == "unknown"
+    total = want["worker-1"].plus(want["worker-2"])
+    assert got["totals"]["calls"] == total.calls and got["totals"]["total"] == total.total
+    st = team.status()
+    assert {w["name"]: w["usage"]["total"] for w in st["workers"]} == {
+        w: t.total for w, t in want.items()
+    }

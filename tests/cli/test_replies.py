@@ -49,7 +49,7 @@ def test_every_command_with_json_has_its_reply_documented() -> None:
         assert name in documented or name == "team", name
     assert {n.split()[1] for n in COMMANDS if n.startswith("team ")} >= {
         "launch", "status", "collect", "shutdown", "list", "create", "wait", "add-worker",
-        "remove-worker", "delete", "prune",
+        "remove-worker", "delete", "prune", "resume", "usage",
     }  # fmt: skip
 
 
@@ -62,6 +62,13 @@ def test_the_team_commands_replies(root: Path, env: dict[str, str]) -> None:
     assert_reply(out["teams"][0], replies.TeamStatus)
     for w in out["teams"][0]["workers"]:
         assert_reply(w, replies.WorkerStatus)
+        assert_reply(w["usage"], replies.UsageUnreadable)  # a headless worker: no session known
+    assert_reply(out["teams"][0]["usage"], replies.TeamSpent)
+    used = omp(root, env, "team", "usage", "t")
+    assert_reply(used, replies.UsageReply)
+    assert_reply(used["totals"], replies.UsageTotalsRow)
+    for row in used["members"]:
+        assert_reply(row, replies.MemberUsage)
     assert out["loops"]
     for loop in out["loops"]:
         assert_reply(loop, replies.LoopSummary)

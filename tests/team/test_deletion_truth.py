@@ -227,6 +227,7 @@ MAKERS = {
     ("omp/workspace/create.py", "StatePaths(root).ensure(where)"): "the worktrees directory",
     ("omp/workspace/create.py", "info.mkdir(exist_ok=True)"): "git's info/ for exclude",
     ("omp/notify.py", "paths.ensure(paths.notify)"): "notify/, the project's outbox, no team's",
+    ("omp/monitor/usage.py", "project.ensure(project.monitor_usage)"): "team-monitor/usage/",
 }
 
 

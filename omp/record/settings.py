@@ -1,0 +1,27 @@
+"""`[team]` of `.omp/config.toml`: one table whose keys several features own, read in one place
+so that each accepts the others' keys and still refuses a typo (`invalid_config`).
+
+    [team]
+    stuck_after = 600             # seconds idle with a task in progress: "needs you"
+                                  #   (`omp.monitor.attention`)
+    budget_tokens = 2000000       # a launch's token budget for the workers together
+    worker_budget_tokens = 800000 # ... for each worker (`omp.record.budget`)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from omp.store import project_config
+from omp.store.paths import StatePaths
+
+
+class TeamSettings(NamedTuple):
+    stuck_after: float = 600.0
+    budget_tokens: int = 0  # 0: no budget
+    worker_budget_tokens: int = 0
+
+
+def team_settings(project: StatePaths) -> TeamSettings:
+    """The `[team]` table (defaults when absent)."""
+    return project_config.load_section(project, "team", TeamSettings, "team setting")
