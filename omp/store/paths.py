@@ -13,6 +13,8 @@ them as they are.
     .omp/state/team/<team>/config.json shutdown.json events.jsonl .members.lock
         mailbox/<recipient>.jsonl .<recipient>.index.json .<recipient>.nudge.json
         tasks/<id>.json <id>.lock .guard
+        tasks/<id>.verify/verify.json verify.log verify.lock   (a completion's check)
+        merges/<time>-<worker>.log           (`omp team merge`'s check of a merged result)
         conversations/<id>.json .open.json
         workers/<worker>/inbox.md result.md outbox.jsonl .outbox-offset heartbeat.json
         runs/<shutdown time>/                (a past run: laid out as a team directory)
@@ -364,6 +366,15 @@ class TeamPaths(NamedTuple):
 
     def task_lock(self, task_id: str) -> Path:
         return self.tasks_dir / f"{task_id}{_LOCK}"
+
+    def verify_dir(self, task_id: str) -> Path:
+        """The check of a completion (`--verify`): its state, log and lock, beside the task."""
+        return self.tasks_dir / f"{task_id}.verify"
+
+    @property
+    def merges_dir(self) -> Path:
+        """The logs of `omp team merge`'s checks of merged results."""
+        return self.dir / "merges"
 
     @property
     def tasks_guard(self) -> Path:

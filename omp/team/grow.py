@@ -38,6 +38,7 @@ from omp.team.membership import members_locked, removed_names
 
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
+    from omp.record.workspace import Worktree
     from omp.tmux import Tmux
 
 _NUMBERED = re.compile(r"worker-(\d+)")
@@ -68,6 +69,8 @@ class AddWorkers(Launch):
         tmux_factory: Callable[..., Tmux],
         progress: Progress,
         ready_timeout: float | None = None,
+        workspace: str | None = None,
+        carry_changes: bool = False,
     ) -> None:
         cwd = Path(str(cfg.raw.get("cwd") or cfg.paths.project.root))
         req = LaunchRequest(
@@ -77,6 +80,8 @@ class AddWorkers(Launch):
             name=cfg.name,
             cwd=cwd if cwd.is_dir() else cfg.paths.project.root,
             ready_timeout=ready_timeout,
+            workspace=workspace,
+            carry_changes=carry_changes,
         )
         super().__init__(req, env=env, tmux_factory=tmux_factory, progress=progress)
         self.cfg = cfg
@@ -104,7 +109,29 @@ class AddWorkers(Launch):
                 team=cfg.name,
             )
         # a headless team's workers run nowhere: only the profile's name matters
-        return self.resolve_profile(cfg.paths.project, need_program=bool(cfg.tmux))
+        profile = self.resolve_profile(cfg.paths.project, need_program=bool(cfg.tmux))
+        self._plan_workspace()
+        return profile
+
+    def _plan_workspace(self) -> None:
+        """The newcomers' workspace: --workspace, else the team's, else the project's; the
+        team's own check of completions stays the team's (recorded at launch)."""
+        from omp.record.workspace import team_verify
+
+        cfg = self.cfg
+        recorded = cfg.raw.get("workspace")
+        kind = recorded.get("kind") if isinstance(recorded, dict) else None
+        if kind is None and not cfg.tmux:
+            kind = "shared"  # a headless team's workers run nowhere omp starts
+        check = team_verify(cfg.raw)
+        self.req.verify = check[0] if check else ""
+        self.req.verify_timeout = check[1] if check else None
+        self.plan_workspace(
+            cfg.paths.project,
+            cfg.name,
+            next_names(cfg, self.req.workers),
+            team_default=kind if isinstance(kind, str) else None,
+        )
 
     def _window(self) -> tuple[Tmux, str, str] | None:
         """(tmux, window, the pane to split) for a team with panes; None for a headless one."""
@@ -161,18 +188,59 @@ class AddWorkers(Launch):
         omp = team_command(cfg.raw)
         new = next_names(cfg, req.workers)
         panes: dict[str, str] = {}
+        with contextlib.ExitStack() as stack:
+            made = self.make_worktrees(stack, cfg.name, new)
+            if place is not None:
+                tmux, window, prev = place
+                total = len(cfg.worker_names) + len(new)
+                layout = "main-vertical" if total <= 6 else "tiled"
+                self.progress(f"adding {len(new)} {profile.name} worker(s) to team {cfg.name}")
+                for w in new:
+                    pane = self.open_pane(
+                        tmux,
+                        profile,
+                        team,
+                        w,
+                        after=prev,
+                        token=token,
+                        omp=omp,
+                        first=False,
+                        worktree=made.get(w),
+                    )
+                    panes[w] = pane
+                    prev = pane
+                    tmux.select_layout(window, layout)
+            entries, everyone = self._record(profile, token, omp, new, panes, made)
+        self.worktrees = made
+        for w in new:
+            history.member(team, w, "joined")
         if place is not None:
-            tmux, window, prev = place
-            total = len(cfg.worker_names) + len(new)
-            layout = "main-vertical" if total <= 6 else "tiled"
-            self.progress(f"adding {len(new)} {profile.name} worker(s) to team {cfg.name}")
-            for w in new:
-                pane = self.open_pane(
-                    tmux, profile, team, w, after=prev, token=token, omp=omp, first=False
-                )
-                panes[w] = pane
-                prev = pane
-                tmux.select_layout(window, layout)
+            self.wait_and_trigger(place[0], team, profile, panes)
+        return {
+            "ok": True,
+            "team": cfg.name,
+            "agent": profile.name,
+            "workers": [
+                {"name": e["name"], "paneId": e.get("paneId"), "taskId": e["taskId"]}
+                for e in entries
+            ],
+            "members": everyone,
+            "workspace": self.workspace_summary(),
+        }
+
+    def _record(
+        self,
+        profile: AgentProfile,
+        token: str,
+        omp: str,
+        new: list[str],
+        panes: dict[str, str],
+        made: dict[str, Worktree],
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        """The newcomers' entries, tasks and inboxes, written under the members lock."""
+        from omp.team import worktrees
+
+        req, team = self.req, self.cfg.paths
         with members_locked(team):
             fresh = team_config.load(team)  # another change may have landed meanwhile
             if set(new) & {*fresh.worker_names, *removed_names(fresh.raw)}:
@@ -191,6 +259,7 @@ class AddWorkers(Launch):
                     entry["agent"] = profile.name
                 if w in panes:
                     entry["paneId"] = panes[w]
+                entry["workspace"] = worktrees.entry_json(made, w)
                 entries.append(entry)
                 if tid is not None:
                     desc = setup.task_description(req.task, i, len(new))
@@ -207,26 +276,14 @@ class AddWorkers(Launch):
             raw["workerCount"] = len(raw["workers"])
             team_config.write(team, raw)
             self.added = list(new)
-        for w in new:
-            history.member(team, w, "joined")
-        if place is not None:
-            self.wait_and_trigger(place[0], team, profile, panes)
-        return {
-            "ok": True,
-            "team": cfg.name,
-            "agent": profile.name,
-            "workers": [
-                {"name": e["name"], "paneId": e.get("paneId"), "taskId": e["taskId"]}
-                for e in entries
-            ],
-            "members": everyone,
-        }
+        return entries, everyone
 
     def _undo(self, tmux: Tmux | None) -> None:
         for pane in reversed(self.created_panes):
             if tmux is not None:
                 with contextlib.suppress(Exception):
                     tmux.kill_pane(pane)
+        self.remove_worktrees(self.cfg.paths)
         if not self.state_written:
             return
         team = self.cfg.paths
@@ -254,6 +311,8 @@ def add_workers(
     env: Mapping[str, str] | None = None,
     tmux_factory: Callable[..., Tmux] | None = None,
     progress: Progress | None = None,
+    workspace: str | None = None,
+    carry_changes: bool = False,
 ) -> dict[str, Any]:
     if tmux_factory is None:
         from omp.tmux import Tmux
@@ -270,6 +329,8 @@ def add_workers(
         tmux_factory=tmux_factory,
         progress=progress or (lambda _msg: None),
         ready_timeout=ready_timeout,
+        workspace=workspace,
+        carry_changes=carry_changes,
     ).run()
     if cfg.tmux:
         _ensure_monitor(cfg.paths.project.root)

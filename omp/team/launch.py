@@ -8,6 +8,7 @@ after the first pane removes what this launch made, so no half team stays behind
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shlex
@@ -30,6 +31,8 @@ from omp.team import setup
 
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
+    from omp.record.workspace import Worktree
+    from omp.team.worktrees import Plan
     from omp.tmux import PaneState, Tmux
 
 MAX_WORKERS = team_config.MAX_WORKERS
@@ -48,6 +51,11 @@ class LaunchRequest:
     leader_agent: str | None = None  # the agent in the leader's pane; None: detect it
     cwd: Path = field(default_factory=Path.cwd)
     ready_timeout: float | None = None  # None: the profile's own
+    workspace: str | None = None  # worktree | shared; None: the project's default
+    carry_changes: bool = False  # apply the leader's uncommitted diff to each new worktree
+    verify: str | None = None  # the check of every completion; None: the project's, "": none
+    verify_timeout: float | None = None  # None: the project's (default 15 min)
+    worktrees_under: Path | None = None  # where worktrees go (`omp demo`); None: the default
 
 
 def parse_spec(spec: str) -> tuple[int, str | None]:
@@ -121,6 +129,9 @@ class Launch:
         self.state_written = False
         self._answered: dict[tuple[str, str], int] = {}  # answers per (worker, dialog)
         self._ready_since: dict[str, float] = {}  # when each worker's screen turned ready
+        self.plan: Plan | None = None  # the new workers' workspace (omp.team.worktrees)
+        self.leftovers: list[tuple[Path, str]] = []  # an earlier run's worktrees, nothing at risk
+        self.worktrees: dict[str, Worktree] = {}  # made and recorded: a failure removes them
 
     # ---- checks that touch nothing --------------------------------------------------------
 
@@ -150,7 +161,75 @@ class Launch:
             raise OmpError(
                 "tmux_not_found", "tmux is not installed; install it (apt-get install tmux)"
             )
+        self.plan_workspace(project, team.name, [f"worker-{i}" for i in range(1, req.workers + 1)])
         return project, team, profile
+
+    def plan_workspace(
+        self,
+        project: StatePaths,
+        team: str,
+        workers: list[str],
+        team_default: str | None = None,
+    ) -> None:
+        """Decide the new workers' workspace and check an earlier run's worktrees (touches
+        nothing; `omp.team.worktrees`)."""
+        from omp.team import worktrees
+
+        req = self.req
+        self.plan = worktrees.plan(
+            project,
+            req.cwd,
+            requested=req.workspace,
+            team_default=team_default,
+            carry=req.carry_changes,
+            verify=req.verify,
+            verify_timeout=req.verify_timeout,
+            under=req.worktrees_under,
+        )
+        self.leftovers = worktrees.check_leftovers(self.plan, team, workers)
+
+    def make_worktrees(
+        self, stack: contextlib.ExitStack[Any], team: str, workers: list[str]
+    ) -> dict[str, Worktree]:
+        """The new workers' worktrees, provisional until `stack` closes (see worktrees.py)."""
+        from omp.team import worktrees
+
+        if self.plan is None or not self.plan.worktree:
+            return {}
+        worktrees.clear_leftovers(self.plan, self.leftovers)
+        self.leftovers = []
+        top = self.plan.top
+        tracked, untracked = self.plan.uncommitted
+        if tracked or untracked:
+            carried = " (--carry-changes brings the tracked ones)" if not self.plan.carry else ""
+            self.progress(
+                f"the leader's checkout has {tracked + untracked} uncommitted file(s) "
+                f"({tracked} tracked, {untracked} untracked): the new worktrees start from "
+                f"{(self.plan.base or '')[:12]} without them{carried}"
+                + ("; tracked changes carried over" if self.plan.carry and tracked else "")
+            )
+        made = worktrees.provision(stack, self.plan, team, workers)
+        if made:
+            self.progress(f"{len(made)} worktree(s) of {top} made under {_common_parent(made)}")
+        return made
+
+    def workspace_summary(self) -> dict[str, Any]:
+        """What a launch or add-worker result says of the workspace."""
+        p = self.plan
+        if p is None:
+            return {"kind": "shared"}
+        out: dict[str, Any] = {"kind": p.kind}
+        if p.worktree:
+            tracked, untracked = p.uncommitted
+            out.update(
+                base=p.base,
+                repo=str(p.top),
+                uncommitted={"tracked": tracked, "untracked": untracked},
+                carried=p.carry,
+            )
+        if p.verify is not None:
+            out["verify"] = p.verify_json()
+        return out
 
     def resolve_profile(self, project: StatePaths, *, need_program: bool = True) -> AgentProfile:
         """The requested agent's profile, its program on PATH (checked, nothing touched)."""
@@ -273,32 +352,46 @@ class Launch:
         panes: dict[str, str] = {}
         # The leader on the left, the workers stacked beside it; a big team tiles instead.
         layout = "main-vertical" if req.workers <= 6 else "tiled"
-        for i, w in enumerate(worker_names):
-            pane = self.open_pane(
-                tmux, profile, team, w, after=prev, token=token, omp=raw["ompCommand"], first=i == 0
+        # Worktrees are provisional until the config that records them is written: a failure
+        # in between removes them, a crash leaves locks the next launch rolls back.
+        with contextlib.ExitStack() as stack:
+            made = self.make_worktrees(stack, team.name, worker_names)
+            for i, w in enumerate(worker_names):
+                pane = self.open_pane(
+                    tmux,
+                    profile,
+                    team,
+                    w,
+                    after=prev,
+                    token=token,
+                    omp=raw["ompCommand"],
+                    first=i == 0,
+                    worktree=made.get(w),
+                )
+                panes[w] = pane
+                prev = pane
+                # Rebalance after every split: halving the last pane each time runs out of rows
+                # (tmux: "no space for new pane") by the sixth worker.
+                tmux.select_layout(window_id, layout)
+
+            from omp.tmux import TmuxIdentity
+
+            ident = TmuxIdentity.of(tmux.server_identity(), session_id, window_id)
+            raw.update(
+                agent=profile.name,
+                tmuxSession=sess if created_session else None,
+                createdSession=created_session,
+                leaderPaneId=leader,
+                nudgeLeader=req.nudge_leader,
+                leaderAgent=leader_agent,
+                launchToken=token,
+                tmuxIdentity=ident.to_config(),
             )
-            panes[w] = pane
-            prev = pane
-            # Rebalance after every split: halving the last pane each time runs out of rows
-            # (tmux: "no space for new pane") by the sixth worker.
-            tmux.select_layout(window_id, layout)
-
-        from omp.tmux import TmuxIdentity
-
-        ident = TmuxIdentity.of(tmux.server_identity(), session_id, window_id)
-        raw.update(
-            agent=profile.name,
-            tmuxSession=sess if created_session else None,
-            createdSession=created_session,
-            leaderPaneId=leader,
-            nudgeLeader=req.nudge_leader,
-            leaderAgent=leader_agent,
-            launchToken=token,
-            tmuxIdentity=ident.to_config(),
-        )
-        for w in raw["workers"]:
-            w["paneId"] = panes[w["name"]]
-        self._write_state(team, raw, worker_names)
+            self._record_workspace(raw, made)
+            for w in raw["workers"]:
+                w["paneId"] = panes[w["name"]]
+            self._write_state(team, raw, worker_names)
+        self.worktrees = made
         self.wait_and_trigger(tmux, team, profile, panes)
         attach = _attach_hint(ident.socket_path, self.req.socket, sess, inside)
         return {
@@ -313,7 +406,21 @@ class Launch:
             ],
             "config": str(team.config),
             "attach": attach,
+            "workspace": self.workspace_summary(),
         }
+
+    def _record_workspace(self, raw: dict[str, Any], made: dict[str, Worktree]) -> None:
+        """The team's and each worker's workspace, and the team's check, in its config."""
+        from omp.team import worktrees
+
+        if self.plan is None:
+            return
+        raw["workspace"] = self.plan.team_json()
+        check = self.plan.verify_json()
+        if check is not None:
+            raw["verify"] = check
+        for w in raw["workers"]:
+            w["workspace"] = worktrees.entry_json(made, w["name"])
 
     # ---- one worker: what launch and add-worker (omp.team.grow) both do -------------------
 
@@ -328,8 +435,10 @@ class Launch:
         token: str,
         omp: str,
         first: bool,
+        worktree: Worktree | None = None,
     ) -> str:
-        """Split a worker's pane off `after`, its agent started with the worker's identity."""
+        """Split a worker's pane off `after`, its agent started with the worker's identity, in
+        its worktree when it has one (OMP_ROOT still names the project: its state is there)."""
         env = worker_env(
             self.env,
             profile,
@@ -341,11 +450,17 @@ class Launch:
         )
         from omp.agents import agent_argv
 
-        # The agent may run the omp it is told to run, wherever that is installed.
-        command = agent_argv(profile, shlex.split(omp))
-        pane = tmux.split_pane(
-            after, cwd=str(self.req.cwd), command=command, env=env, horizontal=first
-        )
+        # The agent may run the omp it is told to run, wherever that is installed; a worker in
+        # a worktree outside the project may also read and write the project (its inbox).
+        cwd = self.req.cwd
+        dirs: list[str] = []
+        if worktree is not None and self.plan is not None:
+            from omp.team import worktrees
+
+            cwd = worktrees.pane_cwd(self.plan, worktree)
+            dirs = [str(team.project.root)]
+        command = agent_argv(profile, shlex.split(omp), dirs)
+        pane = tmux.split_pane(after, cwd=str(cwd), command=command, env=env, horizontal=first)
         self.created_panes.append(pane)
         try:
             # Keep a crashed agent's pane on screen: status then says `dead` and its code.
@@ -364,7 +479,11 @@ class Launch:
     def write_inbox(
         self, team: TeamPaths, w: dict[str, Any], description: str, teammates: list[str], omp: str
     ) -> None:
+        from omp.record.workspace import worktree_of
+
         team.ensure_in(team.worker_dir(w["name"]))
+        wt = worktree_of(w)
+        check = self.plan.verify if self.plan is not None else None
         text = bootstrap.inbox_markdown(
             team=team.name,
             worker=w["name"],
@@ -373,6 +492,8 @@ class Launch:
             teammates=teammates,
             result_path=team.result(w["name"]),
             omp=omp,
+            worktree=(wt.path, wt.branch) if wt is not None else None,
+            verify=check[0] if check else None,
         )
         fs.write_atomic(team.inbox(w["name"]), text.encode())
 
@@ -497,6 +618,18 @@ class Launch:
                 tmux.kill_session(self.created_session)
             except Exception:
                 pass
+        self.remove_worktrees(team)
+
+    def remove_worktrees(self, team: TeamPaths) -> None:
+        """Remove the worktrees this attempt made and recorded, each only if nothing in it
+        would be lost (an agent that got its task before the failure may have started)."""
+        if not self.worktrees:
+            return
+        from omp.team import worktrees
+
+        with contextlib.suppress(Exception):
+            worktrees.remove_safely(team.project.root, list(self.worktrees.items()))
+        self.worktrees = {}
         if not self.state_written:
             return
         try:
@@ -523,6 +656,10 @@ def _exited(w: str, screen: str) -> OmpError:
         + (f"; its screen ended with: {screen.strip()[-300:]}" if screen.strip() else ""),
         worker=w,
     )
+
+
+def _common_parent(made: dict[str, Worktree]) -> str:
+    return os.path.commonpath([os.path.dirname(wt.path) for wt in made.values()])
 
 
 def _attach_hint(socket_path: str | None, socket_name: str | None, sess: str, inside: bool) -> str:

@@ -51,19 +51,20 @@ def branch_name(team: str, worker: str) -> str:
 
 
 def worktrees_dir(root: Path) -> Path:
-    """Where workers' worktrees live: `<project>/.omp/worktrees/`. Inside the project (deleted
-    with it, on its file system, beside its state), and ignored: `.omp/` holds a `.gitignore` of
-    `*`, and so does this directory (for a `.omp/` omp did not create). `git status`, ruff
-    and ripgrep honour the `.gitignore`; pytest skips dot-directories by default. Tools that
-    do neither still see it: pytest with a project's own `norecursedirs`, vitest and jest (see
-    `outside_worktrees_dir` for the alternative)."""
+    """The alternative place for worktrees, inside the project: `<project>/.omp/worktrees/`
+    (deleted with it, on its file system, beside its state), and ignored: `.omp/` holds a
+    `.gitignore` of `*`, and so does this directory (for a `.omp/` omp did not create). `git
+    status`, ruff and ripgrep honour the `.gitignore`; pytest skips dot-directories by default.
+    Tools that do neither still see it: pytest with a project's own `norecursedirs`, vitest and
+    jest, which would collect every worker's copy of the tests. Hence the default is
+    `outside_worktrees_dir`."""
     return root / OMP_DIR / WORKTREES
 
 
 def outside_worktrees_dir(root: Path, env: Mapping[str, str] | None = None) -> Path:
-    """The alternative: outside the project, where no tool run from its root can see them,
-    `$XDG_STATE_HOME/omp/worktrees/<project name>-<hash of its path>/` (default
-    `~/.local/state`). Not a cache directory: a worktree holds uncommitted work."""
+    """Where workers' worktrees live by default: outside the project, where no tool run from
+    its root can see them, `$XDG_STATE_HOME/omp/worktrees/<project name>-<hash of its path>/`
+    (default `~/.local/state`). Not a cache directory: a worktree holds uncommitted work."""
     src = os.environ if env is None else env
     state = src.get("XDG_STATE_HOME") or os.path.join(src.get("HOME") or "~", ".local", "state")
     real = os.path.realpath(root)
@@ -73,8 +74,8 @@ def outside_worktrees_dir(root: Path, env: Mapping[str, str] | None = None) -> P
 
 
 def worktree_dir(root: Path, team: str, worker: str, *, under: Path | None = None) -> Path:
-    """`<worktrees dir>/<team>/<worker>`; `under` replaces `worktrees_dir(root)`."""
-    return (under or worktrees_dir(root)) / team_name(team) / worker_name(worker)
+    """`<worktrees dir>/<team>/<worker>`: under `outside_worktrees_dir(root)`, or `under`."""
+    return (under or outside_worktrees_dir(root)) / team_name(team) / worker_name(worker)
 
 
 IGNORE_ALL = b"# omp: nothing in here belongs in the repository\n*\n"
