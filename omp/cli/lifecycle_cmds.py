@@ -51,6 +51,8 @@ def register(team_app: typer.Typer) -> None:
             help="Seconds to wait for each agent (default per profile).",
             callback=opt.seconds(positive=True),
         ),
+        workspace: str = opt.WorkspaceOpt,
+        carry_changes: bool = opt.CarryOpt,
         as_json: bool = JsonOpt,
     ) -> None:
         """Add workers to a running team, in its window, with the next free names."""
@@ -78,6 +80,8 @@ def register(team_app: typer.Typer) -> None:
                 task=text,
                 ready_timeout=ready_timeout,
                 progress=progress,
+                workspace=workspace,
+                carry_changes=carry_changes,
             )
 
         run(body, as_json=as_json, human=add_text)

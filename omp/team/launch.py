@@ -199,15 +199,6 @@ class Launch:
         worktrees.clear_leftovers(self.plan, self.leftovers)
         self.leftovers = []
         top = self.plan.top
-        tracked, untracked = self.plan.uncommitted
-        if tracked or untracked:
-            carried = " (--carry-changes brings the tracked ones)" if not self.plan.carry else ""
-            self.progress(
-                f"the leader's checkout has {tracked + untracked} uncommitted file(s) "
-                f"({tracked} tracked, {untracked} untracked): the new worktrees start from "
-                f"{(self.plan.base or '')[:12]} without them{carried}"
-                + ("; tracked changes carried over" if self.plan.carry and tracked else "")
-            )
         made = worktrees.provision(stack, self.plan, team, workers)
         if made:
             self.progress(f"{len(made)} worktree(s) of {top} made under {_common_parent(made)}")

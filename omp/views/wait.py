@@ -14,8 +14,10 @@ instead of with the moment the wait began. A cursor of another team or of an ear
 relaunch, a team deleted and made again) is refused (`invalid_cursor`): its snapshot would hide
 the new run's moves. So a task that
 moved between two waits is reported by the second, once; a leader that polls with several shells
-gets consistent answers from each; and wait stays read-only. (Task statuses only move forward,
-pending -> in_progress -> terminal, so a snapshot is enough: no move can hide by returning.)
+gets consistent answers from each; and wait stays read-only. (Task statuses move forward,
+pending -> in_progress -> terminal, so a snapshot is enough; the two ways back, a failed check
+of a completion, verifying -> in_progress, and a merge conflict, completed -> in_progress, are
+the worker's to act on, not the leader's.)
 
 Cheap and read-only: every `poll` seconds (0.2 s) it `lstat`s four things (the leader's mailbox,
 the tasks directory, `shutdown.json`, the config) and reads mail and tasks only when one of them
@@ -59,7 +61,14 @@ DEFAULT_TIMEOUT = 600.0
 POLL_SECONDS = 0.2
 _RACY = 1.5  # seconds: an mtime this recent may hide a second change in the same tick
 # One letter per known status in a cursor; an unknown status (another tool's) is spelled out.
-_CODES = {"pending": "p", "in_progress": "i", "completed": "c", "failed": "f", "interrupted": "x"}
+_CODES = {
+    "pending": "p",
+    "in_progress": "i",
+    "verifying": "v",
+    "completed": "c",
+    "failed": "f",
+    "interrupted": "x",
+}
 _STATUS = {v: k for k, v in _CODES.items()}
 EMPTY_CURSOR = "-"  # a team with no tasks
 
@@ -248,6 +257,7 @@ def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, An
             "to": t.get("status"),
             "owner": t.get("owner"),
             "result": t.get("result"),
+            **_check(t),
         }
         for tid, t in now_tasks.items()
         if t.get("status") != before.get(tid)
@@ -275,6 +285,17 @@ def _look(cfg: TeamConfig, box: Mailbox, before: dict[str, Any]) -> dict[str, An
     if moved:
         return {"event": "tasks", **out}
     return None
+
+
+def _check(t: dict[str, Any]) -> dict[str, Any]:
+    """A moved task's check (`verify`: status, exit, log) and merge conflict, when it has one."""
+    out: dict[str, Any] = {}
+    v = t.get("verify")
+    if isinstance(v, dict):
+        out["verify"] = {k: v.get(k) for k in ("status", "exit", "log")}
+    if isinstance(t.get("mergeConflict"), dict) and t.get("status") == "in_progress":
+        out["mergeConflict"] = t["mergeConflict"]
+    return out
 
 
 def _finish(
