@@ -109,7 +109,9 @@ def register(team_app: typer.Typer) -> None:
     def delete(
         team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
         force: bool = typer.Option(
-            False, "--force", help="Delete even with unread mail (listed as lost)."
+            False,
+            "--force",
+            help="Delete even with unread mail or unmerged work in its worktrees (listed as lost).",
         ),
         as_json: bool = JsonOpt,
     ) -> None:
@@ -134,7 +136,9 @@ def register(team_app: typer.Typer) -> None:
         ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
         force: bool = typer.Option(
-            False, "--force", help="Also remove shut-down teams holding unread mail."
+            False,
+            "--force",
+            help="Also remove shut-down teams holding unread mail or unmerged work in worktrees.",
         ),
         as_json: bool = JsonOpt,
     ) -> None:

@@ -242,6 +242,12 @@ def shutdown(
 
         for s in r["skipped"]:
             out += f"\n  left {inline(str(s['pane']))}: {inline(str(s['why']))}"
+        if r.get("worktrees"):
+            merge = hint(f"team merge {r['team']}")
+            out += (
+                f"\n  kept {len(r['worktrees'])} worktree(s) and branch(es) omp/{r['team']}/*: "
+                f"merge them with {merge}"
+            )
         return out
 
     run(body, as_json=as_json, human=human)

@@ -267,6 +267,13 @@ def remove_text(r: dict[str, Any]) -> str:
         lines.append(f"  its request {_cell(a['taskId'])} to {_cell(a['worker'])}: cancelled")
     workers = ", ".join(_cell(w) for w in r["workers"]) or "none"
     lines.append(f"  workers now: {workers}; its mail and results stay")
+    tree = r.get("worktree")
+    if isinstance(tree, dict):
+        how = "removed" if tree.get("removed") else "kept (it holds uncommitted work)"
+        lines.append(
+            f"  its worktree {_cell(tree.get('path'))}: {how}; its branch "
+            f"{_cell(tree.get('branch'))} stays"
+        )
     return "\n".join(lines)
 
 
@@ -295,7 +302,26 @@ def delete_text(r: dict[str, Any]) -> str:
         )
     if r["finished"]:
         lines.append(f"  finished {len(r['finished'])} interrupted removal(s)")
+    lines += worktree_removals(r.get("worktrees") or [])
     return "\n".join(lines)
+
+
+def worktree_removals(rows: list[dict[str, Any]], indent: str = "  ") -> list[str]:
+    """What delete, prune and remove-worker did to workers' worktrees, and what it threw away."""
+    out: list[str] = []
+    for w in rows:
+        what = "removed" if w.get("removed") else "kept"
+        out.append(
+            f"{indent}{what} {_cell(w.get('worker'))}'s worktree {_cell(w.get('path'))} "
+            f"and branch {_cell(w.get('branch'))}"
+            + (f" ({_cell(w.get('why'))})" if w.get("why") else "")
+        )
+        lost = w.get("lost") or {}
+        for c in lost.get("commits") or []:
+            out.append(f"{indent}  threw away commit {_cell(c['sha'])[:10]} {_cell(c['subject'])}")
+        for f in lost.get("files") or []:
+            out.append(f"{indent}  threw away uncommitted {_cell(f)}")
+    return out
 
 
 def prune_text(r: dict[str, Any]) -> str:
@@ -315,6 +341,9 @@ def prune_text(r: dict[str, Any]) -> str:
         if unknown:
             extra += f" and {unknown} mailbox(es) omp could not read"
         lines.append(f"{verb:<12} {label}, {human_size(e['bytes'])}{extra}")
+        lines += worktree_removals(e.get("worktrees") or [], indent="             ")
+    for p in r.get("worktreesForgotten") or []:
+        lines.append(f"{'forgot':<12} the vanished worktree {_cell(p)} (its branch is kept)")
     for e in r["kept"]:
         what = f"run {_cell(Path(e['path']).name)} of team" if e["kind"] == "run" else "team"
         lines.append(f"{'kept':<12} {what} {_cell(e['team'])}: {_cell(e['why'])}")
