@@ -98,7 +98,12 @@ def _summary(v: dict[str, Any]) -> dict[str, Any]:
 def _tail(log: str) -> str:
     from omp.workspace import verify
 
-    lines = verify.tail(Path(log), TAIL_LINES).splitlines()
+    if not log:
+        return ""
+    try:
+        lines = verify.tail(Path(log), TAIL_LINES).splitlines()
+    except (OSError, OmpError):
+        return ""
     return "\n".join(ln if len(ln) <= MAX_LINE else ln[: MAX_LINE - 1] + "…" for ln in lines)
 
 
@@ -218,7 +223,7 @@ def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Actio
         )
         if done is None:
             return None
-        return {"action": "verified", "team": cfg.name, "taskId": tid, "log": record["log"]}
+        return {"action": "verified", "team": cfg.name, "taskId": tid, "log": record.get("log")}
     back = tasks.omp_move(
         team,
         tid,
@@ -236,9 +241,12 @@ def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Actio
         "taskId": tid,
         "status": verdict,
         "exit": record["exit"],
-        "log": record["log"],
+        "log": record.get("log"),
     }
-    mid = _mail(cfg, back, record)
+    try:
+        mid = _mail(cfg, back, record)
+    except OmpError:  # the task moved already: a lost mail must not hide that
+        mid = None
     if mid is not None:
         action["messageId"] = mid
     return action
