@@ -610,17 +610,6 @@ class Launch:
             except Exception:
                 pass
         self.remove_worktrees(team)
-
-    def remove_worktrees(self, team: TeamPaths) -> None:
-        """Remove the worktrees this attempt made and recorded, each only if nothing in it
-        would be lost (an agent that got its task before the failure may have started)."""
-        if not self.worktrees:
-            return
-        from omp.team import worktrees
-
-        with contextlib.suppress(Exception):
-            worktrees.remove_safely(team.project.root, list(self.worktrees.items()))
-        self.worktrees = {}
         if not self.state_written:
             return
         try:
@@ -632,6 +621,17 @@ class Launch:
                 )
         except (OSError, OmpError):
             pass
+
+    def remove_worktrees(self, team: TeamPaths) -> None:
+        """Remove the worktrees this attempt made and recorded, each only if nothing in it
+        would be lost (an agent that got its task before the failure may have started)."""
+        if not self.worktrees:
+            return
+        from omp.team import worktrees
+
+        with contextlib.suppress(Exception):
+            worktrees.remove_safely(team.project.root, list(self.worktrees.items()))
+        self.worktrees = {}
 
 
 def _blocked(w: str, what: str, fix: str | None) -> OmpError:

@@ -131,6 +131,29 @@ def test_a_launch_that_fails_after_making_worktrees_leaves_none(
     assert err.value.code == "launch_failed" and "nothing was left behind" in err.value.message
     assert [e.path for e in gitrepo.worktrees(repo)] == [repo]
     assert g(repo, "branch", "--list", "omp/*") == ""
+    assert not StatePaths(repo).team("t1").dir.exists()
+
+
+def test_a_launch_that_fails_after_recording_its_worktrees_removes_them(
+    server: Tmux, repo: Path
+) -> None:
+    import sys
+
+    write(
+        repo / ".omp" / "agents.toml",
+        f'[agents.quitter]\ncommand = ["{sys.executable}", "-c", "print(1)"]\n'
+        f'program = "{sys.executable}"\nstartup_timeout = 5\n',
+    )
+    with pytest.raises(OmpError) as err:
+        launch(
+            LaunchRequest(
+                workers=2, task="x", agent="quitter", name="t1", socket=server.socket_name, cwd=repo
+            )
+        )
+    assert err.value.code == "launch_worker_exited"
+    assert [e.path for e in gitrepo.worktrees(repo)] == [repo]
+    assert g(repo, "branch", "--list", "omp/*") == ""
+    assert not StatePaths(repo).team("t1").dir.exists()
 
 
 def test_add_worker_records_its_own_base(server: Tmux, repo: Path) -> None:
