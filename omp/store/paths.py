@@ -88,7 +88,8 @@ INBOX = "inbox.md"  # agents are pointed at it by name (the demo agent finds it 
 
 
 def find_root(cwd: str | os.PathLike[str] | None = None) -> Path:
-    """`OMP_ROOT`, else the nearest ancestor of `cwd` holding `.omp/` or `.git`, else `cwd`."""
+    """`OMP_ROOT`, else the nearest ancestor of `cwd` holding `.omp/` or `.git` (for a worker's
+    git worktree: the project it serves, see `_worker_project`), else `cwd`."""
     env = os.environ.get("OMP_ROOT")
     if env:
         root = Path(env)
@@ -105,8 +106,41 @@ def find_root(cwd: str | os.PathLike[str] | None = None) -> Path:
     start = start.resolve()
     for d in (start, *start.parents):
         if any(os.path.lexists(d / m) for m in ROOT_MARKERS):
-            return d
+            return _worker_project(d) or d
     return start
+
+
+PROJECT_MARK = "omp-project"  # in a worker's worktree's git directory: the project it serves
+_MARK_MAX = 4096
+
+
+def _worker_project(d: Path) -> Path | None:
+    """The project a worker's git worktree at `d` belongs to, or None. Launch writes the
+    project's root into the worktree's own git directory (`.git/worktrees/<name>/omp-project`,
+    which git keeps out of every checkout and removes with the worktree), so omp run inside a
+    worker's worktree without OMP_ROOT (a person who `cd`s there, a shell that dropped it) finds
+    the team's state rather than a state tree of its own. Cheap: two small reads, no git."""
+    dot_git = d / ".git"
+    if os.path.lexists(d / OMP_DIR) or not os.path.isfile(dot_git) or os.path.islink(dot_git):
+        return None
+    try:
+        with open(dot_git, "rb") as f:
+            head = f.read(_MARK_MAX).decode("utf-8", "replace").strip()
+        if not head.startswith("gitdir:"):
+            return None
+        gitdir = Path(head[len("gitdir:") :].strip())
+        gitdir = gitdir if gitdir.is_absolute() else d / gitdir
+        with open(gitdir / PROJECT_MARK, "rb") as f:
+            root = Path(f.read(_MARK_MAX).decode("utf-8", "replace").strip())
+    except OSError:
+        return None
+    if (
+        root.is_absolute()
+        and root.is_dir()
+        and any(os.path.lexists(root / m) for m in ROOT_MARKERS)
+    ):
+        return root
+    return None
 
 
 class StatePaths(NamedTuple):

@@ -199,7 +199,8 @@ class Launch:
         worktrees.clear_leftovers(self.plan, self.leftovers)
         self.leftovers = []
         top = self.plan.top
-        made = worktrees.provision(stack, self.plan, team, workers)
+        root = find_root(self.req.cwd)
+        made = worktrees.provision(stack, self.plan, team, workers, root)
         if made:
             self.progress(f"{len(made)} worktree(s) of {top} made under {_common_parent(made)}")
         return made

@@ -191,7 +191,11 @@ def clear_leftovers(p: Plan, leftovers: list[tuple[Path, str]]) -> None:
 
 
 def provision(
-    stack: contextlib.ExitStack[Any], p: Plan, team: str, workers: list[str]
+    stack: contextlib.ExitStack[Any],
+    p: Plan,
+    team: str,
+    workers: list[str],
+    root: Path | None = None,
 ) -> dict[str, Worktree]:
     """Make each worker's worktree, provisional until `stack` closes without an exception
     (the caller writes the config inside it); rolled back when it closes with one."""
@@ -215,6 +219,7 @@ def provision(
             )
         )
         wt = created.worktree
+        create.mark_project(wt.path, root or p.top)  # omp run inside it finds the project
         made[w] = Worktree(str(wt.path), wt.branch, wt.base)
     return made
 

@@ -23,7 +23,7 @@ from omp.errors import OmpError
 from omp.store.names import team_name, worker_name
 from omp.store.paths import StatePaths
 from omp.workspace import proc
-from omp.workspace.git import git, nul_fields
+from omp.workspace.git import abspath, git, nul_fields
 from omp.workspace.repo import (
     HEADS,
     branch_exists,
@@ -358,6 +358,16 @@ def _locked_by(top: Path, path: Path, reason: str) -> bool:
             e.path.resolve() == path.resolve() and e.locked == reason for e in worktrees(top)
         )
     return False
+
+
+def mark_project(worktree: Path, root: Path) -> None:
+    """Write `root` into the worktree's own git directory (`omp.store.paths.PROJECT_MARK`),
+    where omp run inside the worktree finds the project it works for. Never in the checkout:
+    nothing of it can be committed; git removes it with the worktree."""
+    from omp.store.paths import PROJECT_MARK
+
+    gitdir = abspath(worktree, git(worktree, "rev-parse", "--git-dir").text)
+    (gitdir / PROJECT_MARK).write_text(str(root) + "\n", encoding="utf-8")
 
 
 def finalize(wt: Worktree) -> None:

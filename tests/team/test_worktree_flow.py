@@ -692,3 +692,18 @@ def test_an_earlier_runs_unmerged_worktree_refuses_a_relaunch_and_a_clean_one_is
     assert "team merge t" in err.value.message
     clear = worktrees.check_leftovers(plan, "t", ["worker-2"])  # no commits, clean: reusable
     assert [b for _p, b in clear] == ["omp/t/worker-2"]
+
+
+def test_omp_run_inside_a_workers_worktree_finds_the_project(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from omp.store.paths import find_root
+
+    cfg = worktree_team(repo, workers=1)
+    monkeypatch.delenv("OMP_ROOT")  # a person who `cd`s there, a shell that dropped it
+    path = Path(wt(cfg, "worker-1").path)
+    assert find_root(path / "src") == repo.resolve()
+    assert g(path, "status", "--porcelain", "--untracked-files=all") == ""  # nothing to commit
+    mine = tmp_path / "mine"  # a worktree of the user's own stays a root of its own
+    g(repo, "worktree", "add", "-q", "-b", "mine", str(mine))
+    assert find_root(mine) == mine.resolve()
