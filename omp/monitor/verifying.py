@@ -224,6 +224,23 @@ def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Actio
         if done is None:
             return None
         return {"action": "verified", "team": cfg.name, "taskId": tid, "log": record.get("log")}
+    owner = task.get("owner")
+    if isinstance(owner, str) and owner not in cfg.worker_names:
+        # its worker was taken off the team meanwhile: nobody to give the task back to (a task
+        # is never left in_progress with an owner who is not a member)
+        gone = tasks.omp_move(
+            team,
+            tid,
+            expect="verifying",
+            to="interrupted",
+            fields={"verify": record, "result": f"interrupted: its check {verdict}, and "
+                    f"{owner} is no longer on the team"},
+            check=same_run,
+            extra={"verify": _summary(record)},
+        )  # fmt: skip
+        if gone is None:
+            return None
+        return {"action": "verify_failed", "team": cfg.name, "taskId": tid, "status": verdict}
     back = tasks.omp_move(
         team,
         tid,

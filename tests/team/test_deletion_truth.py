@@ -218,6 +218,16 @@ MAKERS = {
     ("omp/mail/typein.py", "os.mkdir(lock_dir, fs.DIR_MODE)"): "tmux-locks/, no team's",
     ("omp/skills.py", "dest.parent.mkdir(parents=True, exist_ok=True)"): "skills, no state",
     ("omp/store/fs.py", "os.mkdir(cur, DIR_MODE)"): "ensure_dir itself",
+    ("omp/stophook/install.py", "os.mkdir(d)"): "an agent's hook directory, no state",
+    ("omp/workspace/create.py", "StatePaths(root).ensure(where)"): ".omp/worktrees/, no team's",
+    ("omp/workspace/create.py", "dst.parent.mkdir(parents=True, exist_ok=True)"): "in a worktree",
+    ("omp/workspace/create.py", "info.mkdir(exist_ok=True)"): "git's info/, no state",
+    ("omp/workspace/create.py", "path.parent.mkdir(parents=True, exist_ok=True)"): "worktrees/",
+    # `omp.monitor.verifying.start` calls it holding the task's guard: the team exists then
+    ("omp/workspace/verify.py", "fs.ensure_dir(run_dir, base=base)"): "tasks/<id>.verify/",
+    ("omp/demo_agent.py", "target.parent.mkdir(parents=True, exist_ok=True)"): "its worktree",
+    ("omp/cli/demo.py", "repo.mkdir()"): "the demo's throwaway repository",
+    ("omp/cli/demo.py", "(repo / rel).parent.mkdir(parents=True, exist_ok=True)"): "the same",
 }
 
 
