@@ -1,4 +1,5 @@
-"""The project's one monitor: its scan loop, decisions, owner lock, liveness, trackers, sweeps.
+"""The project's one monitor: its scan loop, decisions, owner lock, liveness, trackers, sweeps,
+and the checks of completions a team verifies (`verifying.py`).
 
 Imports: mail, tasks, record, modes and below.
 """

@@ -1,4 +1,5 @@
-"""A team's own records: config.json and its history (events.jsonl).
+"""A team's own records: config.json, its history (events.jsonl), and the workspace its workers
+work in as config.json records it (`workspace.py`).
 
 Imports: store and the leaves. Nothing of tasks, mail, tmux or git.
 """

@@ -8,7 +8,8 @@ stable codes (`git_not_found`, `git_failed`, `git_too_old`, `not_a_git_repo`, `i
 `unknown_revision`, `worktree_exists`, `carry_failed`, `unsafe_path`, `leader_dirty`,
 `detached_head`, `unmerged_work`, `branch_checked_out`).
 
-How the team commands use it:
+How the team commands use it (the callers: `omp.team.worktrees`, `omp.tasks.handover`,
+`omp.monitor.verifying`, `omp.views.worktrees`, `omp.team.merging`; docs/worktrees.md):
 
 - `launch` / `add-worker` (`--workspace worktree|shared`):
   `repo.has_commit(root)` picks the default; `repo.head(root)` is the team's base;
