@@ -38,7 +38,6 @@ from omp.team.membership import members_locked, removed_names
 
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
-    from omp.record.workspace import Worktree
     from omp.tmux import Tmux
 
 _NUMBERED = re.compile(r"worker-(\d+)")
@@ -114,15 +113,16 @@ class AddWorkers(Launch):
         return profile
 
     def _plan_workspace(self) -> None:
-        """The newcomers' workspace: --workspace, else the team's, else the project's; the
-        team's own check of completions stays the team's (recorded at launch)."""
+        """The newcomers' workspace: --workspace, else the team's, else the project's (a headless
+        team's: shared); their completions are checked as the team's are (its launch's
+        `--verify`), never by a project default the team did not launch with."""
         from omp.record.workspace import team_verify
 
         cfg = self.cfg
         recorded = cfg.raw.get("workspace")
         kind = recorded.get("kind") if isinstance(recorded, dict) else None
         if kind is None and not cfg.tmux:
-            kind = "shared"  # a headless team's workers run nowhere omp starts
+            kind = "shared"
         check = team_verify(cfg.raw)
         self.req.verify = check[0] if check else ""
         self.req.verify_timeout = check[1] if check else None
@@ -172,6 +172,7 @@ class AddWorkers(Launch):
         try:
             return self._add(profile, place)
         except BaseException as exc:
+            self.unwind(exc)
             self._undo(place[0] if place else None)
             if isinstance(exc, OmpError):
                 raise OmpError(
@@ -188,59 +189,19 @@ class AddWorkers(Launch):
         omp = team_command(cfg.raw)
         new = next_names(cfg, req.workers)
         panes: dict[str, str] = {}
-        with contextlib.ExitStack() as stack:
-            made = self.make_worktrees(stack, cfg.name, new)
-            if place is not None:
-                tmux, window, prev = place
-                total = len(cfg.worker_names) + len(new)
-                layout = "main-vertical" if total <= 6 else "tiled"
-                self.progress(f"adding {len(new)} {profile.name} worker(s) to team {cfg.name}")
-                for w in new:
-                    pane = self.open_pane(
-                        tmux,
-                        profile,
-                        team,
-                        w,
-                        after=prev,
-                        token=token,
-                        omp=omp,
-                        first=False,
-                        worktree=made.get(w),
-                    )
-                    panes[w] = pane
-                    prev = pane
-                    tmux.select_layout(window, layout)
-            entries, everyone = self._record(profile, token, omp, new, panes, made)
-        self.worktrees = made
-        for w in new:
-            history.member(team, w, "joined")
+        self.make_worktrees(cfg.name, new)
         if place is not None:
-            self.wait_and_trigger(place[0], team, profile, panes)
-        return {
-            "ok": True,
-            "team": cfg.name,
-            "agent": profile.name,
-            "workers": [
-                {"name": e["name"], "paneId": e.get("paneId"), "taskId": e["taskId"]}
-                for e in entries
-            ],
-            "members": everyone,
-            "workspace": self.workspace_summary(),
-        }
-
-    def _record(
-        self,
-        profile: AgentProfile,
-        token: str,
-        omp: str,
-        new: list[str],
-        panes: dict[str, str],
-        made: dict[str, Worktree],
-    ) -> tuple[list[dict[str, Any]], list[str]]:
-        """The newcomers' entries, tasks and inboxes, written under the members lock."""
-        from omp.team import worktrees
-
-        req, team = self.req, self.cfg.paths
+            tmux, window, prev = place
+            total = len(cfg.worker_names) + len(new)
+            layout = "main-vertical" if total <= 6 else "tiled"
+            self.progress(f"adding {len(new)} {profile.name} worker(s) to team {cfg.name}")
+            for w in new:
+                pane = self.open_pane(
+                    tmux, profile, team, w, after=prev, token=token, omp=omp, first=False
+                )
+                panes[w] = pane
+                prev = pane
+                tmux.select_layout(window, layout)
         with members_locked(team):
             fresh = team_config.load(team)  # another change may have landed meanwhile
             if set(new) & {*fresh.worker_names, *removed_names(fresh.raw)}:
@@ -259,12 +220,12 @@ class AddWorkers(Launch):
                     entry["agent"] = profile.name
                 if w in panes:
                     entry["paneId"] = panes[w]
-                entry["workspace"] = worktrees.entry_json(made, w)
                 entries.append(entry)
                 if tid is not None:
                     desc = setup.task_description(req.task, i, len(new))
                     tasks.create(team, tid, desc)
                     self.created_tasks.append(tid)
+            self.record_workspace(fresh.raw, entries)
             everyone = [*fresh.worker_names, *new]
             self.state_written = True
             for i, entry in enumerate(entries, start=1):
@@ -276,7 +237,22 @@ class AddWorkers(Launch):
             raw["workerCount"] = len(raw["workers"])
             team_config.write(team, raw)
             self.added = list(new)
-        return entries, everyone
+        self.recorded()
+        for w in new:
+            history.member(team, w, "joined")
+        if place is not None:
+            self.wait_and_trigger(place[0], team, profile, panes)
+        return {
+            "ok": True,
+            "team": cfg.name,
+            "agent": profile.name,
+            "workers": [
+                {"name": e["name"], "paneId": e.get("paneId"), "taskId": e["taskId"]}
+                for e in entries
+            ],
+            "members": everyone,
+            "workspace": self.workspace_summary(),
+        }
 
     def _undo(self, tmux: Tmux | None) -> None:
         for pane in reversed(self.created_panes):

@@ -129,9 +129,14 @@ class Launch:
         self.state_written = False
         self._answered: dict[tuple[str, str], int] = {}  # answers per (worker, dialog)
         self._ready_since: dict[str, float] = {}  # when each worker's screen turned ready
-        self.plan: Plan | None = None  # the new workers' workspace (omp.team.worktrees)
-        self.leftovers: list[tuple[Path, str]] = []  # an earlier run's worktrees, nothing at risk
-        self.worktrees: dict[str, Worktree] = {}  # made and recorded: a failure removes them
+        # Workers' worktrees (omp.team.worktrees): the plan, an earlier run's leftovers with
+        # nothing at risk, the worktrees made (provisional in `stack` until the config that
+        # records them is written), and those recorded (a later failure removes them).
+        self.plan: Plan | None = None
+        self.leftovers: list[tuple[Path, str]] = []
+        self.stack = contextlib.ExitStack()
+        self.made: dict[str, Worktree] = {}
+        self.worktrees: dict[str, Worktree] = {}
 
     # ---- checks that touch nothing --------------------------------------------------------
 
@@ -164,6 +169,8 @@ class Launch:
         self.plan_workspace(project, team.name, [f"worker-{i}" for i in range(1, req.workers + 1)])
         return project, team, profile
 
+    # ---- workers' worktrees (omp.team.worktrees): what launch and add-worker both do ------
+
     def plan_workspace(
         self,
         project: StatePaths,
@@ -172,7 +179,7 @@ class Launch:
         team_default: str | None = None,
     ) -> None:
         """Decide the new workers' workspace and check an earlier run's worktrees (touches
-        nothing; `omp.team.worktrees`)."""
+        nothing)."""
         from omp.team import worktrees
 
         req = self.req
@@ -188,22 +195,58 @@ class Launch:
         )
         self.leftovers = worktrees.check_leftovers(self.plan, team, workers)
 
-    def make_worktrees(
-        self, stack: contextlib.ExitStack[Any], team: str, workers: list[str]
-    ) -> dict[str, Worktree]:
-        """The new workers' worktrees, provisional until `stack` closes (see worktrees.py)."""
+    def make_worktrees(self, team: str, workers: list[str]) -> dict[str, Worktree]:
+        """The new workers' worktrees, provisional until `recorded` (their config is written);
+        `unwind` rolls them back."""
         from omp.team import worktrees
 
         if self.plan is None or not self.plan.worktree:
             return {}
         worktrees.clear_leftovers(self.plan, self.leftovers)
         self.leftovers = []
-        top = self.plan.top
         root = find_root(self.req.cwd)
-        made = worktrees.provision(stack, self.plan, team, workers, root)
-        if made:
-            self.progress(f"{len(made)} worktree(s) of {top} made under {_common_parent(made)}")
-        return made
+        self.made = worktrees.provision(self.stack, self.plan, team, workers, root)
+        if self.made:
+            where = os.path.commonpath([os.path.dirname(w.path) for w in self.made.values()])
+            self.progress(f"{len(self.made)} worktree(s) of {self.plan.top} made under {where}")
+        return self.made
+
+    def record_workspace(self, raw: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+        """The workspace (and the team's check) into the config about to be written."""
+        from omp.team import worktrees
+
+        if self.plan is None:
+            return
+        if "workspace" not in raw:
+            raw["workspace"] = self.plan.team_json()
+        check = self.plan.verify_json()
+        if check is not None and "verify" not in raw:
+            raw["verify"] = check
+        for w in entries:
+            w["workspace"] = worktrees.entry_json(self.made, w["name"])
+
+    def recorded(self) -> None:
+        """The config records the worktrees: no longer provisional; a later failure of this
+        attempt removes them only where nothing would be lost (`remove_worktrees`)."""
+        self.stack.close()
+        self.worktrees, self.made = self.made, {}
+
+    def unwind(self, exc: BaseException) -> None:
+        """A failure before the config was written: the provisional worktrees go."""
+        with contextlib.suppress(Exception):
+            self.stack.__exit__(type(exc), exc, exc.__traceback__)
+        self.made = {}
+
+    def remove_worktrees(self, team: TeamPaths) -> None:
+        """Remove the worktrees this attempt made and recorded, each only if nothing in it
+        would be lost (an agent that got its task before the failure may have started)."""
+        if not self.worktrees:
+            return
+        from omp.team import worktrees
+
+        with contextlib.suppress(Exception):
+            worktrees.remove_safely(team.project.root, list(self.worktrees.items()))
+        self.worktrees = {}
 
     def workspace_summary(self) -> dict[str, Any]:
         """What a launch or add-worker result says of the workspace."""
@@ -266,6 +309,7 @@ class Launch:
         try:
             return self._launch(tmux, project, team, profile, inside, sess)
         except BaseException as exc:
+            self.unwind(exc)
             self._rollback(tmux, team)
             if isinstance(exc, OmpError):
                 raise OmpError(
@@ -340,50 +384,39 @@ class Launch:
             created_session = True
             leader_agent = self.req.leader_agent
         self.progress(f"starting {req.workers} {profile.name} worker(s) for team {team.name}")
+        self.make_worktrees(team.name, worker_names)
         prev = leader
         panes: dict[str, str] = {}
         # The leader on the left, the workers stacked beside it; a big team tiles instead.
         layout = "main-vertical" if req.workers <= 6 else "tiled"
-        # Worktrees are provisional until the config that records them is written: a failure
-        # in between removes them, a crash leaves locks the next launch rolls back.
-        with contextlib.ExitStack() as stack:
-            made = self.make_worktrees(stack, team.name, worker_names)
-            for i, w in enumerate(worker_names):
-                pane = self.open_pane(
-                    tmux,
-                    profile,
-                    team,
-                    w,
-                    after=prev,
-                    token=token,
-                    omp=raw["ompCommand"],
-                    first=i == 0,
-                    worktree=made.get(w),
-                )
-                panes[w] = pane
-                prev = pane
-                # Rebalance after every split: halving the last pane each time runs out of rows
-                # (tmux: "no space for new pane") by the sixth worker.
-                tmux.select_layout(window_id, layout)
-
-            from omp.tmux import TmuxIdentity
-
-            ident = TmuxIdentity.of(tmux.server_identity(), session_id, window_id)
-            raw.update(
-                agent=profile.name,
-                tmuxSession=sess if created_session else None,
-                createdSession=created_session,
-                leaderPaneId=leader,
-                nudgeLeader=req.nudge_leader,
-                leaderAgent=leader_agent,
-                launchToken=token,
-                tmuxIdentity=ident.to_config(),
+        for i, w in enumerate(worker_names):
+            pane = self.open_pane(
+                tmux, profile, team, w, after=prev, token=token, omp=raw["ompCommand"], first=i == 0
             )
-            self._record_workspace(raw, made)
-            for w in raw["workers"]:
-                w["paneId"] = panes[w["name"]]
-            self._write_state(team, raw, worker_names)
-        self.worktrees = made
+            panes[w] = pane
+            prev = pane
+            # Rebalance after every split: halving the last pane each time runs out of rows
+            # (tmux: "no space for new pane") by the sixth worker.
+            tmux.select_layout(window_id, layout)
+
+        from omp.tmux import TmuxIdentity
+
+        ident = TmuxIdentity.of(tmux.server_identity(), session_id, window_id)
+        raw.update(
+            agent=profile.name,
+            tmuxSession=sess if created_session else None,
+            createdSession=created_session,
+            leaderPaneId=leader,
+            nudgeLeader=req.nudge_leader,
+            leaderAgent=leader_agent,
+            launchToken=token,
+            tmuxIdentity=ident.to_config(),
+        )
+        for w in raw["workers"]:
+            w["paneId"] = panes[w["name"]]
+        self.record_workspace(raw, raw["workers"])
+        self._write_state(team, raw, worker_names)
+        self.recorded()
         self.wait_and_trigger(tmux, team, profile, panes)
         attach = _attach_hint(ident.socket_path, self.req.socket, sess, inside)
         return {
@@ -401,19 +434,6 @@ class Launch:
             "workspace": self.workspace_summary(),
         }
 
-    def _record_workspace(self, raw: dict[str, Any], made: dict[str, Worktree]) -> None:
-        """The team's and each worker's workspace, and the team's check, in its config."""
-        from omp.team import worktrees
-
-        if self.plan is None:
-            return
-        raw["workspace"] = self.plan.team_json()
-        check = self.plan.verify_json()
-        if check is not None:
-            raw["verify"] = check
-        for w in raw["workers"]:
-            w["workspace"] = worktrees.entry_json(made, w["name"])
-
     # ---- one worker: what launch and add-worker (omp.team.grow) both do -------------------
 
     def open_pane(
@@ -427,7 +447,6 @@ class Launch:
         token: str,
         omp: str,
         first: bool,
-        worktree: Worktree | None = None,
     ) -> str:
         """Split a worker's pane off `after`, its agent started with the worker's identity, in
         its worktree when it has one (OMP_ROOT still names the project: its state is there)."""
@@ -443,14 +462,13 @@ class Launch:
         from omp.agents import agent_argv
 
         # The agent may run the omp it is told to run, wherever that is installed; a worker in
-        # a worktree outside the project may also read and write the project (its inbox).
-        cwd = self.req.cwd
-        dirs: list[str] = []
+        # a worktree outside the project may also use the project (its inbox is there).
+        cwd, dirs = self.req.cwd, []
+        worktree = self.made.get(w)
         if worktree is not None and self.plan is not None:
-            from omp.team import worktrees
+            from omp.team.worktrees import pane_cwd
 
-            cwd = worktrees.pane_cwd(self.plan, worktree)
-            dirs = [str(team.project.root)]
+            cwd, dirs = pane_cwd(self.plan, worktree), [str(team.project.root)]
         command = agent_argv(profile, shlex.split(omp), dirs)
         pane = tmux.split_pane(after, cwd=str(cwd), command=command, env=env, horizontal=first)
         self.created_panes.append(pane)
@@ -623,17 +641,6 @@ class Launch:
         except (OSError, OmpError):
             pass
 
-    def remove_worktrees(self, team: TeamPaths) -> None:
-        """Remove the worktrees this attempt made and recorded, each only if nothing in it
-        would be lost (an agent that got its task before the failure may have started)."""
-        if not self.worktrees:
-            return
-        from omp.team import worktrees
-
-        with contextlib.suppress(Exception):
-            worktrees.remove_safely(team.project.root, list(self.worktrees.items()))
-        self.worktrees = {}
-
 
 def _blocked(w: str, what: str, fix: str | None) -> OmpError:
     todo = fix or "attach to the pane and handle it"
@@ -648,10 +655,6 @@ def _exited(w: str, screen: str) -> OmpError:
         + (f"; its screen ended with: {screen.strip()[-300:]}" if screen.strip() else ""),
         worker=w,
     )
-
-
-def _common_parent(made: dict[str, Worktree]) -> str:
-    return os.path.commonpath([os.path.dirname(wt.path) for wt in made.values()])
 
 
 def _attach_hint(socket_path: str | None, socket_name: str | None, sess: str, inside: bool) -> str:
