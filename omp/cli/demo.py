@@ -97,26 +97,34 @@ def demo(
             raise OmpError("invalid_input", f"--workers must be 1-8, got {workers}")
         from omp.cli.output import progress as say
 
+        if shutil.which("tmux") is None:  # before anything is made
+            raise OmpError(
+                "tmux_not_found", "tmux is not installed; install it (apt-get install tmux)"
+            )
         where = Path(tempfile.mkdtemp(prefix="omp-demo-")).resolve()
-        repo, is_git = make_repo(where)
-        os.environ["OMP_ROOT"] = str(repo)  # the demo's state lives in its repository only
-        say(f"demo repository: {repo}" + ("" if is_git else " (no git: workers share it)"))
-        name = f"demo-{time.strftime('%H%M%S')}"
-        res = launch(
-            LaunchRequest(
-                workers=workers,
-                task=task,
-                agent="demo",
-                name=name,
-                socket=socket,
-                new_session=True,
-                cwd=repo,
-                workspace="worktree" if is_git else "shared",
-                verify=DEMO_VERIFY if is_git else "",
-                worktrees_under=where / "worktrees",
-            ),
-            progress=say,
-        )
+        try:
+            repo, is_git = make_repo(where)
+            os.environ["OMP_ROOT"] = str(repo)  # the demo's state lives in its repository only
+            say(f"demo repository: {repo}" + ("" if is_git else " (no git: workers share it)"))
+            name = f"demo-{time.strftime('%H%M%S')}"
+            res = launch(
+                LaunchRequest(
+                    workers=workers,
+                    task=task,
+                    agent="demo",
+                    name=name,
+                    socket=socket,
+                    new_session=True,
+                    cwd=repo,
+                    workspace="worktree" if is_git else "shared",
+                    verify=DEMO_VERIFY if is_git else "",
+                    worktrees_under=where / "worktrees",
+                ),
+                progress=say,
+            )
+        except BaseException:
+            shutil.rmtree(where, ignore_errors=True)  # no team: nothing there to look at
+            raise
         project = StatePaths(repo)
         seen: dict[str, str] = {}
         deadline = time.monotonic() + timeout

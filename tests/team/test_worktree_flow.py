@@ -707,3 +707,14 @@ def test_omp_run_inside_a_workers_worktree_finds_the_project(
     mine = tmp_path / "mine"  # a worktree of the user's own stays a root of its own
     g(repo, "worktree", "add", "-q", "-b", "mine", str(mine))
     assert find_root(mine) == mine.resolve()
+
+
+def test_omp_demo_that_cannot_start_leaves_no_throwaway_repository(tmp_path: Path) -> None:
+    from tests.helpers import run_omp
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = child_env(Path(os.environ["HOME"]), PATH=str(tmp_path / "empty"), TMPDIR=str(scratch))
+    out = run_omp("demo", "--json", cwd=tmp_path, env=env)
+    assert out.rc == 1 and out.json["error"] == "tmux_not_found", out
+    assert list(scratch.iterdir()) == []
