@@ -346,7 +346,7 @@ def test_a_check_that_keeps_crashing_ends_as_failed_not_verifying_forever(
 def test_a_worker_cannot_move_a_task_out_of_verifying_itself(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cfg = worktree_team(repo, workers=1, verify="sleep 30")
+    cfg = worktree_team(repo, workers=1, verify="sleep 5")
     token = claim(capsys, cfg, "worker-1", "1")
     complete(capsys, cfg, "worker-1", "1", token)
     out = api(
