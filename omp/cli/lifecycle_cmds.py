@@ -51,6 +51,8 @@ def register(team_app: typer.Typer) -> None:
             help="Seconds to wait for each agent (default per profile).",
             callback=opt.seconds(positive=True),
         ),
+        workspace: str = opt.WorkspaceOpt,
+        carry_changes: bool = opt.CarryOpt,
         as_json: bool = JsonOpt,
     ) -> None:
         """Add workers to a running team, in its window, with the next free names."""
@@ -78,6 +80,8 @@ def register(team_app: typer.Typer) -> None:
                 task=text,
                 ready_timeout=ready_timeout,
                 progress=progress,
+                workspace=workspace,
+                carry_changes=carry_changes,
             )
 
         run(body, as_json=as_json, human=add_text)
@@ -154,7 +158,9 @@ def register(team_app: typer.Typer) -> None:
     def delete(
         team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
         force: bool = typer.Option(
-            False, "--force", help="Delete even with unread mail (listed as lost)."
+            False,
+            "--force",
+            help="Delete even with unread mail or unmerged work in its worktrees (listed as lost).",
         ),
         as_json: bool = JsonOpt,
     ) -> None:
@@ -179,7 +185,9 @@ def register(team_app: typer.Typer) -> None:
         ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
         force: bool = typer.Option(
-            False, "--force", help="Also remove shut-down teams holding unread mail."
+            False,
+            "--force",
+            help="Also remove shut-down teams holding unread mail or unmerged work in worktrees.",
         ),
         as_json: bool = JsonOpt,
     ) -> None:
