@@ -715,11 +715,22 @@ def profile_of_ancestors(
     return None
 
 
-def agent_argv(profile: AgentProfile, omp_argv: Sequence[str]) -> list[str]:
-    """The agent's command, granted the directory of the omp it runs (`add_dir_flag`)."""
-    if not profile.add_dir_flag or not omp_argv or not os.path.isabs(omp_argv[0]):
+def agent_argv(
+    profile: AgentProfile, omp_argv: Sequence[str], dirs: Sequence[str] = ()
+) -> list[str]:
+    """The agent's command, granted the directory of the omp it runs and `dirs`
+    (`add_dir_flag`): a worker in a worktree outside the project is also granted the project,
+    where its inbox and result file are."""
+    if not profile.add_dir_flag:
         return list(profile.command)
-    return [*profile.command, profile.add_dir_flag, os.path.dirname(omp_argv[0])]
+    grant: list[str] = []
+    if omp_argv and os.path.isabs(omp_argv[0]):
+        grant.append(os.path.dirname(omp_argv[0]))
+    grant += [d for d in dirs if d not in grant]
+    out = list(profile.command)
+    for d in grant:
+        out += [profile.add_dir_flag, d]
+    return out
 
 
 def missing_program(profile: AgentProfile) -> str | None:

@@ -51,6 +51,10 @@ DEFAULT_WORK_SECONDS = 3.0
 IDLE_PROMPT = "Continue working on your assigned task"
 
 _TASK_ID_RE = re.compile(r"Task ID:\s*[`*]*([A-Za-z0-9_-]+)")
+# omp's inbox for a worker in a worktree: "You work in <path>, your own git worktree on branch
+# <branch> (your shell starts there)".
+_WORKTREE_RE = re.compile(r"^You work in (.+?), your own git worktree on branch (\S+) ", re.M)
+DEMO_NAME, DEMO_EMAIL = "omp-demo", "demo@omp.invalid"
 # The task text sits under `## Task` (omp's inbox) or `## Description` (the TS tool's).
 _DESCRIPTION_RE = re.compile(r"^##\s*(?:Task|Description)\s*$(.*?)(?=^#+\s|\Z)", re.M | re.S)
 _JSON_OBJECT_RE = re.compile(r"\{[^{}]*\}")
@@ -268,6 +272,8 @@ class DemoAgent:
         self.task_state: str | None = None  # in_progress | completed | failed
         self.replied: set[str] = set()  # ids of messages answered: never answered twice
         self.answered: list[str] = []  # "<sender>: <reply>" for result.md
+        self.worktree: Path | None = None  # where its inbox says it works (a git worktree)
+        self.committed: str | None = None  # "<file> (<commit>)" it made in its worktree
 
     @property
     def me(self) -> str:
@@ -338,9 +344,11 @@ class DemoAgent:
         if self.team is None or self.worker is None:
             self.screen.say("✗ unknown team or worker: OMP_TEAM / OMP_WORKER are not set")
             return
-        if tid == self.task_id and self.task_state in ("completed", "in_progress"):
+        if tid == self.task_id and self.task_state in ("completed", "in_progress", "verifying"):
             self.screen.say(f"● task {tid} is already {self.task_state}; nothing to do")
             return
+        wt = _WORKTREE_RE.search(inbox)
+        self.worktree = Path(wt.group(1)) if wt else None
         self.screen.say(f"● reading {path}: task {tid}")
         self.run_task(tid, task_description(inbox))
 
@@ -407,16 +415,48 @@ class DemoAgent:
         try:
             if not isinstance(token, str) or not token:
                 raise ApiError("claim-task", {"message": "no claimToken in the reply"})
+            if self.worktree is not None:
+                self.committed = self.commit_work(tid, description, self.worktree)
+                self.screen.say(f"● committed {self.committed} in {self.worktree}")
             result_path = self.write_result(tid, description)
             summary = f"{self.me}: demo task {tid} done (simulated work, no model)"
+            if self.committed:
+                summary = f"{self.me}: demo task {tid} done, committed {self.committed}"
             done = {"from": "in_progress", "to": "completed", "claim_token": token}
-            self.call("transition-task-status", {**base, **done, "result": summary})
+            reply = self.call("transition-task-status", {**base, **done, "result": summary})
         except (ApiError, OmpError, OSError) as exc:
             self.fail(tid, token, str(exc))
+            return
+        task = reply.get("task") if isinstance(reply.get("task"), dict) else {}
+        assert isinstance(task, dict)
+        if task.get("status") == "verifying":
+            self.task_state = "verifying"
+            self.notify_leader(f"{self.me} completed task {tid}; omp is verifying it")
+            self.screen.done(f"● handed over task {tid}; omp is verifying it")
             return
         self.task_state = "completed"
         self.notify_leader(f"{self.me} completed task {tid}")
         self.screen.done(f"● completed task {tid}; result in {result_path}")
+
+    def commit_work(self, tid: str, description: str, worktree: Path) -> str:
+        """What a real agent in a worktree does: write its work into a file there and commit
+        it (git's environment cleaned; an identity of its own only where none is set)."""
+        from omp.workspace.git import git
+
+        rel = f"work/{self.me}-task-{tid}.md"
+        target = worktree / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = (
+            f"# Task {tid}: {description or '(no description)'}\n\n"
+            f"Done by {self.me} of team {self.team}, the omp demo agent (no model), "
+            f"on {clock.iso()}.\n"
+        )
+        target.write_text(text, encoding="utf-8")
+        ident = identity_args(worktree)
+        git(worktree, *ident, "add", "--", rel)
+        git(worktree, *ident, "commit", "-q", "-m", f"{self.me}: task {tid}", "--", rel)
+        sha = git(worktree, "rev-parse", "--short", "HEAD").text
+        return f"{rel} ({sha})"
 
     def fail(self, tid: str, token: object, reason: str) -> None:
         assert self.team is not None
@@ -465,13 +505,18 @@ class DemoAgent:
         team = paths.team(self.team)
         team.ensure_in(team.worker_dir(self.me))
         answered = "\n".join(f"- {a}" for a in self.answered) or "- none"
+        changed = (
+            f"wrote and committed {self.committed} in its worktree {self.worktree}"
+            if self.committed
+            else "changed no project files"
+        )
         text = (
             f"# Result: task {tid}\n\n"
             f"- Worker: {self.me}\n- Team: {self.team}\n- Finished: {clock.iso()}\n"
             f"- Task: {description or '(no description)'}\n\n"
             "## What was done\n\n"
             f"The omp demo agent simulated {self.work_seconds:g} s of work. It has no model and "
-            "changed no project files.\n\n"
+            f"{changed}.\n\n"
             f"## Messages answered\n\n{answered}\n"
         )
         path = team.result(self.me)
@@ -573,6 +618,23 @@ class DemoAgent:
             self.screen.say(f"● task {self.task_id} is still in progress")
         else:
             self.screen.say(f"● task {self.task_id} is {self.task_state}; nothing new to report")
+
+
+def identity_args(cwd: Path) -> list[str]:
+    """`-c user.name=... -c user.email=...` for what git has no identity for (neither its
+    config nor GIT_AUTHOR_*/GIT_COMMITTER_*): a commit then works on a machine never set up."""
+    from omp.workspace.git import git
+
+    out: list[str] = []
+    for key, var, default in (
+        ("user.name", "NAME", DEMO_NAME),
+        ("user.email", "EMAIL", DEMO_EMAIL),
+    ):
+        if os.environ.get(f"GIT_AUTHOR_{var}") and os.environ.get(f"GIT_COMMITTER_{var}"):
+            continue
+        if git(cwd, "config", "--get", key, ok=(0, 1)).rc != 0:
+            out += ["-c", f"{key}={default}"]
+    return out
 
 
 # ---- the program --------------------------------------------------------------------------

@@ -109,6 +109,11 @@ CODES: dict[str, int] = {
     "detached_head": EXIT_REFUSED,
     "unmerged_work": EXIT_REFUSED,
     "branch_checked_out": EXIT_REFUSED,
+    "uncommitted_changes": EXIT_REFUSED,
+    "wrong_branch": EXIT_REFUSED,
+    "merge_conflict": EXIT_REFUSED,
+    "verify_failed": EXIT_REFUSED,
+    "target_moved": EXIT_REFUSED,
     "internal": EXIT_INTERNAL,
 }
 

@@ -137,6 +137,12 @@ def _transition_task_status(a: Args) -> Reply[TaskReply]:
     worker = text_field(a, "worker", required=False)
     who = authorize.fence(cfg, worker)
     _worker(cfg, worker)
+    amend = None
+    if a["to"] == "completed" and a["from"] == "in_progress":
+        from omp.api import completion  # git and the check's machinery: this path only
+
+        if completion.involved(cfg):
+            amend = completion.prepare(cfg, a["task_id"], who)
     # `who` is the named worker, or the pane's own worker when the call names none: either way
     # only that worker's task can move (the leader, with no worker identity, may name none).
     task = tasks.transition(
@@ -147,9 +153,13 @@ def _transition_task_status(a: Args) -> Reply[TaskReply]:
         to_status=a["to"],
         token=a["claim_token"],
         result=a["result"],
+        amend=amend,
     )
     epilogue.beat(cfg, who)
-    return Reply({"ok": True, "task": task}, [epilogue.keep_monitor(cfg)])
+    # a check runs in the background: a monitor must be there to settle what its own
+    # supervisor could not (`omp.monitor.verifying`)
+    verifying = task.get("status") == "verifying"
+    return Reply({"ok": True, "task": task}, [epilogue.keep_monitor(cfg, deferred=verifying)])
 
 
 def _list_tasks(a: Args) -> Reply[TasksReply]:
@@ -290,7 +300,8 @@ transition_task_status = Operation(
     ),
     "TaskReply",
     "pending -> in_progress -> completed / failed; a worker passes the claim_token its claim "
-    "returned",
+    "returned; a worktree worker commits first (else uncommitted_changes); in a team that "
+    "verifies, a completion is verifying until its check passes",
 )
 list_tasks = Operation("list-tasks", _list_tasks, (TEAM,), "TasksReply", read_only=True)
 roster = Operation(

@@ -150,6 +150,28 @@ def _print_lines(data: bytes, chunk: Any, prefix: str) -> int:
     return len(out)
 
 
+def _verify_text(v: Any) -> str:
+    """`; check failed (exit 1), log <path>`: a completion's or a merge's check."""
+    if not isinstance(v, dict):
+        return ""
+    words = {"running": "verifying", "passed": "verified", "restarted": "check restarted"}
+    status = str(v.get("status"))
+    what = words.get(status, f"check {status.replace('_', ' ')}")
+    code = f" (exit {v['exit']})" if v.get("exit") not in (None, 0) else ""
+    log = f", log {inline(str(v['log']))}" if v.get("log") else ""
+    return f"; {what}{code}{log}"
+
+
+def _task_extra(ev: dict[str, Any]) -> str:
+    out = _verify_text(ev.get("verify"))
+    if ev.get("commit"):
+        out += f"; commit {inline(str(ev['commit']))[:12]}, {ev.get('commitsAhead', 0)} ahead"
+    if ev.get("merge") == "conflict":
+        files = ev.get("conflicts") if isinstance(ev.get("conflicts"), list) else []
+        out += "; merge conflict in " + ", ".join(inline(str(f)) for f in files or [])
+    return out
+
+
 def describe(ev: dict[str, Any]) -> str:
     """One line for a person. Every value is someone's text (a worker's result, a line of the
     log written behind omp's back): each is made one visible line (`textsafe.inline`), so a
@@ -165,6 +187,18 @@ def describe(ev: dict[str, Any]) -> str:
         owner = f" ({v('owner')})" if ev.get("owner") else ""
         res = f": {v('result')}" if ev.get("result") else ""
         text = f"task {v('taskId')}: {v('from', 'new')} -> {v('to')}{owner}{res}"
+        text += _task_extra(ev)
+    elif kind == "merge":
+        commit = f" -> {inline(str(ev['commit']))[:12]}" if ev.get("commit") else ""
+        files = ev.get("conflicts")
+        conflicts = (
+            f" in {', '.join(inline(str(f)) for f in files)}" if isinstance(files, list) else ""
+        )
+        task = f" (task {v('taskId')})" if ev.get("taskId") else ""
+        text = (
+            f"merge {v('branch')} into {v('target')}: {v('status')}{commit}{conflicts}{task}"
+            + _verify_text(ev.get("verify"))
+        )
     elif kind == "message":
         event = f" [{v('event')}]" if ev.get("event") else ""
         text = f"message {v('id')} {v('from')} -> {v('to')}{event}"

@@ -37,6 +37,7 @@ WORKER_MAY_RUN: dict[Words, str] = {
     ("team", "list"): READ_ONLY,
     ("team", "events"): READ_ONLY,
     ("team", "wait"): READ_ONLY,
+    ("team", "diff"): READ_ONLY,
     ("ralph", "status"): READ_ONLY,
     ("ultrawork", "status"): READ_ONLY,
     ("ultraqa", "status"): READ_ONLY,

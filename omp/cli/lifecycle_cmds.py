@@ -58,6 +58,8 @@ def register(team_app: typer.Typer) -> None:
             help="Seconds to wait for each agent (default per profile).",
             callback=opt.seconds(positive=True),
         ),
+        workspace: str = opt.WorkspaceOpt,
+        carry_changes: bool = opt.CarryOpt,
         as_json: bool = JsonOpt,
     ) -> None:
         """Add workers to a running team, in its window, with the next free names."""
@@ -87,6 +89,8 @@ def register(team_app: typer.Typer) -> None:
                     task=text,
                     ready_timeout=ready_timeout,
                     progress=progress,
+                    workspace=workspace,
+                    carry_changes=carry_changes,
                 ),
             )
 
@@ -165,7 +169,9 @@ def register(team_app: typer.Typer) -> None:
     def delete(
         team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
         force: bool = typer.Option(
-            False, "--force", help="Delete even with unread mail (listed as lost)."
+            False,
+            "--force",
+            help="Delete even with unread mail or unmerged work in its worktrees (listed as lost).",
         ),
         as_json: bool = JsonOpt,
     ) -> None:
@@ -190,7 +196,9 @@ def register(team_app: typer.Typer) -> None:
         ),
         dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
         force: bool = typer.Option(
-            False, "--force", help="Also remove shut-down teams holding unread mail."
+            False,
+            "--force",
+            help="Also remove shut-down teams holding unread mail or unmerged work in worktrees.",
         ),
         as_json: bool = JsonOpt,
     ) -> None:

@@ -161,3 +161,51 @@ def small_int(text_: str, max_digits: int = 6) -> int | None:
     if text_.isascii() and text_.isdigit() and len(text_) <= max_digits:
         return int(text_)
     return None
+
+
+def text_list(*, max_len: int = 256, most: int = 64) -> Callback:
+    """Several texts (a variadic argument), each as `text(max_len=...)`, at most `most`."""
+
+    @_checked
+    def check(ctx: Any, param: Any, value: Any) -> Any:
+        if value is None:
+            return None
+        items = list(value)
+        if len(items) > most:
+            _refuse(param, f"takes at most {most} values", f"{len(items)} values")
+        one = text(max_len=max_len)
+        return [one(ctx, param, v) for v in items]
+
+    return check
+
+
+def choice(*allowed: str) -> Callback:
+    """One of `allowed` (the domain checks again, with its own error code)."""
+
+    @_checked
+    def check(ctx: Any, param: Any, value: Any) -> Any:
+        if value is None:
+            return None
+        text(max_len=64)(ctx, param, value)
+        if value not in allowed:
+            _refuse(param, f"takes {' or '.join(allowed)}", value)
+        return value
+
+    return check
+
+
+# `launch` and `add-worker`: where new workers work (docs/worktrees.md).
+WorkspaceOpt: Any = typer.Option(
+    None,
+    "--workspace",
+    metavar="worktree|shared",
+    help="worktree: each worker in its own git worktree and branch omp/<team>/<worker>; shared: "
+    "all in your checkout (default: worktree in a git repository with a commit, else shared; "
+    "[team] workspace of .omp/config.toml).",
+    callback=choice("worktree", "shared"),
+)
+CarryOpt: Any = typer.Option(
+    False,
+    "--carry-changes",
+    help="Apply your uncommitted changes to tracked files to each new worktree.",
+)

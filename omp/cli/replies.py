@@ -154,6 +154,108 @@ class UsageReply(TypedDict):
     indexedAt: str | None  # when the monitor last updated its usage index
 
 
+# ---- workers' worktrees (docs/worktrees.md) ----------------------------------------------------
+
+
+class BranchRow(TypedDict):
+    """A worktree worker's branch (`omp.views.worktrees`): a row of `team diff`, and `workspace`
+    in status and collect. A branch git cannot read has `error` (and `head` None)."""
+
+    worker: str
+    branch: NotRequired[str]
+    path: NotRequired[str]
+    base: NotRequired[str | None]
+    removed: NotRequired[bool]  # the worker was taken off the team; its branch stays
+    worktreeExists: NotRequired[bool]
+    head: NotRequired[str | None]
+    error: NotRequired[str]
+    since: NotRequired[str]  # where its own work starts
+    commitsAhead: NotRequired[int]
+    commits: NotRequired[list[dict[str, str]]]  # sha, subject (the first 50)
+    files: NotRequired[list[str]]
+    filesCount: NotRequired[int]
+    stat: NotRequired[str]
+    uncommitted: NotRequired[list[str]]
+    uncommittedCount: NotRequired[int]
+    merged: NotRequired[bool]  # into the leader's branch
+    target: NotRequired[str | None]  # the leader's branch
+    diff: NotRequired[str]  # `team diff` only
+
+
+class SharedWorkspace(TypedDict):
+    """A worker that works in the leader's checkout (as config.json records it)."""
+
+    kind: str  # shared
+
+
+class LaunchWorkspace(TypedDict):
+    """What a launch or add-worker says of the workspace."""
+
+    kind: str  # worktree | shared
+    base: NotRequired[str | None]  # worktree: the commit every branch starts at
+    repo: NotRequired[str]
+    uncommitted: NotRequired[dict[str, int]]  # tracked, untracked: files the worktrees lack
+    carried: NotRequired[bool]  # --carry-changes
+    verify: NotRequired[dict[str, Any] | None]  # command, timeout: the check of completions
+
+
+class WorktreeRemoval(TypedDict):
+    """A worktree removed, or kept and why (`omp.team.worktrees.Removal`)."""
+
+    worker: str
+    path: str
+    branch: str
+    removed: bool
+    lost: dict[str, Any]  # commits, files: thrown away (force), or at risk
+    why: str | None
+
+
+class KeptWorktree(TypedDict):
+    worker: str
+    path: str
+    branch: str
+
+
+class DiffReply(TypedDict):
+    ok: bool
+    team: str
+    target: str | None  # the leader's branch
+    stat: bool
+    workers: list[BranchRow]
+
+
+class MergeRow(TypedDict):
+    """One worker's branch as `team merge` merged it, or the error that stopped it."""
+
+    worker: str
+    branch: str
+    taskId: str | None
+    status: str  # fast_forward | merged | squashed | up_to_date | conflict | verify_failed | ...
+    error: NotRequired[str]
+    message: NotRequired[str | None]
+    target: NotRequired[str]
+    dryRun: NotRequired[bool]
+    previous: NotRequired[str | None]
+    commit: NotRequired[str | None]
+    conflicts: NotRequired[list[str]]
+    checkout: NotRequired[str | None]
+    verify: NotRequired[dict[str, Any]]  # status, exit, log: the check on the merged result
+    uncommittedInWorktree: NotRequired[list[str]]
+    mailed: NotRequired[bool]  # a conflict: the worker was told how to rebase
+
+
+class MergeReply(TypedDict):
+    ok: bool
+    team: str
+    target: str
+    checkout: str
+    dryRun: bool
+    squash: bool
+    results: list[MergeRow]
+    skipped: list[dict[str, Any]]  # worker, branch, taskId, why
+    merged: list[str]
+
+
 class ResumeHint(TypedDict):
     workers: list[str]  # the members whose pane died or went with its tmux server
     command: str  # `omp team resume <team>`
@@ -172,6 +274,7 @@ class WorkerStatus(TypedDict):
     busyWith: list[str]
     usage: WorkerSpent | UsageUnreadable | None  # tokens its agent's records say it spent
     needsYou: NeedsYou | None  # what only a person can answer now
+    workspace: BranchRow | SharedWorkspace | None  # its worktree's branch, or the shared checkout
 
 
 class TeamStatus(TypedDict):
@@ -219,6 +322,12 @@ class CollectRow(TypedDict):
     result: str | None
     resultFile: str | None
     resultMarkdown: str | None
+    verify: NotRequired[dict[str, Any]]  # its task's check: status, exit, log, command, attempt
+    work: NotRequired[dict[str, Any]]  # its task's committed work: branch, commit, commitsAhead
+    mergedAt: NotRequired[str]
+    mergedCommit: NotRequired[str | None]
+    mergedInto: NotRequired[str]
+    workspace: BranchRow | SharedWorkspace | None
 
 
 class RemovedRow(TypedDict):
@@ -278,6 +387,7 @@ class LaunchReply(TypedDict):
     workers: list[LaunchedWorker]
     config: str
     attach: str
+    workspace: LaunchWorkspace
 
 
 class AddWorkerReply(TypedDict):
@@ -286,6 +396,7 @@ class AddWorkerReply(TypedDict):
     agent: str
     workers: list[LaunchedWorker]
     members: list[str]
+    workspace: LaunchWorkspace
 
 
 class CreateReply(TypedDict):
@@ -319,6 +430,7 @@ class ShutdownReply(TypedDict):
     forced: NotRequired[bool]  # --force: panes found by the identity omp gave them
     endedProcesses: int  # every process of the team ended (`omp.procs`)
     skipped: list[dict[str, str]]
+    worktrees: NotRequired[list[KeptWorktree]]  # kept for `team merge` (not with --force)
     processesLeft: NotRequired[list[int]]  # pids still alive (another user's, unkillable)
 
 
@@ -333,6 +445,7 @@ class RemoveWorkerReply(TypedDict):
     interrupted: list[dict[str, Any]]
     cancelled: list[dict[str, Any]]
     workers: list[str]
+    worktree: WorktreeRemoval | None  # its worktree, removed unless it holds uncommitted work
 
 
 class DeleteReply(TypedDict):
@@ -343,6 +456,7 @@ class DeleteReply(TypedDict):
     finished: list[dict[str, Any]]
     endedProcesses: NotRequired[int]  # not when only an earlier delete's leftovers were finished
     processesLeft: NotRequired[list[int]]
+    worktrees: NotRequired[list[WorktreeRemoval]]  # removed with the team (merged and clean)
 
 
 class PruneReply(TypedDict):
@@ -350,8 +464,9 @@ class PruneReply(TypedDict):
     dryRun: bool
     olderThanSeconds: float
     removed: list[dict[str, Any]]
-    kept: list[dict[str, Any]]
+    kept: list[dict[str, Any]]  # each with `worktrees` when its worktrees held unmerged work
     bytes: int
+    worktreesForgotten: list[str]  # worktrees git listed whose directory vanished
 
 
 class ResumedWorker(TypedDict):
@@ -380,6 +495,9 @@ class ResumeReply(TypedDict):
 class DemoReply(LaunchReply):
     allDone: bool
     collect: CollectReply
+    repo: str  # the throwaway repository the team worked in
+    demoDir: str
+    merge: MergeReply | ErrorReply | None  # the workers' branches merged, when all were done
 
 
 # ---- loops ------------------------------------------------------------------------------------
@@ -464,6 +582,8 @@ COMMANDS: dict[str, type] = {
     "team remove-worker": RemoveWorkerReply,
     "team resume": ResumeReply,
     "team usage": UsageReply,
+    "team diff": DiffReply,
+    "team merge": MergeReply,
     "team delete": DeleteReply,
     "team prune": PruneReply,
     "demo": DemoReply,

@@ -110,6 +110,22 @@ def launch(
         "leader's tmux client. Default: [notify] command in .omp/config.toml.",
         callback=opt.text(),
     ),
+    workspace: str = opt.WorkspaceOpt,
+    carry_changes: bool = opt.CarryOpt,
+    verify: str = typer.Option(
+        None,
+        "--verify",
+        metavar="CMD",
+        help="A shell command every completion must pass, run in the worker's worktree in the "
+        'background (default: [team] verify of .omp/config.toml; "" for none).',
+        callback=opt.text(max_len=4096),
+    ),
+    verify_timeout: float = typer.Option(
+        None,
+        "--verify-timeout",
+        help="Seconds the check may take (default 900, or [team] verify_timeout).",
+        callback=opt.seconds(positive=True),
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Open one tmux pane per worker, start an agent in each and hand each its task."""
@@ -137,6 +153,10 @@ def launch(
             budget_tokens=budget_tokens,
             worker_budget=worker_budget,
             notify=notify,
+            workspace=workspace,
+            carry_changes=carry_changes,
+            verify=verify,
+            verify_timeout=verify_timeout,
         )
         return cast("LaunchReply", do_launch(req, progress=progress))
 
@@ -145,13 +165,22 @@ def launch(
         from omp.textsafe import inline
 
         omp = invocation()
+        from omp.cli.team_text import workspace_lines
+
         ws = ", ".join(f"{inline(w['name'])}({inline(str(w['paneId']))})" for w in r["workers"])
         return (
             f"team {r['team']} launched: {ws}\n"
-            f"  watch:    {omp} team status {r['team']} --watch\n"
+            + workspace_lines(r)
+            + f"  watch:    {omp} team status {r['team']} --watch\n"
             f"  attach:   {inline(r['attach'])}\n"
             f"  results:  {omp} team collect {r['team']}\n"
-            f"  stop:     {omp} team shutdown {r['team']}"
+            + (
+                f"  review:   {omp} team diff {r['team']}\n"
+                f"  merge:    {omp} team merge {r['team']}\n"
+                if (r.get("workspace") or {}).get("kind") == "worktree"
+                else ""
+            )
+            + f"  stop:     {omp} team shutdown {r['team']}"
         )
 
     run(body, as_json=as_json, human=human)
@@ -283,6 +312,12 @@ def shutdown(
 
         for s in r["skipped"]:
             out += f"\n  left {inline(str(s['pane']))}: {inline(str(s['why']))}"
+        if r.get("worktrees"):
+            merge = hint(f"team merge {r['team']}")
+            out += (
+                f"\n  kept {len(r['worktrees'])} worktree(s) and branch(es) omp/{r['team']}/*: "
+                f"merge them with {merge}"
+            )
         return out
 
     run(body, as_json=as_json, human=human)
@@ -383,10 +418,11 @@ def _config(team: str | None) -> TeamConfig:
 
 
 def _register_monitor() -> None:
-    from omp.cli import lifecycle_cmds, monitor_cmds
+    from omp.cli import lifecycle_cmds, monitor_cmds, worktree_cmds
 
     monitor_cmds.register(app)
     lifecycle_cmds.register(app)
+    worktree_cmds.register(app)
 
 
 _register_monitor()

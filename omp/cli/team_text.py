@@ -23,7 +23,10 @@ def collect_markdown(result: dict[str, Any]) -> str:
         parts.append(spent.strip())
     for w in result["workers"]:
         task = f" (task {inline(str(w['taskId']))})" if w.get("taskId") else ""
-        parts.append(f"\n## {inline(w['name'])}{task}: {w['outcome']}")
+        parts.append(f"\n## {inline(w['name'])}{task}: {w['outcome']}{task_notes(w)}")
+        ws = w.get("workspace")
+        if isinstance(ws, dict) and ws.get("branch"):
+            parts.append(f"{branch_line(ws, name=False)}")
         if w.get("result"):
             parts.append(f"Result: {visible(str(w['result']))}")
         if w.get("resultMarkdown"):
@@ -34,6 +37,46 @@ def collect_markdown(result: dict[str, Any]) -> str:
     for b in result.get("brokenTasks") or []:
         parts.append(f"\n## task {inline(str(b['id']))}: unreadable\n{inline(b['message'])}")
     return "\n".join(parts) + "\n"
+
+
+def task_notes(task: dict[str, Any]) -> str:
+    """A task's check and merge, in brackets: `[verifying, log …]`, `[merged 1a2b3c into main]`."""
+    notes: list[str] = []
+    v = task.get("verify")
+    if isinstance(v, dict) and v.get("status"):
+        st = str(v["status"])
+        if st == "running":
+            notes.append(f"verifying, log {_cell(v.get('log'))}")
+        elif st == "passed":
+            notes.append("verified")
+        else:
+            code = f" (exit {v['exit']})" if v.get("exit") is not None else ""
+            notes.append(f"check {st.replace('_', ' ')}{code}, log {_cell(v.get('log'))}")
+    if task.get("mergedAt"):
+        notes.append(
+            f"merged {_cell(str(task.get('mergedCommit') or '')[:10])} into "
+            f"{_cell(task.get('mergedInto'))} at {_cell(task.get('mergedAt'))}"
+        )
+    return "".join(f" [{n}]" for n in notes)
+
+
+def branch_line(row: dict[str, Any], *, name: bool = True) -> str:
+    """`worker-1  omp/t/worker-1  2 commits ahead, 3 files, +10 -2, merged into main`."""
+    head = f"{inline(row['worker'])}  " if name else "branch "
+    head += inline(str(row.get("branch") or "?"))
+    if row.get("error"):
+        return f"{head}  ({inline(str(row['error']))})"
+    n = int(row.get("commitsAhead") or 0)
+    parts = [f"{n} commit{'s' if n != 1 else ''} ahead", inline(str(row.get("stat") or ""))]
+    if row.get("merged") is not None and row.get("target"):
+        parts.append(("merged into " if row["merged"] else "not merged into ") + row["target"])
+    if row.get("uncommittedCount"):
+        parts.append(f"{row['uncommittedCount']} uncommitted")
+    if row.get("removed"):
+        parts.append("removed from the team")
+    if row.get("worktreeExists") is False:
+        parts.append("worktree gone")
+    return f"{head}: " + ", ".join(p for p in parts if p)
 
 
 def loops_text(loops: list[dict[str, Any]]) -> list[str]:
@@ -87,7 +130,7 @@ def status_text(result: dict[str, Any]) -> str:
             res = f"  {_cell(task['result'])}" if task.get("result") else ""
             lines.append(
                 f"    {_cell(task['id']):>3}  {_cell(task['status']):<11} "
-                f"{_cell(task['owner']):<10}{res}"
+                f"{_cell(task['owner']):<10}{res}{task_notes(task)}"
             )
         lines.append("  workers:")
         for w in t["workers"]:
@@ -99,6 +142,9 @@ def status_text(result: dict[str, Any]) -> str:
                 f"{_tokens_cell(w.get('usage'))}"
                 + (f"  needs you: {_cell(needs.get('what'))}" if needs else "")
             )
+            ws = w.get("workspace")
+            if isinstance(ws, dict) and ws.get("branch"):
+                lines.append(f"      {branch_line(ws, name=False)}")
         spent = _team_tokens(t.get("usage"))
         if spent:
             lines.append(spent)
@@ -183,7 +229,7 @@ def wait_text(r: dict[str, Any]) -> str:
         res = f": {inline(str(m['result']))}" if m.get("result") else ""
         lines.append(
             f"task {inline(str(m['id']))}: {inline(str(m['from'] or 'new'))} -> "
-            f"{inline(str(m['to']))}{owner}{res}"
+            f"{inline(str(m['to']))}{owner}{res}{task_notes(m)}"
         )
     for b in r.get("brokenTasks") or []:
         lines.append(f"task {inline(str(b['id']))}: unreadable: {inline(b['message'])}")
@@ -235,7 +281,38 @@ def add_text(r: dict[str, Any]) -> str:
     out = f"team {_cell(r['team'])}: added {ws}; members now {members}"
     if tasks_:
         out += "\n  " + "; ".join(tasks_)
-    return out
+    more = workspace_lines(r)
+    return out + ("\n" + more.rstrip("\n") if more else "")
+
+
+def workspace_lines(r: dict[str, Any]) -> str:
+    """Launch's and add-worker's lines about where the new workers work (each ends in \\n)."""
+    ws = r.get("workspace") or {}
+    lines: list[str] = []
+    if ws.get("kind") == "worktree":
+        base = _cell(str(ws.get("base") or "")[:12])
+        lines.append(
+            f"  workspace: a git worktree each, branch omp/{_cell(r['team'])}/<worker> from {base}"
+        )
+        n = ws.get("uncommitted") or {}
+        tracked, untracked = int(n.get("tracked") or 0), int(n.get("untracked") or 0)
+        if tracked or untracked:
+            if ws.get("carried") and tracked:
+                note = "tracked changes carried over"
+            else:
+                note = "not in the worktrees (--carry-changes brings the tracked ones)"
+            lines.append(
+                f"  note:     your checkout has {tracked + untracked} uncommitted file(s), {note}"
+            )
+    elif ws:
+        lines.append("  workspace: shared (every worker in your checkout)")
+    check = ws.get("verify")
+    if isinstance(check, dict):
+        lines.append(
+            f"  verify:   `{_cell(check.get('command'))}` on each completion "
+            f"(limit {float(check.get('timeout') or 0):g} s)"
+        )
+    return "".join(line + "\n" for line in lines)
 
 
 def resume_text(r: dict[str, Any]) -> str:
@@ -275,6 +352,13 @@ def remove_text(r: dict[str, Any]) -> str:
         lines.append(f"  its request {_cell(a['taskId'])} to {_cell(a['worker'])}: cancelled")
     workers = ", ".join(_cell(w) for w in r["workers"]) or "none"
     lines.append(f"  workers now: {workers}; its mail and results stay")
+    tree = r.get("worktree")
+    if isinstance(tree, dict):
+        how = "removed" if tree.get("removed") else "kept (it holds uncommitted work)"
+        lines.append(
+            f"  its worktree {_cell(tree.get('path'))}: {how}; its branch "
+            f"{_cell(tree.get('branch'))} stays"
+        )
     return "\n".join(lines)
 
 
@@ -303,7 +387,26 @@ def delete_text(r: dict[str, Any]) -> str:
         )
     if r["finished"]:
         lines.append(f"  finished {len(r['finished'])} interrupted removal(s)")
+    lines += worktree_removals(r.get("worktrees") or [])
     return "\n".join(lines)
+
+
+def worktree_removals(rows: list[dict[str, Any]], indent: str = "  ") -> list[str]:
+    """What delete, prune and remove-worker did to workers' worktrees, and what it threw away."""
+    out: list[str] = []
+    for w in rows:
+        what = "removed" if w.get("removed") else "kept"
+        out.append(
+            f"{indent}{what} {_cell(w.get('worker'))}'s worktree {_cell(w.get('path'))} "
+            f"and branch {_cell(w.get('branch'))}"
+            + (f" ({_cell(w.get('why'))})" if w.get("why") else "")
+        )
+        lost = w.get("lost") or {}
+        for c in lost.get("commits") or []:
+            out.append(f"{indent}  threw away commit {_cell(c['sha'])[:10]} {_cell(c['subject'])}")
+        for f in lost.get("files") or []:
+            out.append(f"{indent}  threw away uncommitted {_cell(f)}")
+    return out
 
 
 def prune_text(r: dict[str, Any]) -> str:
@@ -323,6 +426,9 @@ def prune_text(r: dict[str, Any]) -> str:
         if unknown:
             extra += f" and {unknown} mailbox(es) omp could not read"
         lines.append(f"{verb:<12} {label}, {human_size(e['bytes'])}{extra}")
+        lines += worktree_removals(e.get("worktrees") or [], indent="             ")
+    for p in r.get("worktreesForgotten") or []:
+        lines.append(f"{'forgot':<12} the vanished worktree {_cell(p)} (its branch is kept)")
     for e in r["kept"]:
         what = f"run {_cell(Path(e['path']).name)} of team" if e["kind"] == "run" else "team"
         lines.append(f"{'kept':<12} {what} {_cell(e['team'])}: {_cell(e['why'])}")

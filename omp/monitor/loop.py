@@ -475,6 +475,12 @@ class Monitor:
         except Exception as exc:
             report.diagnostics.append(f"team {t.name}: sweep: {_why(exc)}")
             return
+        try:
+            from omp.monitor import verifying
+
+            actions += verifying.settle_team(t.cfg)  # checks of completions (`--verify`)
+        except Exception as exc:
+            report.diagnostics.append(f"team {t.name}: verify: {_why(exc)}")
         for action in actions:
             ctl.log_event(
                 self.paths, "sweep", now=self.clock(), token=self.token, team=t.name,

@@ -16,7 +16,10 @@ Lines: `{"type": "task"|"message"|"member"|"loop"|"attention", "at": ISO, ...}`,
 line `{"type": "log", "log": <random>, "at": ISO}` that names this log (readers skip it; a cursor
 carries a fingerprint of the first line, see `parse_cursor`):
 
-- task: `taskId, from, to, owner?, result?` (`from` null when the task was created)
+- task: `taskId, from, to, owner?, result?` (`from` null when the task was created),
+  `verify?` (`{status, log, exit?}`: a completion's check started, passed or failed),
+  `commit?`, `commitsAhead?` (a worktree worker's completion)
+- merge: `taskId?, worker, branch, target, status, commit?, conflicts?` (`omp team merge`)
 - message: `id, from, to, event?, taskId?`: messages to or from the leader (no bodies)
 - member: `worker, change` (`joined`, `left`, `removed`, `offline`, `online`), `reason?`
 - loop: `mode, change` (`started`, `ended`)
@@ -67,7 +70,10 @@ def record(team: TeamPaths, *events: dict[str, Any]) -> None:
         pass
 
 
-def task(team: TeamPaths, before: str | None, now: dict[str, Any]) -> None:
+def task(
+    team: TeamPaths, before: str | None, now: dict[str, Any], extra: dict[str, Any] | None = None
+) -> None:
+    """A task moved (`extra`: what else a reader should see of the move, e.g. `verify`)."""
     ev: dict[str, Any] = {
         "type": "task",
         "taskId": now.get("id"),
@@ -78,6 +84,8 @@ def task(team: TeamPaths, before: str | None, now: dict[str, Any]) -> None:
         ev["owner"] = now["owner"]
     if now.get("result") is not None and now.get("status") != before:
         ev["result"] = now["result"]
+    if extra:
+        ev.update(extra)
     record(team, ev)
 
 

@@ -17,6 +17,8 @@ them as they are.
         budget.json .budget.lock             (token budgets crossed: `omp.record.budget`)
         mailbox/<recipient>.jsonl .<recipient>.index.json .<recipient>.nudge.json
         tasks/<id>.json <id>.lock .guard
+        tasks/<id>.verify/verify.json verify.log verify.lock   (a completion's check)
+        merges/<time>-<worker>.log           (`omp team merge`'s check of a merged result)
         conversations/<id>.json .open.json
         workers/<worker>/inbox.md result.md outbox.jsonl .outbox-offset heartbeat.json
             session.json (the agent's own session, from the stop hook) resume.md
@@ -97,7 +99,8 @@ RESUME_INBOX = "resume.md"  # what `omp team resume` tells a restarted worker (f
 
 
 def find_root(cwd: str | os.PathLike[str] | None = None) -> Path:
-    """`OMP_ROOT`, else the nearest ancestor of `cwd` holding `.omp/` or `.git`, else `cwd`."""
+    """`OMP_ROOT`, else the nearest ancestor of `cwd` holding `.omp/` or `.git` (for a worker's
+    git worktree: the project it serves, see `_worker_project`), else `cwd`."""
     env = os.environ.get("OMP_ROOT")
     if env:
         root = Path(env)
@@ -114,8 +117,41 @@ def find_root(cwd: str | os.PathLike[str] | None = None) -> Path:
     start = start.resolve()
     for d in (start, *start.parents):
         if any(os.path.lexists(d / m) for m in ROOT_MARKERS):
-            return d
+            return _worker_project(d) or d
     return start
+
+
+PROJECT_MARK = "omp-project"  # in a worker's worktree's git directory: the project it serves
+_MARK_MAX = 4096
+
+
+def _worker_project(d: Path) -> Path | None:
+    """The project a worker's git worktree at `d` belongs to, or None. Launch writes the
+    project's root into the worktree's own git directory (`.git/worktrees/<name>/omp-project`,
+    which git keeps out of every checkout and removes with the worktree), so omp run inside a
+    worker's worktree without OMP_ROOT (a person who `cd`s there, a shell that dropped it) finds
+    the team's state rather than a state tree of its own. Cheap: two small reads, no git."""
+    dot_git = d / ".git"
+    if os.path.lexists(d / OMP_DIR) or not os.path.isfile(dot_git) or os.path.islink(dot_git):
+        return None
+    try:
+        with open(dot_git, "rb") as f:
+            head = f.read(_MARK_MAX).decode("utf-8", "replace").strip()
+        if not head.startswith("gitdir:"):
+            return None
+        gitdir = Path(head[len("gitdir:") :].strip())
+        gitdir = gitdir if gitdir.is_absolute() else d / gitdir
+        with open(gitdir / PROJECT_MARK, "rb") as f:
+            root = Path(f.read(_MARK_MAX).decode("utf-8", "replace").strip())
+    except OSError:
+        return None
+    if (
+        root.is_absolute()
+        and root.is_dir()
+        and any(os.path.lexists(root / m) for m in ROOT_MARKERS)
+    ):
+        return root
+    return None
 
 
 class StatePaths(NamedTuple):
@@ -438,6 +474,15 @@ class TeamPaths(NamedTuple):
 
     def task_lock(self, task_id: str) -> Path:
         return self.tasks_dir / f"{task_id}{_LOCK}"
+
+    def verify_dir(self, task_id: str) -> Path:
+        """The check of a completion (`--verify`): its state, log and lock, beside the task."""
+        return self.tasks_dir / f"{task_id}.verify"
+
+    @property
+    def merges_dir(self) -> Path:
+        """The logs of `omp team merge`'s checks of merged results."""
+        return self.dir / "merges"
 
     @property
     def tasks_guard(self) -> Path:

@@ -1,4 +1,5 @@
-"""Work: the task store, task conversations and presence (who is there, who is free).
+"""Work: the task store, task conversations and presence (who is there, who is free), and a
+worktree worker's handover (`handover.py`: its work committed).
 
-Imports: record, store and the leaves.
+Imports: record, workspace (git: handover.py alone), store and the leaves.
 """

@@ -1,7 +1,11 @@
 """The task store: `tasks/<id>.json` records, claimed through an O_EXCL `tasks/<id>.lock`.
 
 Statuses move pending -> in_progress -> completed | failed (and, when the worker holding a task
-dies, in_progress -> interrupted). All changes of one team's tasks are serialized by a flock on
+dies, in_progress -> interrupted). A team that verifies completions (`--verify`) puts a check in
+between: a completion becomes `verifying`, and omp alone moves it on, to `completed` when the
+check passes or back to `in_progress` (same claimant, same token) when it fails
+(`omp.monitor.verifying`). A merge conflict re-opens a completed worktree task the same way
+(`reopen`). All changes of one team's tasks are serialized by a flock on
 `tasks/.guard`, so a claim and a transition never interleave; the `.lock` files stay the
 TypeScript tool's visible record of who holds what.
 """
@@ -10,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,7 +26,7 @@ from omp.store import fs, jsonl, locks
 from omp.store.names import task_id as check_task_id
 from omp.store.paths import TeamPaths, task_id_of_lock, task_id_of_record
 
-STATUSES = ("pending", "in_progress", "completed", "failed", "interrupted")
+STATUSES = ("pending", "in_progress", "verifying", "completed", "failed", "interrupted")
 TERMINAL = frozenset({"completed", "failed", "interrupted"})
 OUTBOX_EVENTS = {"completed": "task_complete", "failed": "task_failed"}
 # What transition-task-status may do; pending -> in_progress happens only through a claim,
@@ -236,7 +240,11 @@ def transition(
     to_status: str,
     token: str | None,
     result: str | None = None,
+    amend: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
+    """Move a task as its claimant (or the leader) asks. `amend`, called under the guard once
+    every check passed, may change the task before it is written (a completion that must be
+    verified first becomes `verifying`) and returns what the history line adds, if anything."""
     check_task_id(tid)
     for s in (from_status, to_status):
         if s not in STATUSES:
@@ -257,6 +265,14 @@ def transition(
                 "invalid_transition",
                 f"task {tid}: start a task with claim-task (it returns the claimToken), "
                 "not with transition-task-status",
+            )
+        if from_status == "verifying":
+            raise OmpError(
+                "invalid_transition",
+                f"task {tid} is being verified: omp moves it on by itself, to completed when the "
+                "check passes, or back to in_progress (with mail saying why) when it fails",
+                task_id=tid,
+                status=from_status,
             )
         if to_status not in MOVES.get(from_status, set()):
             allowed = ", ".join(f"{a} -> {b}" for a, bs in MOVES.items() for b in sorted(bs))
@@ -280,15 +296,18 @@ def transition(
                 "returned to you",
             )
         owner = worker or owner
-        outbox = _outbox_path(team, owner) if owner and to_status in OUTBOX_EVENTS else None
         task["status"] = to_status
         if result is not None:
             task["result"] = result
-        if to_status in TERMINAL:
+        extra = amend(task) if amend is not None else None
+        final = task["status"]
+        outbox = _outbox_path(team, owner) if owner and final in OUTBOX_EVENTS else None
+        if final in TERMINAL:
             task["finishedAt"] = clock.iso()
         _write(team, task)
-        history.task(team, from_status, task)  # under the guard: the log keeps the true order
-        if to_status in TERMINAL:
+        # under the guard: the log keeps the true order
+        history.task(team, from_status, task, extra)
+        if final in TERMINAL:
             try:
                 os.unlink(team.task_lock(tid))
             except FileNotFoundError:
@@ -332,6 +351,70 @@ def reclaim(team: TeamPaths, tid: str, worker: str) -> dict[str, Any] | None:
         task["resumedAt"] = clock.iso()
         _write(team, task)
         history.task(team, "interrupted", task)
+    return task
+
+
+def omp_move(
+    team: TeamPaths,
+    tid: str,
+    *,
+    expect: str,
+    to: str,
+    fields: dict[str, Any] | None = None,
+    drop: tuple[str, ...] = (),
+    check: Callable[[dict[str, Any]], bool] | None = None,
+    extra: dict[str, Any] | None = None,
+    amend: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any] | None:
+    """A move omp makes on its own (a check's verdict, a merge conflict re-opening a task):
+    only while the task is still `expect` and `check(task)` holds, else None and nothing is
+    written (it moved meanwhile, or another settler got there first). `fields` are set and
+    `drop` removed first. A task going back to `in_progress` keeps its claimant and token, and
+    its lock file is made again (the TypeScript tool's record of who holds it); a terminal one
+    gets `finishedAt` and loses its lock; a completion is written to the owner's outbox.
+    `amend` changes the task last, under the guard (a check started again records its run)."""
+    check_task_id(tid)
+    with guarded(team):
+        task = read(team, tid)
+        if task is None or task.get("status") != expect or (check and not check(task)):
+            return None
+        owner = task.get("owner") if isinstance(task.get("owner"), str) else None
+        outbox = _outbox_path(team, owner) if owner and to in OUTBOX_EVENTS else None
+        for key in drop:
+            task.pop(key, None)
+        task.update(fields or {})
+        task["status"] = to
+        if amend is not None:
+            amend(task)
+        if to in TERMINAL:
+            task["finishedAt"] = clock.iso()
+        elif to == "in_progress":
+            task.pop("finishedAt", None)
+            if owner:
+                body = jsonl.encode({"owner": owner, "pid": os.getpid(), "claimedAt": clock.iso()})
+                locks.create_exclusive(team.task_lock(tid), body)  # False: it is there already
+        _write(team, task)
+        history.task(team, expect, task, extra)
+        if to in TERMINAL:
+            try:
+                os.unlink(team.task_lock(tid))
+            except FileNotFoundError:
+                pass
+    if outbox is not None:
+        jsonl.append(outbox, _outbox_line(task))
+    return task
+
+
+def annotate(team: TeamPaths, tid: str, fields: dict[str, Any]) -> dict[str, Any] | None:
+    """Add `fields` to a task without moving it (a merge records `mergedAt` and its commit);
+    None when there is no such task."""
+    check_task_id(tid)
+    with guarded(team):
+        task = read(team, tid)
+        if task is None:
+            return None
+        task.update(fields)
+        _write(team, task)
     return task
 
 

@@ -68,6 +68,8 @@ class AddWorkers(Launch):
         tmux_factory: Callable[..., Tmux],
         progress: Progress,
         ready_timeout: float | None = None,
+        workspace: str | None = None,
+        carry_changes: bool = False,
     ) -> None:
         cwd = Path(str(cfg.raw.get("cwd") or cfg.paths.project.root))
         req = LaunchRequest(
@@ -77,6 +79,8 @@ class AddWorkers(Launch):
             name=cfg.name,
             cwd=cwd if cwd.is_dir() else cfg.paths.project.root,
             ready_timeout=ready_timeout,
+            workspace=workspace,
+            carry_changes=carry_changes,
         )
         super().__init__(req, env=env, tmux_factory=tmux_factory, progress=progress)
         self.cfg = cfg
@@ -104,7 +108,30 @@ class AddWorkers(Launch):
                 team=cfg.name,
             )
         # a headless team's workers run nowhere: only the profile's name matters
-        return self.resolve_profile(cfg.paths.project, need_program=bool(cfg.tmux))
+        profile = self.resolve_profile(cfg.paths.project, need_program=bool(cfg.tmux))
+        self._plan_workspace()
+        return profile
+
+    def _plan_workspace(self) -> None:
+        """The newcomers' workspace: --workspace, else the team's, else the project's (a headless
+        team's: shared); their completions are checked as the team's are (its launch's
+        `--verify`), never by a project default the team did not launch with."""
+        from omp.record.workspace import team_verify
+
+        cfg = self.cfg
+        recorded = cfg.raw.get("workspace")
+        kind = recorded.get("kind") if isinstance(recorded, dict) else None
+        if kind is None and not cfg.tmux:
+            kind = "shared"
+        check = team_verify(cfg.raw)
+        self.req.verify = check[0] if check else ""
+        self.req.verify_timeout = check[1] if check else None
+        self.plan_workspace(
+            cfg.paths.project,
+            cfg.name,
+            next_names(cfg, self.req.workers),
+            team_default=kind if isinstance(kind, str) else None,
+        )
 
     def _window(self) -> tuple[Tmux, str, str] | None:
         """(tmux, window, the pane to split) for a team with panes; None for a headless one."""
@@ -145,6 +172,7 @@ class AddWorkers(Launch):
         try:
             return self._add(profile, place)
         except BaseException as exc:
+            self.unwind(exc)
             self._undo(place[0] if place else None)
             if isinstance(exc, OmpError):
                 raise OmpError(
@@ -161,6 +189,7 @@ class AddWorkers(Launch):
         omp = team_command(cfg.raw)
         new = next_names(cfg, req.workers)
         panes: dict[str, str] = {}
+        self.make_worktrees(cfg.name, new)
         if place is not None:
             tmux, window, prev = place
             total = len(cfg.worker_names) + len(new)
@@ -197,6 +226,7 @@ class AddWorkers(Launch):
                     desc = setup.task_description(req.task, i, len(new))
                     tasks.create(team, tid, desc)
                     self.created_tasks.append(tid)
+            self.record_workspace(fresh.raw, entries)
             everyone = [*fresh.worker_names, *new]
             self.state_written = True
             for i, entry in enumerate(entries, start=1):
@@ -208,6 +238,7 @@ class AddWorkers(Launch):
             raw["workerCount"] = len(raw["workers"])
             team_config.write(team, raw)
             self.added = list(new)
+        self.recorded()
         for w in new:
             history.member(team, w, "joined")
         if place is not None:
@@ -221,10 +252,12 @@ class AddWorkers(Launch):
                 for e in entries
             ],
             "members": everyone,
+            "workspace": self.workspace_summary(),
         }
 
     def _undo(self, tmux: Tmux | None) -> None:
         self.end_created(tmux, self.cfg.paths)
+        self.remove_worktrees(self.cfg.paths)
         if not self.state_written:
             return
         team = self.cfg.paths
@@ -252,6 +285,8 @@ def add_workers(
     env: Mapping[str, str] | None = None,
     tmux_factory: Callable[..., Tmux] | None = None,
     progress: Progress | None = None,
+    workspace: str | None = None,
+    carry_changes: bool = False,
 ) -> dict[str, Any]:
     if tmux_factory is None:
         from omp.tmux import Tmux
@@ -268,6 +303,8 @@ def add_workers(
         tmux_factory=tmux_factory,
         progress=progress or (lambda _msg: None),
         ready_timeout=ready_timeout,
+        workspace=workspace,
+        carry_changes=carry_changes,
     ).run()
     if cfg.tmux:
         _ensure_monitor(cfg.paths.project.root)

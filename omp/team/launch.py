@@ -32,6 +32,8 @@ from omp.team import setup
 
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
+    from omp.record.workspace import Worktree
+    from omp.team.worktrees import Plan
     from omp.tmux import PaneState, Tmux
 
 MAX_WORKERS = team_config.MAX_WORKERS
@@ -53,6 +55,11 @@ class LaunchRequest:
     budget_tokens: int | None = None  # the workers together (`omp.record.budget`)
     worker_budget: int | None = None  # each worker
     notify: str | None = None  # the team's notify command (`omp.notify`), or `tmux`
+    workspace: str | None = None  # worktree | shared; None: the project's default
+    carry_changes: bool = False  # apply the leader's uncommitted diff to each new worktree
+    verify: str | None = None  # the check of every completion; None: the project's, "": none
+    verify_timeout: float | None = None  # None: the project's (default 15 min)
+    worktrees_under: Path | None = None  # where worktrees go (`omp demo`); None: the default
 
 
 def parse_spec(spec: str) -> tuple[int, str | None]:
@@ -137,6 +144,14 @@ class Launch:
         # What each pane was started with, recorded per worker for `omp team resume`.
         self.started: dict[str, dict[str, Any]] = {}
         self.trigger_file: Callable[[TeamPaths, str], Path] = TeamPaths.inbox
+        # Workers' worktrees (omp.team.worktrees): the plan, an earlier run's leftovers with
+        # nothing at risk, the worktrees made (provisional in `stack` until the config that
+        # records them is written), and those recorded (a later failure removes them).
+        self.plan: Plan | None = None
+        self.leftovers: list[tuple[Path, str]] = []
+        self.stack = contextlib.ExitStack()
+        self.made: dict[str, Worktree] = {}
+        self.worktrees: dict[str, Worktree] = {}
 
     # ---- checks that touch nothing --------------------------------------------------------
 
@@ -171,7 +186,105 @@ class Launch:
             raise OmpError(
                 "tmux_not_found", "tmux is not installed; install it (apt-get install tmux)"
             )
+        self.plan_workspace(project, team.name, [f"worker-{i}" for i in range(1, req.workers + 1)])
         return project, team, profile
+
+    # ---- workers' worktrees (omp.team.worktrees): what launch and add-worker both do ------
+
+    def plan_workspace(
+        self,
+        project: StatePaths,
+        team: str,
+        workers: list[str],
+        team_default: str | None = None,
+    ) -> None:
+        """Decide the new workers' workspace and check an earlier run's worktrees (touches
+        nothing)."""
+        from omp.team import worktrees
+
+        req = self.req
+        self.plan = worktrees.plan(
+            project,
+            req.cwd,
+            requested=req.workspace,
+            team_default=team_default,
+            carry=req.carry_changes,
+            verify=req.verify,
+            verify_timeout=req.verify_timeout,
+            under=req.worktrees_under,
+        )
+        self.leftovers = worktrees.check_leftovers(self.plan, team, workers)
+
+    def make_worktrees(self, team: str, workers: list[str]) -> dict[str, Worktree]:
+        """The new workers' worktrees, provisional until `recorded` (their config is written);
+        `unwind` rolls them back."""
+        from omp.team import worktrees
+
+        if self.plan is None or not self.plan.worktree:
+            return {}
+        worktrees.clear_leftovers(self.plan, self.leftovers)
+        self.leftovers = []
+        root = find_root(self.req.cwd)
+        self.made = worktrees.provision(self.stack, self.plan, team, workers, root)
+        if self.made:
+            where = os.path.commonpath([os.path.dirname(w.path) for w in self.made.values()])
+            self.progress(f"{len(self.made)} worktree(s) of {self.plan.top} made under {where}")
+        return self.made
+
+    def record_workspace(self, raw: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+        """The workspace (and the team's check) into the config about to be written."""
+        from omp.team import worktrees
+
+        if self.plan is None:
+            return
+        if "workspace" not in raw:
+            raw["workspace"] = self.plan.team_json()
+        check = self.plan.verify_json()
+        if check is not None and "verify" not in raw:
+            raw["verify"] = check
+        for w in entries:
+            w["workspace"] = worktrees.entry_json(self.made, w["name"])
+
+    def recorded(self) -> None:
+        """The config records the worktrees: no longer provisional; a later failure of this
+        attempt removes them only where nothing would be lost (`remove_worktrees`)."""
+        self.stack.close()
+        self.worktrees, self.made = self.made, {}
+
+    def unwind(self, exc: BaseException) -> None:
+        """A failure before the config was written: the provisional worktrees go."""
+        with contextlib.suppress(Exception):
+            self.stack.__exit__(type(exc), exc, exc.__traceback__)
+        self.made = {}
+
+    def remove_worktrees(self, team: TeamPaths) -> None:
+        """Remove the worktrees this attempt made and recorded, each only if nothing in it
+        would be lost (an agent that got its task before the failure may have started)."""
+        if not self.worktrees:
+            return
+        from omp.team import worktrees
+
+        with contextlib.suppress(Exception):
+            worktrees.remove_safely(team.project.root, list(self.worktrees.items()))
+        self.worktrees = {}
+
+    def workspace_summary(self) -> dict[str, Any]:
+        """What a launch or add-worker result says of the workspace."""
+        p = self.plan
+        if p is None:
+            return {"kind": "shared"}
+        out: dict[str, Any] = {"kind": p.kind}
+        if p.worktree:
+            tracked, untracked = p.uncommitted
+            out.update(
+                base=p.base,
+                repo=str(p.top),
+                uncommitted={"tracked": tracked, "untracked": untracked},
+                carried=p.carry,
+            )
+        if p.verify is not None:
+            out["verify"] = p.verify_json()
+        return out
 
     def resolve_profile(self, project: StatePaths, *, need_program: bool = True) -> AgentProfile:
         """The requested agent's profile, its program on PATH (checked, nothing touched)."""
@@ -216,6 +329,7 @@ class Launch:
         try:
             return self._launch(tmux, project, team, profile, inside, sess)
         except BaseException as exc:
+            self.unwind(exc)
             self._rollback(tmux, team)
             if isinstance(exc, OmpError):
                 raise OmpError(
@@ -290,6 +404,7 @@ class Launch:
             created_session = True
             leader_agent = self.req.leader_agent
         self.progress(f"starting {req.workers} {profile.name} worker(s) for team {team.name}")
+        self.make_worktrees(team.name, worker_names)
         prev = leader
         panes: dict[str, str] = {}
         # The leader on the left, the workers stacked beside it; a big team tiles instead.
@@ -324,7 +439,9 @@ class Launch:
         for w in raw["workers"]:
             w["paneId"] = panes[w["name"]]
             w.update(self.started[w["name"]])
+        self.record_workspace(raw, raw["workers"])
         self._write_state(team, raw, worker_names)
+        self.recorded()
         self.wait_and_trigger(tmux, team, profile, panes)
         attach = _attach_hint(ident.socket_path, self.req.socket, sess, inside)
         return {
@@ -339,6 +456,7 @@ class Launch:
             ],
             "config": str(team.config),
             "attach": attach,
+            "workspace": self.workspace_summary(),
         }
 
     # ---- one worker: what launch and add-worker (omp.team.grow) both do -------------------
@@ -357,8 +475,9 @@ class Launch:
         command: Sequence[str] | None = None,
         cwd: Path | None = None,
     ) -> str:
-        """Split a worker's pane off `after`, its agent started with the worker's identity
-        (`command` and `cwd`: a resume's, else the profile's command in the launch directory)."""
+        """Split a worker's pane off `after`, its agent started with the worker's identity, in
+        its worktree when it has one (OMP_ROOT still names the project: its state is there);
+        `command` and `cwd`: a resume's, else the profile's command."""
         env = worker_env(
             self.env,
             profile,
@@ -369,7 +488,15 @@ class Launch:
             omp=omp,
         )
         if command is None:
-            command = self.agent_command(profile, team, omp)
+            # The agent may run the omp it is told to run, wherever that is installed; a worker
+            # in a worktree outside the project may also use the project (its inbox is there).
+            dirs: list[str] = []
+            worktree = self.made.get(w)
+            if worktree is not None and self.plan is not None and cwd is None:
+                from omp.team.worktrees import pane_cwd
+
+                cwd, dirs = Path(pane_cwd(self.plan, worktree)), [str(team.project.root)]
+            command = self.agent_command(profile, team, omp, dirs)
         self.started[w] = {
             "agent": profile.name,
             "command": list(command),
@@ -395,20 +522,27 @@ class Launch:
         return pane
 
     @staticmethod
-    def agent_command(profile: AgentProfile, team: TeamPaths, omp: str) -> list[str]:
+    def agent_command(
+        profile: AgentProfile, team: TeamPaths, omp: str, dirs: Sequence[str] = ()
+    ) -> list[str]:
         """A new worker's command line: the profile's, granted the directory of the omp it
-        runs, with omp's hook handed over where the CLI takes it (`omp.stophook.workers`)."""
+        runs and `dirs`, with omp's hook handed over where the CLI takes it
+        (`omp.stophook.workers`)."""
         from omp.agents import agent_argv
         from omp.stophook.workers import hook_args
 
         words = shlex.split(omp)
         program = os.path.basename(profile.program)
-        return [*agent_argv(profile, words), *hook_args(program, team.project, omp)]
+        return [*agent_argv(profile, words, dirs), *hook_args(program, team.project, omp)]
 
     def write_inbox(
         self, team: TeamPaths, w: dict[str, Any], description: str, teammates: list[str], omp: str
     ) -> None:
+        from omp.record.workspace import worktree_of
+
         team.ensure_in(team.worker_dir(w["name"]))
+        wt = worktree_of(w)
+        check = self.plan.verify if self.plan is not None else None
         text = bootstrap.inbox_markdown(
             team=team.name,
             worker=w["name"],
@@ -417,6 +551,8 @@ class Launch:
             teammates=teammates,
             result_path=team.result(w["name"]),
             omp=omp,
+            worktree=(wt.path, wt.branch) if wt is not None else None,
+            verify=check[0] if check else None,
         )
         fs.write_atomic(team.inbox(w["name"]), text.encode())
 
@@ -537,6 +673,7 @@ class Launch:
                 tmux.kill_session(self.created_session)
             except Exception:
                 pass
+        self.remove_worktrees(team)
         if not self.state_written:
             return
         try:

@@ -145,6 +145,8 @@ def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[st
                     "removedAt": clock.iso(now),
                     "paneId": entry.get("paneId"),
                     "launchToken": entry.get("launchToken") or raw.get("launchToken"),
+                    # its branch stays, for `omp team merge` (and delete's safety check)
+                    **({"workspace": entry["workspace"]} if "workspace" in entry else {}),
                 }
             )
             raw["removedWorkers"] = gone
@@ -157,6 +159,7 @@ def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[st
         actions += _cancel_emitted(cfg, name, now)
     if removed_now:
         history.member(team, name, "removed")
+    tree = _drop_worktree(cfg, name) if removed_now else None
     return {
         "ok": True,
         "team": cfg.name,
@@ -168,7 +171,22 @@ def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[st
         "interrupted": [a for a in actions if a.get("action") == "interrupted"],
         "cancelled": [a for a in actions if a.get("action") == "cancelled"],
         "workers": [w["name"] for w in raw["workers"] if isinstance(w, dict)],
+        "worktree": tree,
     }
+
+
+def _drop_worktree(cfg: TeamConfig, name: str) -> dict[str, Any] | None:
+    """A removed worker's worktree goes when it holds nothing uncommitted; its branch always
+    stays (merge it, or delete the team once it is merged)."""
+    from omp.record.workspace import worktree_of
+    from omp.team import worktrees
+
+    gone = [g for g in cfg.raw.get("removedWorkers") or [] if isinstance(g, dict)]
+    wt = worktree_of(next((g for g in reversed(gone) if g.get("name") == name), None))
+    if wt is None:
+        return None
+    rows = worktrees.remove_safely(cfg.paths.project.root, [(name, wt)], keep_branch=True)
+    return rows[0]._asdict() if rows else None
 
 
 def _cancel_emitted(cfg: TeamConfig, name: str, now: float) -> list[dict[str, Any]]:

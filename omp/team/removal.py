@@ -328,6 +328,7 @@ def delete(
     lost = unread_mail(team)
     if lost and not force:
         raise _unread_error(name, lost)
+    gone = _worktrees_first(cfg, force=force)
     ended = _end_leftovers(team)
     finished = finish_tombstones(project, remove=remove)
     size = tree_bytes(team.dir)
@@ -340,6 +341,7 @@ def delete(
         "finished": finished,
         "endedProcesses": ended.found,
         **({"processesLeft": ended.left} if ended.left else {}),
+        "worktrees": gone,
     }
 
 
@@ -348,6 +350,32 @@ def _end_leftovers(team: TeamPaths) -> procs.Ended:
     from omp.team.shutdown import team_match
 
     return procs.terminate(procs.collect([], team_match(team)))
+
+
+def _worktrees_first(
+    cfg: team_config.TeamConfig, *, force: bool, dry_run: bool = False
+) -> list[dict[str, Any]]:
+    """Remove the team's worktrees and branches before its directory (which records them):
+    only when each is merged (or has no commits) and clean; else `unmerged_work`, naming what
+    would be lost, unless `force`, which removes them and lists what was thrown away."""
+    from omp.record.workspace import worktrees as recorded
+    from omp.team import worktrees
+
+    items = [(w, wt) for w, wt, _gone in recorded(cfg.raw)]
+    if not items:
+        return []
+    root = cfg.paths.project.root
+    if not force:
+        kept = [r for r in worktrees.remove_safely(root, items, dry_run=True) if r.why]
+        if kept:
+            raise worktrees.at_risk_error(cfg.name, kept, "deleting")
+    if dry_run:
+        return [r._asdict() for r in worktrees.remove_safely(root, items, dry_run=True)]
+    done = worktrees.remove_safely(root, items, force=force)
+    kept = [r for r in done if not r.removed]
+    if kept:
+        raise worktrees.at_risk_error(cfg.name, kept, "deleting")
+    return [r._asdict() for r in done]
 
 
 # ---- prune ------------------------------------------------------------------------------------
@@ -392,6 +420,7 @@ def prune(
     unless `force`. Returns what was removed (or would be, with `dry_run`) and what was kept."""
     t = clock.now() if now is None else now
     removed = finish_tombstones(project, remove=remove, dry_run=dry_run)
+    forgotten = [] if dry_run else _forget_vanished(project)
     kept: list[dict[str, Any]] = []
     for name in team_config.list_teams(project):
         team = project.team(name)
@@ -433,7 +462,22 @@ def prune(
         "removed": removed,
         "kept": kept,
         "bytes": sum(int(e["bytes"]) for e in removed),
+        "worktreesForgotten": forgotten,
     }
+
+
+def _forget_vanished(project: StatePaths) -> list[str]:
+    """Worktrees whose directory vanished are dropped from git's list (their branches stay: a
+    branch is work), and provisional ones a crashed launch left are rolled back."""
+    from omp.workspace import create, remove, repo
+
+    if not repo.has_commit(project.root):
+        return []
+    try:
+        rolled = [str(w.path) for w in create.recover_unfinished(project.root)]
+        return rolled + [str(p) for p in remove.prune(project.root)]
+    except OmpError:
+        return []
 
 
 def _prune_team(
@@ -466,6 +510,15 @@ def _prune_team(
         entry["unread"] = lost
         entry["why"] = f"unread mail ({_lost_text(lost)}); --force loses it"
         return entry, entry["why"]
+    try:
+        trees = _worktrees_first(cfg, force=force, dry_run=dry_run)
+    except OmpError as err:
+        entry["why"] = f"{err.message}"
+        if err.detail.get("worktrees"):
+            entry["worktrees"] = err.detail["worktrees"]
+        return entry, entry["why"]
+    if trees:
+        entry["worktrees"] = trees
     if not dry_run:
         _end_leftovers(team)
         try:

@@ -90,7 +90,19 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
     fs.write_json_atomic(team.shutdown, record)
     for w in cfg.worker_names:
         history.member(team, w, "left", "team shut down")
-    return {"ok": True, "team": cfg.name, **record, "skipped": skipped, **_left(ended)}
+    from omp.record.workspace import worktrees
+
+    # Worktrees and branches are work: they stay for `omp team merge` (delete or prune removes
+    # them once merged).
+    kept = [{"worker": w, "path": wt.path, "branch": wt.branch} for w, wt, _ in worktrees(cfg.raw)]
+    return {
+        "ok": True,
+        "team": cfg.name,
+        **record,
+        "skipped": skipped,
+        "worktrees": kept,
+        **_left(ended),
+    }
 
 
 def _left(ended: procs.Ended) -> dict[str, Any]:

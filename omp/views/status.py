@@ -59,6 +59,7 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
     shut = os.path.lexists(team.shutdown)
     needs = {} if shut else _needs_you(cfg)
     workers = []
+    branches = _branches(cfg)
     for w in cfg.worker_names:
         view = views[w]
         info = cfg.worker(w) or {}
@@ -78,6 +79,7 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
                 "usage": spent.get(w),
                 # what only a person can answer now (`omp.monitor.attention`), or None
                 "needsYou": needs.get(w) if view.state in ("alive", "unknown") else None,
+                "workspace": branches.get(w) or _shared(info),
             }
         )
     shutdown = (
@@ -101,6 +103,7 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
                 "owner": t.get("owner"),
                 "result": t.get("result"),
                 "description": t.get("description"),
+                **task_work(t),
             }
             for t in task_list
         ]
@@ -126,6 +129,42 @@ def _needs_you(cfg: TeamConfig) -> dict[str, dict[str, Any]]:
 
 def resume_command(cfg: TeamConfig) -> str:
     return f"{team_command(cfg.raw)} team resume {cfg.name}"
+
+
+def _branches(cfg: TeamConfig) -> dict[str, dict[str, Any]]:
+    """Each worktree worker's branch (omp.views.worktrees; git runs only for such a team)."""
+    if not any(
+        isinstance(w.get("workspace"), dict) and w["workspace"].get("kind") == "worktree"
+        for w in cfg.workers
+    ):
+        return {}
+    from omp.views import worktrees
+
+    try:
+        return worktrees.rows(cfg, removed=False)
+    except OmpError as exc:  # git missing: the rows say so, status still answers
+        return {w: {"worker": w, "error": exc.message} for w in cfg.worker_names}
+
+
+def _shared(info: dict[str, Any]) -> dict[str, Any] | None:
+    ws = info.get("workspace")
+    return ws if isinstance(ws, dict) else None
+
+
+def task_work(t: dict[str, Any]) -> dict[str, Any]:
+    """What a task's row shows of its check (`verify`: status, exit, log), its committed work
+    (`work`: commit, commits ahead) and its merge (`mergedAt`, `mergedCommit`)."""
+    out: dict[str, Any] = {}
+    v = t.get("verify")
+    if isinstance(v, dict):
+        out["verify"] = {k: v.get(k) for k in ("status", "exit", "log", "command", "attempt")}
+    w = t.get("work")
+    if isinstance(w, dict):
+        out["work"] = {k: w.get(k) for k in ("branch", "commit", "commitsAhead", "stat")}
+    for key in ("mergedAt", "mergedCommit", "mergedInto"):
+        if t.get(key) is not None:
+            out[key] = t[key]
+    return out
 
 
 def _not_running(cfg: TeamConfig, views: dict[str, PaneView], shut: bool) -> str | None:
@@ -212,13 +251,16 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
     views = pane_views(cfg)
     task_list = tasks.read_all(team)
     by_id = {t.get("id"): t for t in task_list}
+    branches = _branches(cfg)
     out = []
     for w in cfg.worker_names:
         info = cfg.worker(w) or {}
         task = by_id.get(info.get("taskId")) or {}
         result_md = _result_text(team, w)
         tstatus = task.get("status")
-        if tstatus == "completed" or (result_md and tstatus not in ("failed", "interrupted")):
+        if tstatus == "verifying":
+            outcome = "verifying"  # done by the worker, its check still running
+        elif tstatus == "completed" or (result_md and tstatus not in ("failed", "interrupted")):
             outcome = "done"
         elif tstatus in ("failed", "interrupted"):
             outcome = tstatus
@@ -235,6 +277,8 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
                 "result": task.get("result"),
                 "resultFile": str(team.result(w)) if result_md else None,
                 "resultMarkdown": result_md,
+                **task_work(task),
+                "workspace": branches.get(w) or _shared(info),
             }
         )
     done = sum(1 for x in out if x["outcome"] == "done")

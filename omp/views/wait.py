@@ -17,10 +17,11 @@ instead of with the moment the wait began. A cursor of another team or of an ear
 relaunch, a team deleted and made again) is refused (`invalid_cursor`): its snapshot would hide
 the new run's moves. So a task that moved between two waits is reported by the second, once; a
 leader that polls with several shells gets consistent answers from each; and wait stays
-read-only. (Task statuses only move forward, pending -> in_progress -> terminal, so a snapshot is
-enough: no move can hide by returning.) The snapshot may end in `,@N`, the number of the last
-"needs you" episode reported (episodes are numbered per run, like the tasks): an episode still
-open is reported once, not by every wait after it.
+read-only. (Task statuses move forward, pending -> in_progress -> terminal, so a snapshot is
+enough; the two ways back, a failed check of a completion, verifying -> in_progress, and a merge
+conflict, completed -> in_progress, are the worker's to act on, not the leader's.) The snapshot
+may end in `,@N`, the number of the last "needs you" episode reported (episodes are numbered per
+run, like the tasks): an episode still open is reported once, not by every wait after it.
 
 Cheap and read-only: every `poll` seconds (0.2 s) it `lstat`s five things (the leader's mailbox,
 the tasks directory, `shutdown.json`, the config, `attention.json`) and reads mail and tasks only
@@ -67,7 +68,14 @@ DEFAULT_TIMEOUT = 600.0
 POLL_SECONDS = 0.2
 _RACY = 1.5  # seconds: an mtime this recent may hide a second change in the same tick
 # One letter per known status in a cursor; an unknown status (another tool's) is spelled out.
-_CODES = {"pending": "p", "in_progress": "i", "completed": "c", "failed": "f", "interrupted": "x"}
+_CODES = {
+    "pending": "p",
+    "in_progress": "i",
+    "verifying": "v",
+    "completed": "c",
+    "failed": "f",
+    "interrupted": "x",
+}
 _STATUS = {v: k for k, v in _CODES.items()}
 EMPTY_CURSOR = "-"  # a team with no tasks
 
@@ -285,6 +293,7 @@ def _look(
             "to": t.get("status"),
             "owner": t.get("owner"),
             "result": t.get("result"),
+            **_check(t),
         }
         for tid, t in now_tasks.items()
         if t.get("status") != before.get(tid)
@@ -344,6 +353,17 @@ def _budget_attention(msg: dict[str, Any]) -> dict[str, Any]:
     else:
         entry["what"] = f"the team's token budget is crossed ({amount})"
     return {**entry, "since": crossing.get("at"), "budget": crossing, "messageId": msg.get("id")}
+
+
+def _check(t: dict[str, Any]) -> dict[str, Any]:
+    """A moved task's check (`verify`: status, exit, log) and merge conflict, when it has one."""
+    out: dict[str, Any] = {}
+    v = t.get("verify")
+    if isinstance(v, dict):
+        out["verify"] = {k: v.get(k) for k in ("status", "exit", "log")}
+    if isinstance(t.get("mergeConflict"), dict) and t.get("status") == "in_progress":
+        out["mergeConflict"] = t["mergeConflict"]
+    return out
 
 
 def _finish(

@@ -8,7 +8,8 @@ stable codes (`git_not_found`, `git_failed`, `git_too_old`, `not_a_git_repo`, `i
 `unknown_revision`, `worktree_exists`, `carry_failed`, `unsafe_path`, `leader_dirty`,
 `detached_head`, `unmerged_work`, `branch_checked_out`).
 
-How the team commands use it:
+How the team commands use it (the callers: `omp.team.worktrees`, `omp.tasks.handover`,
+`omp.monitor.verifying`, `omp.views.worktrees`, `omp.team.merging`; docs/worktrees.md):
 
 - `launch` / `add-worker` (`--workspace worktree|shared`):
   `repo.has_commit(root)` picks the default; `repo.head(root)` is the team's base;
@@ -44,10 +45,13 @@ How the team commands use it:
   `files`) unless forced, and returns what was lost; `remove.prune(root)` forgets worktrees
   whose directory vanished.
 
-Where worktrees live: `create.worktrees_dir(root)`, `<project>/.omp/worktrees/<team>/<worker>`
-(ignored by git, ruff, ripgrep and default pytest; not by vitest, jest or a pytest with its own
-`norecursedirs`); `create.outside_worktrees_dir(root)` is the alternative outside the project
-(`worktree_dir(..., under=...)`). See those functions for why.
+Where worktrees live: `create.worktree_dir(root, team, worker)`, by default under
+`create.outside_worktrees_dir(root)` = `$XDG_STATE_HOME/omp/worktrees/<project>-<hash>/<team>/
+<worker>` (`~/.local/state` without XDG_STATE_HOME): outside the project, because jest and
+vitest sweep dot-directories and a project's own pytest `norecursedirs` can collect
+`.omp/worktrees`, so every worker's copy of the tests would run from the project root.
+`create.worktrees_dir(root)` (`<project>/.omp/worktrees`, ignored by git, ruff, ripgrep and
+default pytest) is the alternative, by `worktree_dir(..., under=...)`. See those functions.
 
 Modules: `git` (runner, environment, version), `repo` (facts: top, HEAD, branch, worktrees,
 uncommitted changes, commits), `create`, `review`, `verify`, `merge`, `remove`, `proc` (a pid

@@ -23,7 +23,7 @@ from omp.errors import OmpError
 from omp.store.names import team_name, worker_name
 from omp.store.paths import StatePaths
 from omp.workspace import proc
-from omp.workspace.git import git, nul_fields
+from omp.workspace.git import abspath, git, nul_fields
 from omp.workspace.repo import (
     HEADS,
     branch_exists,
@@ -51,19 +51,20 @@ def branch_name(team: str, worker: str) -> str:
 
 
 def worktrees_dir(root: Path) -> Path:
-    """Where workers' worktrees live: `<project>/.omp/worktrees/`. Inside the project (deleted
-    with it, on its file system, beside its state), and ignored: `.omp/` holds a `.gitignore` of
-    `*`, and so does this directory (for a `.omp/` omp did not create). `git status`, ruff
-    and ripgrep honour the `.gitignore`; pytest skips dot-directories by default. Tools that
-    do neither still see it: pytest with a project's own `norecursedirs`, vitest and jest (see
-    `outside_worktrees_dir` for the alternative)."""
+    """The alternative place for worktrees, inside the project: `<project>/.omp/worktrees/`
+    (deleted with it, on its file system, beside its state), and ignored: `.omp/` holds a
+    `.gitignore` of `*`, and so does this directory (for a `.omp/` omp did not create). `git
+    status`, ruff and ripgrep honour the `.gitignore`; pytest skips dot-directories by default.
+    Tools that do neither still see it: pytest with a project's own `norecursedirs`, vitest and
+    jest, which would collect every worker's copy of the tests. Hence the default is
+    `outside_worktrees_dir`."""
     return root / OMP_DIR / WORKTREES
 
 
 def outside_worktrees_dir(root: Path, env: Mapping[str, str] | None = None) -> Path:
-    """The alternative: outside the project, where no tool run from its root can see them,
-    `$XDG_STATE_HOME/omp/worktrees/<project name>-<hash of its path>/` (default
-    `~/.local/state`). Not a cache directory: a worktree holds uncommitted work."""
+    """Where workers' worktrees live by default: outside the project, where no tool run from
+    its root can see them, `$XDG_STATE_HOME/omp/worktrees/<project name>-<hash of its path>/`
+    (default `~/.local/state`). Not a cache directory: a worktree holds uncommitted work."""
     src = os.environ if env is None else env
     state = src.get("XDG_STATE_HOME") or os.path.join(src.get("HOME") or "~", ".local", "state")
     real = os.path.realpath(root)
@@ -73,8 +74,8 @@ def outside_worktrees_dir(root: Path, env: Mapping[str, str] | None = None) -> P
 
 
 def worktree_dir(root: Path, team: str, worker: str, *, under: Path | None = None) -> Path:
-    """`<worktrees dir>/<team>/<worker>`; `under` replaces `worktrees_dir(root)`."""
-    return (under or worktrees_dir(root)) / team_name(team) / worker_name(worker)
+    """`<worktrees dir>/<team>/<worker>`: under `outside_worktrees_dir(root)`, or `under`."""
+    return (under or outside_worktrees_dir(root)) / team_name(team) / worker_name(worker)
 
 
 IGNORE_ALL = b"# omp: nothing in here belongs in the repository\n*\n"
@@ -357,6 +358,16 @@ def _locked_by(top: Path, path: Path, reason: str) -> bool:
             e.path.resolve() == path.resolve() and e.locked == reason for e in worktrees(top)
         )
     return False
+
+
+def mark_project(worktree: Path, root: Path) -> None:
+    """Write `root` into the worktree's own git directory (`omp.store.paths.PROJECT_MARK`),
+    where omp run inside the worktree finds the project it works for. Never in the checkout:
+    nothing of it can be committed; git removes it with the worktree."""
+    from omp.store.paths import PROJECT_MARK
+
+    gitdir = abspath(worktree, git(worktree, "rev-parse", "--git-dir").text)
+    (gitdir / PROJECT_MARK).write_text(str(root) + "\n", encoding="utf-8")
 
 
 def finalize(wt: Worktree) -> None:

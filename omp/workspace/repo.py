@@ -80,6 +80,12 @@ def is_ancestor(path: str | os.PathLike[str], older: str, newer: str) -> bool:
     return res.rc == 0
 
 
+def merge_base(path: str | os.PathLike[str], a: str, b: str) -> str | None:
+    """The best common ancestor of `a` and `b`, or None when they share no history."""
+    res = git(path, "merge-base", "--end-of-options", a, b, ok=(0, 1))
+    return res.text if res.rc == 0 and res.text else None
+
+
 class WorktreeEntry(NamedTuple):
     """One block of `git worktree list --porcelain -z`."""
 

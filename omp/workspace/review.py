@@ -8,7 +8,15 @@ from pathlib import Path
 from typing import NamedTuple
 
 from omp.workspace.git import git, nul_fields
-from omp.workspace.repo import Commit, changes, commits, head, is_ancestor, resolve
+from omp.workspace.repo import (
+    Commit,
+    changes,
+    commits,
+    head,
+    is_ancestor,
+    merge_base,
+    resolve,
+)
 
 _DIFF = ("--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/")
 
@@ -102,6 +110,18 @@ def inspect_branch(
     dirty = changes(worktree).paths if worktree is not None and worktree.is_dir() else []
     merged = merged_into(repo, tip, target) if target is not None else None
     return BranchReport(branch, base, tip, ahead, changed, diffstat(changed), dirty, merged)
+
+
+def since(repo: str | os.PathLike[str], base: str, tip: str, target: str | None) -> str:
+    """Where a worker's own work starts: its recorded `base`, or, once it rebased onto `target`
+    (after a merge conflict, say), the point where it left `target`, so the work of others
+    merged in meanwhile is not counted as its own. A branch already in `target` keeps `base`."""
+    if target is None or resolve(repo, target) is None:
+        return base
+    mb = merge_base(repo, tip, target)
+    if mb is None or mb in (base, tip) or not is_ancestor(repo, base, mb):
+        return base
+    return mb
 
 
 def worktree_head(worktree: Path) -> str | None:

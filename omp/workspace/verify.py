@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -52,6 +52,7 @@ class VerifyStatus(NamedTuple):
     finished_at: float | None
     attempt: int  # 1 for the first run of this directory, +1 for each `start` after it
     log: Path
+    run: str = ""  # this run's id: a caller tells its own run from a later one by it
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +65,7 @@ class VerifyStatus(NamedTuple):
             "finishedAt": self.finished_at,
             "attempt": self.attempt,
             "log": str(self.log),
+            "run": self.run,
         }
 
 
@@ -185,6 +187,7 @@ def _status_of(run_dir: Path, state: dict[str, Any], status: str) -> VerifyStatu
         finished_at=state.get("finishedAt"),
         attempt=int(state.get("attempt", 1)),
         log=run_dir / LOG,
+        run=str(state.get("run", "")),
     )
 
 
@@ -232,10 +235,16 @@ def start(
     *,
     restart: bool = False,
     grace: float = KILL_GRACE,
+    then: Sequence[str] = (),
+    then_env: Mapping[str, str] | None = None,
 ) -> VerifyStatus:
     """Start `command` in `cwd` in the background; its state and log live in `run_dir`
     (created). A run still going is returned as it is unless `restart`; an earlier run's
-    leftovers are stopped first. Returns at once (the supervisor starts on its own)."""
+    leftovers are stopped first. Returns at once (the supervisor starts on its own).
+
+    `then` (an argv, with `then_env` added to its environment) is run by the supervisor once
+    the outcome is written, so whoever waits for the verdict hears of it at once instead of at
+    its next poll; it is best-effort (bounded in time, its failure changes no outcome)."""
     base = run_dir.parent
     while not base.is_dir():
         base = base.parent
@@ -258,6 +267,9 @@ def start(
             "exit": None,
             "attempt": int(old.get("attempt", 0)) + 1,
         }
+        if then:
+            state["then"] = list(then)
+            state["thenEnv"] = dict(then_env or {})
         fs.write_json_atomic(run_dir / STATE, state)
         fd = fs.open_file(run_dir / LOG, os.O_WRONLY | os.O_TRUNC | os.O_APPEND, create=True)
     try:
@@ -313,8 +325,33 @@ def _supervise(run_dir: Path, run_id: str) -> int:
         status, rc = "failed", None
     finally:
         os.close(fd)
-    _update(run_dir, run_id, status=status, exit=rc, finishedAt=time.time())
+    done = _update(run_dir, run_id, status=status, exit=rc, finishedAt=time.time())
+    _then(done)
     return 0
+
+
+THEN_TIMEOUT = 120.0  # seconds the `then` command may take
+
+
+def _then(state: dict[str, Any] | None) -> None:
+    """Run the state's `then` command (see `start`), if it has one and is still this run's."""
+    argv = state.get("then") if state else None
+    if not state or not isinstance(argv, list) or not argv:
+        return
+    env = dict(os.environ)
+    extra = state.get("thenEnv")
+    if isinstance(extra, dict):
+        env.update({str(k): str(v) for k, v in extra.items()})
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            [str(a) for a in argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,  # the log holds the command's output, nothing else
+            stderr=subprocess.DEVNULL,
+            env=env,
+            timeout=THEN_TIMEOUT,
+            check=False,
+        )
 
 
 def tail(log: Path, lines: int = 40, *, max_bytes: int = 64 * 1024) -> str:

@@ -31,6 +31,9 @@ NUDGE = re.compile(r"You have \d+ new message\(s\)\. Read them: (.+?)\s*$", re.M
 # printed (a bare `omp`, an absolute path, or `python -m omp`).
 API_LINE = re.compile(r"^\s*(?P<cmd>\S.*? team api (?P<op>[a-z-]+) --input '(?P<arg>\{.*?\})'.*)$")
 RESULT_FILE = re.compile(r"Write your full result to (\S+)")
+# A worker in a worktree: where it works, and the line that commits its work there.
+WORKTREE = re.compile(r"^You work in (.+?), your own git worktree on branch (\S+) ", re.M)
+COMMIT_LINE = re.compile(r'^\s*(git -C .+ commit -m )"<what you did>"\s*$', re.M)
 CLAIMED = '"claimToken":"'  # in claim-task's output (the inbox only names the placeholder)
 # Copilot and pi: `bash` {command}; Codex: `exec_command` {cmd}; Gemini: `run_shell_command`
 # {command}; Claude Code: `Bash` {command, description}.
@@ -71,6 +74,8 @@ class Inbox:
 
     commands: dict[str, ApiCommand]
     result_file: str | None
+    worktree: str | None = None  # its own checkout, when the inbox names one
+    commit: str | None = None  # the commit line, its message left to fill
 
     @classmethod
     def parse(cls, text: str) -> Inbox:
@@ -80,7 +85,10 @@ class Inbox:
             if cmd is not None:
                 commands.setdefault(cmd.op, cmd)
         m = RESULT_FILE.search(text)
-        return cls(commands, m[1] if m else None)
+        wt, commit = WORKTREE.search(text), COMMIT_LINE.search(text)
+        return cls(
+            commands, m[1] if m else None, wt[1] if wt else None, commit[1] if commit else None
+        )
 
 
 def first_json(text: str) -> Any:
@@ -162,6 +170,7 @@ class WorkerPolicy:
     progress_text: str = "started"
     summary: str = "done by the scripted worker"
     result_text: str = "The scripted worker's result."
+    work_file: str = "scripted-work.txt"  # written and committed in a worktree
     calls: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -241,6 +250,10 @@ class WorkerPolicy:
             if inbox.result_file:
                 text = shlex.quote(self.result_text)
                 plan.append(f"printf '%s\\n' {text} > {shlex.quote(inbox.result_file)}")
+            if inbox.worktree and inbox.commit:  # edit a file of its worktree, commit it there
+                work = shlex.quote(f"{inbox.worktree}/{self.work_file}")
+                plan.append(f"printf '%s\\n' {shlex.quote(self.result_text)} > {work}")
+                plan.append(inbox.commit + shlex.quote(self.summary))
             plan.append(done.with_arg(claim_token=token, result=self.summary))
             for command in self._steps(replay, plan):
                 yield command

@@ -228,6 +228,10 @@ MAKERS = {
     ("omp/workspace/create.py", "info.mkdir(exist_ok=True)"): "git's info/ for exclude",
     ("omp/notify.py", "paths.ensure(paths.notify)"): "notify/, the project's outbox, no team's",
     ("omp/monitor/usage.py", "project.ensure(project.monitor_usage)"): "team-monitor/usage/",
+    # `omp.monitor.verifying.start` calls it holding the task's guard: the team exists then
+    ("omp/demo_agent.py", "target.parent.mkdir(parents=True, exist_ok=True)"): "its worktree",
+    ("omp/cli/demo.py", "repo.mkdir()"): "the demo's throwaway repository",
+    ("omp/cli/demo.py", "(repo / rel).parent.mkdir(parents=True, exist_ok=True)"): "the same",
 }
 
 

@@ -29,6 +29,7 @@ def isolate_git(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
         if key.startswith(("GIT_", "OMP_")):
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))  # workers' worktrees
     monkeypatch.setenv("SHELL", "/bin/sh")
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")

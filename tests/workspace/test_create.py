@@ -42,7 +42,10 @@ def _nothing_left(repo: Path, path: Path, branch: str) -> None:
 def test_a_worktree_on_its_own_branch_from_the_base(repo: Path) -> None:
     base = g(repo, "rev-parse", "HEAD")
     commit_file(repo, "later.txt", "after the base\n")
-    path = create.worktree_dir(repo, "t", "w1")
+    # by default outside the project (jest, vitest and a project's own pytest would collect a
+    # worktree under it); `.omp/worktrees` is the alternative this test makes
+    assert create.worktree_dir(repo, "t", "w1") == create.outside_worktrees_dir(repo) / "t" / "w1"
+    path = create.worktree_dir(repo, "t", "w1", under=create.worktrees_dir(repo))
     assert path == repo / ".omp" / "worktrees" / "t" / "w1"
     made = create.create_worktree(repo, path, "omp/t/w1", base)
     assert made.worktree == create.Worktree(repo, path, "omp/t/w1", base)
@@ -65,7 +68,8 @@ def test_an_existing_omp_dir_without_a_gitignore_still_hides_the_worktrees(repo:
     write(repo / ".omp" / "config.toml", "[team]\n")
     g(repo, "add", ".omp/config.toml")
     g(repo, "commit", "-qm", "project config")
-    _make(repo)
+    path = create.worktree_dir(repo, "t", "w1", under=create.worktrees_dir(repo))
+    create.finalize(create.create_worktree(repo, path, "omp/t/w1", "HEAD").worktree)
     assert not (repo / ".omp" / ".gitignore").exists()  # omp did not create this .omp/
     assert (repo / ".omp" / "worktrees" / ".gitignore").exists()
     assert g(repo, "status", "--porcelain", "--untracked-files=all") == ""

@@ -1,0 +1,69 @@
+"""What a completion does beyond moving the task, for a team with worktrees or a verify command.
+
+Imported by `transition-task-status` only when a task is being completed in such a team: git
+and the check's machinery stay out of every other call.
+
+- A worker with a worktree hands its work over by committing it: while the worktree holds
+  uncommitted work the completion is refused (`uncommitted_changes`, with the paths and the
+  commands that commit them), and a completed task records the head commit, the commits ahead
+  of the worker's base and the files changed (`work`).
+- A team that verifies (`--verify`) makes the completion `verifying` and starts its check in the
+  background (`omp.monitor.verifying`); omp moves the task on once the check has a verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from omp.record.config import TeamConfig
+from omp.record.workspace import WORKTREE, team_verify, worktree_of
+from omp.tasks import tasks
+
+Amend = Callable[[dict[str, Any]], dict[str, Any] | None]
+
+
+def involved(cfg: TeamConfig) -> bool:
+    """True when a completion in this team needs more than the task's move (cheap: no I/O)."""
+    if isinstance(cfg.raw.get("verify"), dict):
+        return True
+    return any(
+        isinstance(w.get("workspace"), dict) and w["workspace"].get("kind") == WORKTREE
+        for w in cfg.workers
+    )
+
+
+def prepare(cfg: TeamConfig, tid: str, who: str | None) -> Amend | None:
+    """Check the owner's worktree now (refusing uncommitted work) and return what the task's
+    move must add under its guard; None when nothing."""
+    owner = who
+    if owner is None:
+        task = tasks.read(cfg.paths, tid)
+        found = task.get("owner") if task else None
+        owner = found if isinstance(found, str) else None
+    wt = worktree_of(cfg.worker(owner)) if owner else None
+    work: dict[str, Any] | None = None
+    if wt is not None and owner is not None:
+        from omp.tasks import handover
+
+        root = cfg.paths.project.root
+        task = tasks.read(cfg.paths, tid) or {"id": tid}
+        work = handover.committed_work(root, owner, wt, task, handover.leader_branch(root))
+    verifies = team_verify(cfg.raw) is not None
+    if work is None and not verifies:
+        return None
+
+    def amend(task: dict[str, Any]) -> dict[str, Any] | None:
+        extra: dict[str, Any] = {}
+        if work is not None:
+            task["work"] = work
+            extra.update(commit=work["commit"], commitsAhead=work["commitsAhead"])
+        if verifies and task.get("status") == "completed":
+            from omp.monitor import verifying
+
+            task["status"] = "verifying"
+            task["verify"] = verifying.start(cfg, task, restart=True)
+            extra["verify"] = {"status": "running", "log": task["verify"]["log"]}
+        return extra or None
+
+    return amend

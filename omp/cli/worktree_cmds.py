@@ -1,0 +1,135 @@
+"""`omp team diff` (read-only) and `omp team merge` (the leader's): workers' branches reviewed and
+brought back, added to the `team` app by `register`. See docs/worktrees.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import typer
+
+from omp.cli import options as opt
+from omp.cli.options import JsonOpt
+from omp.cli.output import run
+from omp.cli.team_text import branch_line
+from omp.textsafe import inline
+
+if TYPE_CHECKING:
+    from omp.cli.replies import DiffReply, MergeReply
+
+
+def _config(team: str) -> Any:
+    from omp.record import config as team_config
+    from omp.store.paths import StatePaths, find_root
+
+    return team_config.load(StatePaths(find_root(Path.cwd())).team(team))
+
+
+def diff_text(r: dict[str, Any]) -> str:
+    if not r["workers"]:
+        return f"team {inline(r['team'])}: no worker has a worktree (every one is shared)\n"
+    out: list[str] = []
+    for row in r["workers"]:
+        out.append(branch_line(row))
+        for c in row.get("commits") or []:
+            out.append(f"  {c['sha'][:10]} {inline(c['subject'])}")
+        for f in row.get("uncommitted") or []:
+            out.append(f"  uncommitted: {inline(f)}")
+        if row.get("diff"):
+            out.append(row["diff"].rstrip("\n"))
+        out.append("")
+    return "\n".join(out)
+
+
+def merge_text(r: dict[str, Any]) -> str:
+    verb = "would merge" if r["dryRun"] else "merged"
+    where = f" (checkout {inline(r['checkout'])})" if r.get("checkout") else ""
+    lines = [f"team {inline(r['team'])} into {inline(r['target'])}{where}:"]
+    for row in r["results"]:
+        commit = str(row.get("commit") or "")[:10]
+        extra = f" -> {commit}" if commit else ""
+        v = row.get("verify")
+        if isinstance(v, dict):
+            extra += f" (check {v.get('status')}, log {inline(str(v.get('log')))})"
+        if row.get("uncommittedInWorktree"):
+            extra += f"; {len(row['uncommittedInWorktree'])} uncommitted file(s) left behind"
+        lines.append(f"  {inline(row['worker']):<10} {row['status']:<14}{extra}")
+    for s in r["skipped"]:
+        lines.append(f"  {inline(s['worker']):<10} skipped: {inline(s['why'])}")
+    if not r["results"] and not r["skipped"]:
+        lines.append("  nothing to merge: no worker has a worktree")
+    merged = ", ".join(inline(m) for m in r["merged"]) or "nothing"
+    lines.append(f"{verb}: {merged}")
+    if r["dryRun"]:
+        lines.append(f"(a dry run: each branch alone against {inline(r['target'])} as it is now)")
+    return "\n".join(lines) + "\n"
+
+
+# a module-level default: a list argument's default must not be built per call (ruff B008)
+WORKERS: Any = typer.Argument(
+    None,
+    metavar="[WORKER]...",
+    help="Workers whose branches to merge (default: every completed one, verified when the "
+    "team verifies), in the order their tasks completed.",
+    callback=opt.text_list(),
+)
+
+
+def register(team_app: typer.Typer) -> None:
+    @team_app.command("diff")
+    def diff(
+        team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
+        worker: str = typer.Argument(
+            None, help="One worker (default: every worker with a worktree).", callback=opt.text()
+        ),
+        stat: bool = typer.Option(False, "--stat", help="Files and line counts, not the diff."),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Each worker's commits and diff since its base. Read-only."""
+
+        def body() -> DiffReply:
+            from omp.views.worktrees import diff as do_diff
+
+            return cast("DiffReply", do_diff(_config(team), worker, stat=stat))
+
+        run(body, as_json=as_json, human=diff_text)
+
+    @team_app.command("merge")
+    def merge(
+        team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
+        worker: list[str] = WORKERS,
+        into: str = typer.Option(
+            None,
+            "--into",
+            metavar="BRANCH",
+            help="The branch to merge into (default: your checkout's).",
+            callback=opt.text(max_len=255),
+        ),
+        squash: bool = typer.Option(
+            False, "--squash", help="One commit per worker: its task's subject and result."
+        ),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", help="Say what would happen; change nothing."
+        ),
+        stop_on_conflict: bool = typer.Option(
+            False, "--stop-on-conflict", help="Stop at the first branch that cannot be merged."
+        ),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Merge workers' branches into your branch: fast-forward or merge commit, the team's
+        check first; a conflict changes nothing and the worker is told how to rebase."""
+
+        def body() -> MergeReply:
+            from omp.team.merging import merge_team
+
+            report = merge_team(
+                _config(team),
+                list(worker or []),
+                into=into,
+                squash=squash,
+                dry_run=dry_run,
+                stop_on_conflict=stop_on_conflict,
+            )
+            return cast("MergeReply", report)
+
+        run(body, as_json=as_json, human=merge_text)

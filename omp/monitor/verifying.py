@@ -1,0 +1,315 @@
+"""Completions a team verifies (`--verify`): the check started, its verdict settled, a crashed
+check run again. No task stays `verifying` for good.
+
+A worker's completion in a team that verifies becomes `verifying` (`omp.api.operations`), and
+`start` begins the check in the background under the task's guard: `omp.workspace.verify` runs
+the team's command in the worker's worktree (the team's directory for a shared worker) under a
+supervisor process of its own, so it never runs inside the agent's tool call; its state and
+output are kept beside the task (`tasks/<id>.verify/`). The verdict is settled by whoever comes
+first, both through `settle_task`, which acts only on the run the task records:
+
+- the supervisor, which runs `python -m omp.monitor.verifying ROOT TEAM TASK` once it wrote the
+  outcome;
+- the monitor, on every scan of a team that verifies (`settle_team`), like the sweeps.
+
+Verdicts:
+
+- passed: the task is `completed` (the worker's outbox and the team's events say so: the leader
+  hears of it as of any completion);
+- failed or timed out: back to `in_progress` with the same claimant and token, and the worker is
+  mailed the command, its exit code, the last 40 lines of its output and "fix it, commit,
+  complete again";
+- crashed (the supervisor is gone without an outcome: killed, a reboot): run again, at most
+  `MAX_ATTEMPTS` runs in all, then it counts as failed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from omp import clock
+from omp.errors import OmpError
+from omp.mail import bootstrap, mailbox
+from omp.record import history
+from omp.record.config import TeamConfig
+from omp.record.workspace import team_verify, worktree_of
+from omp.store.names import LEADER
+from omp.tasks import tasks
+
+MAX_ATTEMPTS = 3
+TAIL_LINES = 40
+MAX_LINE = 300  # characters of one log line in the mail
+Action = dict[str, Any]
+
+
+def _cwd(cfg: TeamConfig, worker: str | None) -> Path:
+    wt = worktree_of(cfg.worker(worker) if worker else None)
+    if wt is not None:
+        return Path(wt.path)
+    cwd = cfg.raw.get("cwd")
+    return Path(cwd) if isinstance(cwd, str) and os.path.isdir(cwd) else cfg.paths.project.root
+
+
+def start(cfg: TeamConfig, task: dict[str, Any], *, restart: bool = False) -> dict[str, Any]:
+    """Start the team's check of `task` in the background; what the task records of it.
+    Call it holding the task's guard (the record and the run then always agree)."""
+    from omp.workspace import verify
+
+    found = team_verify(cfg.raw)
+    if found is None:
+        raise OmpError("invalid_config", f"team {cfg.name} has no verify command")
+    command, timeout = found
+    tid = str(task["id"])
+    owner = task.get("owner") if isinstance(task.get("owner"), str) else None
+    root = cfg.paths.project.root
+    st = verify.start(
+        cfg.paths.verify_dir(tid),
+        _cwd(cfg, owner),
+        command,
+        timeout,
+        restart=restart,
+        then=[sys.executable, "-m", "omp.monitor.verifying", str(root), cfg.name, tid],
+        then_env={"OMP_ROOT": str(root)},
+    )
+    return {
+        "status": "running",
+        "run": st.run,
+        "command": command,
+        "timeout": timeout,
+        "cwd": st.cwd,
+        "log": str(st.log),
+        "attempt": st.attempt,
+        "startedAt": clock.iso(),
+    }
+
+
+def _summary(v: dict[str, Any]) -> dict[str, Any]:
+    """What an event shows of a check."""
+    out = {"status": v.get("status"), "log": v.get("log")}
+    if v.get("exit") is not None:
+        out["exit"] = v["exit"]
+    return out
+
+
+def _tail(log: str) -> str:
+    from omp.workspace import verify
+
+    if not log:
+        return ""
+    try:
+        lines = verify.tail(Path(log), TAIL_LINES).splitlines()
+    except (OSError, OmpError):
+        return ""
+    return "\n".join(ln if len(ln) <= MAX_LINE else ln[: MAX_LINE - 1] + "…" for ln in lines)
+
+
+def failure_mail(cfg: TeamConfig, task: dict[str, Any], v: dict[str, Any]) -> str:
+    """What the worker is told when its completion's check failed."""
+    from omp.invocation import team_command
+
+    tid, worker = str(task["id"]), str(task.get("owner") or "")
+    status = v.get("status")
+    if status == "timed_out":
+        how = f"did not finish within {float(v.get('timeout') or 0):g} s and was stopped"
+    elif status == "crashed":
+        how = f"was cut short {MAX_ATTEMPTS} times (its supervisor died)"
+    else:
+        how = f"exited with code {v.get('exit')}"
+    done = bootstrap.api_command(
+        team_command(cfg.raw),
+        "transition-task-status",
+        team_name=cfg.name,
+        task_id=tid,
+        worker=worker,
+        **{"from": "in_progress", "to": "completed"},
+        claim_token="<claimToken>",
+        result="<one-line summary>",
+    )
+    tail = _tail(str(v.get("log") or "")) or "(no output)"
+    return (
+        f"The check of your completion of task {tid} failed: `{v.get('command')}` {how} "
+        f"(in {v.get('cwd')}). Task {tid} is in_progress again, still yours (same claimToken).\n"
+        f"Last {TAIL_LINES} lines of its output ({v.get('log')}):\n{tail}\n\n"
+        f"Fix it, commit, complete again:\n   {done}"
+    )
+
+
+def _mail(cfg: TeamConfig, task: dict[str, Any], v: dict[str, Any]) -> str | None:
+    worker = task.get("owner")
+    if not isinstance(worker, str) or worker not in cfg.worker_names:
+        return None
+    msg = mailbox.new_message(
+        LEADER, worker, failure_mail(cfg, task, v), {"auto": True, "intent": "verify_failed"}
+    )
+    try:
+        mailbox.Mailbox(cfg.paths, worker).append_messages([msg])
+    except OmpError:
+        return None
+    history.messages(cfg.paths, [msg])
+    try:
+        from omp.mail import delivery
+
+        delivery.nudge(cfg, worker)  # best-effort: the monitor re-nudges unread mail
+    except Exception:
+        pass
+    return str(msg["id"])
+
+
+def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Action | None:
+    """Settle one `verifying` task as its check stands now (see the module docstring); the
+    action taken, or None when there was nothing to do."""
+    from omp.workspace import verify
+
+    team = cfg.paths
+    task = tasks.read(team, tid)
+    if task is None or task.get("status") != "verifying":
+        return None
+    v = task.get("verify") if isinstance(task.get("verify"), dict) else {}
+    assert isinstance(v, dict)
+    run = v.get("run")
+
+    def same_run(t: dict[str, Any]) -> bool:
+        tv = t.get("verify")
+        return isinstance(tv, dict) and tv.get("run") == run
+
+    st = verify.poll(team.verify_dir(tid), now=now)
+    if st is not None and st.run != run:
+        st = None  # another run's state: this one never got as far as recording itself
+    verdict = st.status if st is not None else "crashed"
+    if st is None:
+        started = clock.parse_iso(str(v.get("startedAt"))) or 0.0
+        if (now if now is not None else time.time()) - started < verify.STARTUP:
+            return None  # just started: its supervisor may not have written its state yet
+    if verdict == "running":
+        return None
+    if verdict == "crashed" and int(v.get("attempt") or 1) < MAX_ATTEMPTS:
+        restarted: dict[str, Any] = {}
+
+        def again(t: dict[str, Any]) -> None:
+            restarted.update(start(cfg, t, restart=True))
+            t["verify"] = restarted
+
+        moved = tasks.omp_move(
+            team,
+            tid,
+            expect="verifying",
+            to="verifying",
+            check=same_run,
+            amend=again,
+            extra={"verify": {"status": "restarted", "log": v.get("log")}},
+        )
+        if moved is None:
+            return None
+        return {"action": "verify_restarted", "team": cfg.name, "taskId": tid, **restarted}
+    record = {
+        **v,
+        "status": verdict,
+        "exit": st.exit if st is not None else None,
+        "finishedAt": clock.iso(),
+    }
+    if verdict == "passed":
+        done = tasks.omp_move(
+            team,
+            tid,
+            expect="verifying",
+            to="completed",
+            fields={"verify": record},
+            check=same_run,
+            extra={"verify": _summary(record)},
+        )
+        if done is None:
+            return None
+        return {"action": "verified", "team": cfg.name, "taskId": tid, "log": record.get("log")}
+    owner = task.get("owner")
+    if isinstance(owner, str) and owner not in cfg.worker_names:
+        # its worker was taken off the team meanwhile: nobody to give the task back to (a task
+        # is never left in_progress with an owner who is not a member)
+        gone = tasks.omp_move(
+            team,
+            tid,
+            expect="verifying",
+            to="interrupted",
+            fields={"verify": record, "result": f"interrupted: its check {verdict}, and "
+                    f"{owner} is no longer on the team"},
+            check=same_run,
+            extra={"verify": _summary(record)},
+        )  # fmt: skip
+        if gone is None:
+            return None
+        return {"action": "verify_failed", "team": cfg.name, "taskId": tid, "status": verdict}
+    back = tasks.omp_move(
+        team,
+        tid,
+        expect="verifying",
+        to="in_progress",
+        fields={"verify": record},
+        check=same_run,
+        extra={"verify": _summary(record)},
+    )
+    if back is None:
+        return None
+    action: Action = {
+        "action": "verify_failed",
+        "team": cfg.name,
+        "taskId": tid,
+        "status": verdict,
+        "exit": record["exit"],
+        "log": record.get("log"),
+    }
+    try:
+        mid = _mail(cfg, back, record)
+    except OmpError:  # the task moved already: a lost mail must not hide that
+        mid = None
+    if mid is not None:
+        action["messageId"] = mid
+    return action
+
+
+def verifying_ids(cfg: TeamConfig) -> list[str]:
+    """Ids of the team's tasks being verified (read-only)."""
+    out = []
+    for t in tasks.list_all(cfg.paths):
+        if t.get("status") == "verifying":
+            out.append(str(t["id"]))
+    return out
+
+
+def settle_team(cfg: TeamConfig, *, now: float | None = None) -> list[Action]:
+    """The monitor's pass over one team: settle every task being verified. Cheap for a team
+    that does not verify (one dictionary lookup)."""
+    if team_verify(cfg.raw) is None:
+        return []
+    out: list[Action] = []
+    for tid in verifying_ids(cfg):
+        try:
+            action = settle_task(cfg, tid, now=now)
+        except OmpError:
+            continue  # moved or unreadable meanwhile: the next scan looks again
+        if action is not None:
+            out.append(action)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    """`python -m omp.monitor.verifying ROOT TEAM TASK`: the supervisor's word that a check
+    ended. Prints nothing; a failure is left to the monitor's next scan."""
+    if len(argv) != 3:
+        return 2
+    from omp.record import config as team_config
+    from omp.store.paths import StatePaths
+
+    root, team, tid = argv
+    try:
+        cfg = team_config.load(StatePaths(Path(root)).team(team))
+        settle_task(cfg, tid)
+    except Exception:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
