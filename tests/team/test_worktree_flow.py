@@ -292,6 +292,7 @@ def test_a_failing_check_gives_the_task_back_with_mail_saying_why(
     assert again["status"] == "completed" and again["verify"]["attempt"] == 2
 
 
+@pytest.mark.slow  # waits out a time limit (CONTRIBUTING.md)
 def test_a_check_past_its_time_limit_is_stopped_and_counts_as_failed(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
