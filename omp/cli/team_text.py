@@ -142,6 +142,9 @@ def status_text(result: dict[str, Any]) -> str:
                 f"{_tokens_cell(w.get('usage'))}"
                 + (f"  needs you: {_cell(needs.get('what'))}" if needs else "")
             )
+            ws = w.get("workspace")
+            if isinstance(ws, dict) and ws.get("branch"):
+                lines.append(f"      {branch_line(ws, name=False)}")
         spent = _team_tokens(t.get("usage"))
         if spent:
             lines.append(spent)
@@ -152,9 +155,6 @@ def status_text(result: dict[str, Any]) -> str:
                 f"  {len(down['workers'])} worker pane(s) dead or gone ({names}); "
                 f"resume with: {_cell(down['command'])}"
             )
-            ws = w.get("workspace")
-            if isinstance(ws, dict) and ws.get("branch"):
-                lines.append(f"      {branch_line(ws, name=False)}")
         lines.append(f"  allDone={str(t['allDone']).lower()}")
     mon = result.get("monitor")
     if mon:
