@@ -322,10 +322,14 @@ def test_a_worker_with_a_worktree_resumes_in_it_and_is_told_where_it_stands(
     git(project, "commit", "-qm", "base")
     base = git(project, "rev-parse", "HEAD").strip()
     env = env_for(omp_tmux, tmux_env)
-    r = omp(project, env, "team", "launch", "2:demo", "count", "--name", "t", "--json")
+    # A shared team, then worker-1 given a worktree of its own by hand, recorded as launch
+    # records one, beside a worker with none (launch's own worktrees: tests/team/test_worktree*)
+    r = omp(
+        project, env, "team", "launch", "2:demo", "count", "--name", "t", "--workspace", "shared",
+        "--json",
+    )  # fmt: skip
     assert r.rc == 0, r
     poll(lambda: status(project, env)["allDone"], timeout=60)
-    # worker-1 works in a worktree of its own (what the worktree integration records)
     wt = tmp_path / "wt-worker-1"
     git(project, "worktree", "add", "-q", "-b", "omp/t/worker-1", str(wt), base)
     (wt / "b.txt").write_text("b\n")
