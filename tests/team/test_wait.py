@@ -103,7 +103,17 @@ def test_a_task_moving_ends_the_wait(root: Path) -> None:
 
 def test_all_done_has_its_own_exit_code(root: Path) -> None:
     finish(root, "1")
-    later(0.3, lambda: finish(root, "2", "failed"))
+    # Task 2 is claimed before the wait starts: only its end is a move (a claim seen between
+    # the claim and the end would rightly be reported as a move of its own).
+    tp = StatePaths(root).team("t")
+    _, tok = tasks.claim(tp, "2", "worker-2")
+    later(
+        0.3,
+        lambda: tasks.transition(
+            tp, "2", worker="worker-2", from_status="in_progress", to_status="failed",
+            token=tok, result="done 2",
+        ),
+    )  # fmt: skip
     r = wait(cfg(root), timeout=10)
     # Not a failure: exit 0 for an agent's shell tool; the event and its code tell it apart.
     assert (r["event"], r["exitCode"], r["eventCode"]) == ("all_done", 0, EXIT_ALL_DONE)
