@@ -38,6 +38,9 @@ from tests.helpers import REPO, assert_reply, child_env, poll, snapshot_tree
 from tests.team.worktree_support import api, claim, commit, complete, worktree_team, wt
 from tests.workspace.gitrepo import checkout_snapshot, g, isolate_git, make_repo, write
 
+# Real git in temporary repositories: dozens of git processes a test (the quick loop skips them).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -19,6 +19,9 @@ from omp.workspace.repo import changes, worktrees
 from tests.helpers import REPO, child_env
 from tests.workspace.gitrepo import checkout_snapshot, commit_file, g, write
 
+# Real git in temporary repositories: dozens of git processes a test (the quick loop skips them).
+pytestmark = pytest.mark.slow
+
 
 def _make(repo: Path, worker: str = "w1", **kw: object) -> create.Created:
     path = create.worktree_dir(repo, "t", worker)

@@ -13,6 +13,9 @@ from omp.workspace.create import Provision
 from omp.workspace.merge import Verify, merge_branch, merge_branches
 from tests.workspace.gitrepo import checkout_snapshot, commit_file, g, write
 
+# Real git in temporary repositories: dozens of git processes a test (the quick loop skips them).
+pytestmark = pytest.mark.slow
+
 
 def _worker(repo: Path, name: str, base: str | None = None) -> Path:
     path = create.worktree_dir(repo, "t", name)

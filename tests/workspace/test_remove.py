@@ -13,6 +13,9 @@ from omp.workspace import create, merge, remove
 from omp.workspace.repo import worktrees
 from tests.workspace.gitrepo import commit_file, g, write
 
+# Real git in temporary repositories: dozens of git processes a test (the quick loop skips them).
+pytestmark = pytest.mark.slow
+
 
 def _worker(repo: Path, name: str = "w1") -> Path:
     path = create.worktree_dir(repo, "t", name)

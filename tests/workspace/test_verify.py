@@ -14,6 +14,9 @@ from omp.workspace import create, proc, verify
 from tests.helpers import poll
 from tests.workspace.gitrepo import write
 
+# Real git in temporary repositories: dozens of git processes a test (the quick loop skips them).
+pytestmark = pytest.mark.slow
+
 
 def _worktree(repo: Path) -> Path:
     path = create.worktree_dir(repo, "t", "w1")
