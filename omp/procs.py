@@ -120,6 +120,20 @@ def pid_alive(pid: int) -> bool:
     return st is not None and st[2] not in ("Z", "X")
 
 
+def start_of(pid: int) -> int | None:
+    """When `pid` started (clock ticks since boot, `/proc/<pid>/stat` field 22), or None."""
+    st = _stat(pid)
+    return None if st is None else st[1]
+
+
+def running(pid: int, start: int | None = None) -> bool:
+    """`pid` runs (a zombie does not) and, when `start` is known and there is a `/proc`, is the
+    process that started then: a recycled pid is not taken for it."""
+    if start is None or not os.path.isdir(f"{PROC}/self"):
+        return pid_alive(pid)
+    return pid > 0 and alive(Proc(pid, start))
+
+
 def environ(pid: int) -> dict[str, str] | None:
     """The environment `pid` started with, or None if it cannot be read (gone, another user)."""
     try:

@@ -19,10 +19,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from omp import procs
 from omp.errors import OmpError
 from omp.store.names import team_name, worker_name
 from omp.store.paths import StatePaths
-from omp.workspace import proc
 from omp.workspace.git import abspath, git, nul_fields
 from omp.workspace.repo import (
     HEADS,
@@ -283,7 +283,7 @@ def lock_reason(base: str) -> str:
     """The lock reason of a provisional worktree: this process (pid and start time) and the
     commit it starts from."""
     pid = os.getpid()
-    return f"{PROVISIONING} pid={pid} start={proc.start_ticks(pid) or 0} base={base}"
+    return f"{PROVISIONING} pid={pid} start={procs.start_of(pid) or 0} base={base}"
 
 
 def _parse_reason(reason: str) -> dict[str, str] | None:
@@ -427,7 +427,7 @@ def recover_unfinished(repo: Path) -> list[Worktree]:
             pid, start = int(fields.get("pid", "0")), int(fields.get("start", "0"))
         except ValueError:
             continue
-        if proc.alive(pid, start or None):
+        if procs.running(pid, start or None):
             continue
         wt = Worktree(top, entry.path, entry.branch or "", fields.get("base", ""))
         rollback(wt)

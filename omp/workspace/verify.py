@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from omp import procs
 from omp.store import fs, locks
-from omp.workspace import proc
 from omp.workspace.git import git_env
 
 STATE, LOG, LOCK = "verify.json", "verify.log", "verify.lock"
@@ -199,7 +199,7 @@ def _judge(state: dict[str, Any], now: float) -> str:
     pid = state.get("supervisorPid")
     if not isinstance(pid, int):
         return "running" if now - started < STARTUP else "crashed"
-    if not proc.alive(pid, state.get("supervisorStart")):
+    if not procs.running(pid, state.get("supervisorStart")):
         return "crashed"
     if now > started + float(state.get("timeout", 0)) + KILL_GRACE + OVERDUE:
         return "crashed"
@@ -219,7 +219,7 @@ def _stop_leftovers(state: dict[str, Any]) -> None:
     time: a recycled pid is left alone)."""
     for key in ("supervisor", "child"):
         pid = state.get(f"{key}Pid")
-        if isinstance(pid, int) and proc.alive(pid, state.get(f"{key}Start")):
+        if isinstance(pid, int) and procs.running(pid, state.get(f"{key}Start")):
             if key == "child":
                 _kill_group(pid, signal.SIGKILL)
             else:
@@ -284,14 +284,14 @@ def start(
     finally:
         os.close(fd)
     recorded = _update(
-        run_dir, run_id, supervisorPid=sup.pid, supervisorStart=proc.start_ticks(sup.pid)
+        run_dir, run_id, supervisorPid=sup.pid, supervisorStart=procs.start_of(sup.pid)
     )
     return _status_of(run_dir, recorded or state, "running")
 
 
 def _supervise(run_dir: Path, run_id: str) -> int:
     state = _update(
-        run_dir, run_id, supervisorPid=os.getpid(), supervisorStart=proc.start_ticks(os.getpid())
+        run_dir, run_id, supervisorPid=os.getpid(), supervisorStart=procs.start_of(os.getpid())
     )
     if state is None:
         return 0  # a newer run took the directory over
@@ -307,7 +307,7 @@ def _supervise(run_dir: Path, run_id: str) -> int:
 
     def spawned(pid: int) -> None:
         child_pid.append(pid)
-        _update(run_dir, run_id, childPid=pid, childStart=proc.start_ticks(pid))
+        _update(run_dir, run_id, childPid=pid, childStart=procs.start_of(pid))
 
     deadline = float(state["startedAt"]) + float(state["timeout"])
     fd = fs.open_file(run_dir / LOG, os.O_WRONLY | os.O_APPEND, create=True)

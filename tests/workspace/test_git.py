@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from omp import procs
 from omp.errors import CODES, OmpError
 from omp.workspace import git as gitmod
-from omp.workspace import proc
 from omp.workspace.git import git, git_env, nul_fields
 from omp.workspace.repo import head, toplevel
 from tests.helpers import poll
@@ -94,7 +94,7 @@ def test_a_hung_git_is_killed_with_what_it_started(repo: Path, tmp_path: Path) -
     assert err.value.code == "git_failed"
     assert err.value.detail.get("timedOut") is True
     pid = int(pidfile.read_text())
-    poll(lambda: not proc.alive(pid), what="the editor git started to be stopped")
+    poll(lambda: not procs.running(pid), what="the editor git started to be stopped")
 
 
 def test_nul_fields_keep_any_byte_of_a_path() -> None:

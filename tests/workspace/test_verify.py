@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from omp.workspace import create, proc, verify
+from omp import procs
+from omp.workspace import create, verify
 from tests.helpers import poll
 from tests.workspace.gitrepo import write
 
@@ -108,7 +109,7 @@ def test_a_check_past_its_limit_is_stopped_with_its_whole_group(tmp_path: Path) 
     child = _state(run_dir)["childPid"]
     assert isinstance(child, int)
     for pid in (child, int(bg.read_text())):
-        poll(lambda pid=pid: not proc.alive(pid), what=f"pid {pid} to be stopped")  # type: ignore[misc]
+        poll(lambda pid=pid: not procs.running(pid), what=f"pid {pid} to be stopped")  # type: ignore[misc]
 
 
 @pytest.mark.slow
@@ -130,7 +131,7 @@ def test_a_run_killed_midway_is_crashed_and_runs_again(tmp_path: Path, sig: int)
     assert again.attempt == 2
     st = _done(run_dir)
     assert st.status == "passed" and verify.tail(st.log) == "again"
-    poll(lambda: not proc.alive(child), what="the old command to be stopped")
+    poll(lambda: not procs.running(child), what="the old command to be stopped")
 
 
 def test_foreground_runs_pass_fail_and_time_out(tmp_path: Path) -> None:
