@@ -31,6 +31,14 @@ JSON_HELP = "Print exactly one JSON object."
 # `as_json: bool = JsonOpt`: with it, stdout is exactly one JSON object (omp.cli.output).
 JsonOpt: Any = typer.Option(False, "--json", help=JSON_HELP)
 
+# `watch: bool = WatchOpt`: a read-only view redrawn until Ctrl-C (`omp.cli.watch`).
+WatchOpt: Any = typer.Option(
+    False,
+    "--watch",
+    "-w",
+    help="Redraw about once a second (with --json: one JSON object per line, each second).",
+)
+
 # The streaming form, for a command that prints until stopped (`team events`): JSON Lines.
 JsonLinesOpt: Any = typer.Option(
     False, "--json", help="One JSON object per event (JSON lines), each with its cursor."

@@ -191,12 +191,7 @@ def status(
     team: str = typer.Argument(
         None, help="Team name (default: every team of the project).", callback=opt.text()
     ),
-    watch: bool = typer.Option(
-        False,
-        "--watch",
-        "-w",
-        help="Redraw about once a second (with --json: one JSON object per line, each second).",
-    ),
+    watch: bool = opt.WatchOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Tasks, workers and the monitor. Read-only: writes nothing, starts nothing."""
@@ -237,12 +232,7 @@ def usage(
     team: str = typer.Argument(
         None, help="Team name (default: the only team, if one).", callback=opt.text()
     ),
-    watch: bool = typer.Option(
-        False,
-        "--watch",
-        "-w",
-        help="Redraw about once a second (with --json: one JSON object per line, each second).",
-    ),
+    watch: bool = opt.WatchOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Tokens each worker and the leader spent, from their agents' own session records, with
