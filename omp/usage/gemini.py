@@ -21,7 +21,15 @@ from omp.usage.totals import Tally, count
 
 
 def is_record(first: dict[str, Any]) -> bool:
-    return "sessionId" in first and "projectHash" in first
+    """The first line is the session's metadata, or (seen with two workers starting in one
+    project) any record: when Gemini 0.61 starts a new chat under the same file name, its
+    asynchronous delete of the empty earlier one can land after the new metadata line, and the
+    next append recreates the file without it."""
+    if "sessionId" in first and "projectHash" in first:
+        return True
+    if "$set" in first or "$rewindTo" in first:
+        return True
+    return all(k in first for k in ("id", "timestamp", "type", "content"))  # a message
 
 
 def take(rec: dict[str, Any], tally: Tally) -> None:

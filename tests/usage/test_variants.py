@@ -76,6 +76,21 @@ def test_gemini_reads_the_older_one_document_chat_file(tmp_path: Path) -> None:
     assert not isinstance(fresh, UsageTotals) and fresh.reason == "format"
 
 
+def test_gemini_reads_a_chat_file_whose_metadata_line_was_lost(tmp_path: Path) -> None:
+    """Seen in CI with two Gemini 0.61 workers in one project: a chat file beginning with a
+    user message (its metadata line deleted under it, the next append recreating the file) is
+    still that session's record, summed in full. A file of another CLI stays unreadable."""
+    docs = lines("gemini")
+    assert "projectHash" in docs[0]
+    first = next(i for i, d in enumerate(docs) if d.get("type") == "user")
+    path = write(tmp_path / "session-2026-12-01T16-34-0f76ed93.jsonl", docs[first:])
+    assert totals("gemini", path).tokens == fx.EXPECTED["gemini"]
+    for other in ("codex", "claude", "pi", "copilot"):
+        wrong = write(tmp_path / f"{other}.jsonl", lines(other))
+        got, _ = read_usage("gemini", wrong)
+        assert not isinstance(got, UsageTotals) and got.reason == "format", other
+
+
 def test_codex_without_per_call_records_counts_the_running_sum(tmp_path: Path) -> None:
     """Codex before `token_usage_record` wrote only `token_count` events with the session's
     running sum, sometimes twice for one call: the growth is counted, once per call."""
