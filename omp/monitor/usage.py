@@ -5,7 +5,8 @@ A member's session is found (`_locate`), in this order:
 1. `workers/<member>/session.json`, which the member's own stop hook records (`{agent,
    sessionId, transcriptPath, cwd, updatedAt}`): the record is its transcript path, else the
    one the session id leads to in the CLI's layout (`omp.usage.locate.from_hook`);
-2. else, for a worker with a pane, the pane's processes (the pane's pid from tmux, and its
+2. else (no session.json, or one that leads to no record), for a worker with a pane, the pane's
+   processes (the pane's pid from tmux, and its
    process tree: `omp.usage.locate.from_process`): Copilot's session lock, Codex's open rollout,
    or the record in the cwd's session folder written since the CLI started and naming the
    worker's inbox (only that worker's first prompt holds its path).
@@ -215,15 +216,23 @@ def _member(
                 _add(records, agent, found.path)
             else:
                 how = f"session.json: {found.how}"
-    elif agent in READERS and role == "worker" and pid is not None and _due(entry, pid, now):
+    # A session.json that leads to no record (a CLI version whose payload omp cannot follow)
+    # does not hide the session the pane's process shows.
+    if (
+        (sess is None or not records)
+        and agent in READERS
+        and role == "worker"
+        and pid is not None
+        and _due(entry, pid, now)
+    ):
         found = _from_process(cfg, name, agent, procs.tree(pid))
         entry.update(pid=pid, lookedAt=now)
         if found is not None and found.path is not None:
             how = f"the pane's process ({found.how})"
             _add(records, agent, found.path)
-        elif not records:
+        elif not records and sess is None:  # else the session.json's why stands
             how = found.how if found is not None else "no process in the pane"
-    elif not records:
+    elif not records and sess is None:
         if role == "leader":
             how = "no stop hook recorded the leader's session (workers/leader/session.json)"
         elif pid is None and cfg.pane_of(name):

@@ -2,7 +2,8 @@
 
 From a hook (`from_hook`): every CLI but pi passes the record's path itself (`transcriptPath`
 or `transcript_path`), seen on Copilot CLI 1.0.102, Claude Code 2.1.328, Codex 0.171 and
-Gemini 0.61. Without it, the session id (and the cwd) lead to the file by each CLI's layout.
+Gemini 0.61. Without it, the session id (and the cwd) lead to the file by each CLI's layout:
+pi's stop payload (omp's extension, `omp.stophook.pi_extension`) has only the id and the cwd.
 A Copilot subagent's stop carries the subagent's id as `sessionId`, its session's as
 `parentAgentId`, and the session's own `transcriptPath`: the record is the session's.
 
@@ -107,6 +108,12 @@ def _by_id(kind: str, base: Path, sid: str, cwd: str) -> Located:
             if _gemini_session(p) == sid
         ]
         return _newest(found, "the session id")
+    if kind == "pi":  # `<time>_<id>.jsonl`, in the cwd's folder unless pi was moved since
+        if cwd:
+            found = list((base / "sessions" / pi_project(cwd)).glob(f"*_{sid}.jsonl"))
+            if found:
+                return _newest(found, "the session id and cwd")
+        return _newest(base.glob(f"sessions/*/*_{sid}.jsonl"), "the session id")
     return Located(None, f"{kind} has no stop hook payload omp knows")
 
 

@@ -61,6 +61,28 @@ def test_without_a_transcript_path_the_session_id_leads_there(name: str, tmp_pat
             assert got.path == main, got
 
 
+def test_pis_stop_payload_leads_to_its_record_by_the_id(tmp_path: Path) -> None:
+    """omp's pi extension sends pi's session id and cwd, no path (pi 0.73.1's
+    `sessionManager.getSessionId()`): the record is `sessions/--<cwd>--/<time>_<id>.jsonl`. Seen
+    live: two pi workers, one of them found by nothing else (tests/agents/test_usage_team.py)."""
+    home = fx.copy_home("pi", tmp_path / "home")
+    main = home / fx.records("pi")[0].relative_to(fx.home("pi"))
+    sid = json.loads(main.read_text().splitlines()[0])["id"]
+    assert main.name.endswith(f"_{sid}.jsonl")
+    payload = {"hook_event_name": "agent_end", "session_id": sid, "cwd": f"{fx.FAKE_HOME}/proj"}
+    env = {"HOME": str(home)}
+    assert from_hook("pi", payload, env) == Located(main, "the session id and cwd")
+    # a cwd pi does not file it under (moved since): the id alone
+    assert from_hook("pi", {**payload, "cwd": "/elsewhere"}, env) == Located(main, "the session id")
+    moved = tmp_path / "pi-dir"
+    (home / ".pi" / "agent").rename(moved)
+    assert from_hook("pi", payload, {**env, "PI_CODING_AGENT_DIR": str(moved)}).path == (
+        moved / main.relative_to(home / ".pi" / "agent")
+    )
+    other = from_hook("pi", {**payload, "session_id": "01a231eb-none"}, env)
+    assert other.path is None and other.how.startswith("no record found"), other
+
+
 def test_a_copilot_subagent_stop_names_the_subagent_not_the_session(tmp_path: Path) -> None:
     _, payloads, main = setup("copilot-subagent", tmp_path)
     sub = next(p for p in payloads if "parentAgentId" in p)

@@ -130,6 +130,46 @@ def test_the_panes_process_and_the_hooks_record_give_the_same_answer(
             assert (by_hook.records, by_hook.totals) == (by_process.records, by_process.totals)
 
 
+def test_a_pi_workers_hook_record_leads_to_its_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pi's session.json has the id and the cwd only (omp's pi extension): enough, with no
+    process to look at. Live, a worker whose hook recorded first was `unknown` before."""
+    isolate(monkeypatch, tmp_path)
+    team = new_team(tmp_path, 1)
+    team.set_agent("worker-1", "pi")
+    home, main, _ = worker_home("pi", tmp_path / "home-w1")
+    sid = json.loads(main.read_text().splitlines()[0])["id"]
+    team.session_json("worker-1", {"agent": "pi", "sessionId": sid, "cwd": f"{fx.FAKE_HOME}/proj"})
+    monkeypatch.setenv("HOME", str(home))
+    [row, _leader] = index.snapshot(team.cfg, {})
+    assert row.how == "the stop hook's record (the session id and cwd)", row
+    assert row.records == (str(main),) and row.tokens == fx.EXPECTED["pi"]
+
+
+def test_a_hook_record_that_leads_nowhere_does_not_hide_the_panes_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """session.json names a session omp cannot find (a CLI version that changed its layout):
+    the pane's process still shows the record; without a process the row says why."""
+    isolate(monkeypatch, tmp_path)
+    team = new_team(tmp_path, 1)
+    team.set_agent("worker-1", "claude")
+    home, main, _ = worker_home("claude", tmp_path / "home-w1")
+    cwd = tmp_path / "work"
+    main = move_cwd("claude", home, main, cwd, str(team.inbox("worker-1")))
+    team.session_json("worker-1", {"agent": "claude", "sessionId": "0123abcd-none"})
+    monkeypatch.setenv("HOME", str(home))
+    [row, _] = index.snapshot(team.cfg, {})
+    assert row.totals is None and row.problem == "unknown", row
+    assert row.how.startswith("session.json: no record found"), row
+    with agent_process(home, cwd, []) as pid:
+        touch_now(main)
+        [row, _] = index.snapshot(team.cfg, {"worker-1": pid})
+    assert row.how.startswith("the pane's process"), row
+    assert row.records == (str(main),) and row.tokens == fx.EXPECTED["claude"]
+
+
 def test_a_pane_whose_process_shows_no_session_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
