@@ -1,8 +1,8 @@
 """A token budget crossed in the middle of a real loop (issue 22: "A budget crossed mid-loop ends
 the loop at the next stop, and the leader is told once"), with real agent CLIs on the scripted
 model: a leader (Copilot CLI, Claude Code or pi) in a pane of the team's tmux server runs a ralph
-loop through omp's stop hook, and one worker of the same CLI, launched by the real `omp team
-launch --budget-tokens`, spends the team's tokens.
+loop (Copilot an ultrawork loop too) through omp's stop hook, and one worker of the same CLI,
+launched by the real `omp team launch --budget-tokens`, spends the team's tokens.
 
 How it goes: the worker claims its task and keeps it (the team has work), spending 3 model calls
 before the loop starts, under the budget. The leader's model starts the loop; at each step it
@@ -37,7 +37,7 @@ from tests.agents.clis import AgentTeam, omp_argv, poll
 from tests.agents.leader_policy import is_worker, steps_of
 from tests.agents.scripted_model import Chat, Exchange, Reply, ScriptedModel, ToolCall, message_text
 from tests.agents.test_copilot_loop import Leader as CopilotLeader
-from tests.agents.test_copilot_loop import hook_log, state
+from tests.agents.test_copilot_loop import hook_log
 from tests.agents.test_pi_claude_loop import Leader as TuiLeader
 from tests.agents.test_usage_team import row_tokens
 from tests.agents.worker_policy import TRIGGER, Inbox, shell_tool
@@ -45,8 +45,8 @@ from tests.agents.worker_policy import TRIGGER, Inbox, shell_tool
 pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]
 
 Factory = Callable[..., AgentTeam]
-KICKOFF = "BUDGET-LOOP: start a ralph loop and drive team t1 until it is done."
-STEP = re.compile(r"\[omp ralph step (\d+)/(\d+)\]")
+KICKOFF = "BUDGET-LOOP: start a loop and drive team t1 until it is done."
+STEP = re.compile(r"\[omp (?:ralph|ultrawork) step (\d+)/(\d+)\]")
 PER_CALL = 20  # tokens the scripted model reports per call: 10 input, 10 output
 BEFORE = 3  # the worker's calls before the loop: read the inbox, claim, say it works
 BUDGET = PER_CALL * (BEFORE + 2)  # crossed by the second idle prompt's answer
@@ -93,11 +93,11 @@ class KeepingWorker:
 
 @dataclass
 class LoopLeader:
-    """The leader's model: starts a ralph loop, and at each step runs `omp team wait` and says
+    """The leader's model: starts a loop (`mode`), and at each step runs `omp team wait` and says
     what it returned, then stops (the stop hook decides whether it goes on)."""
 
     team: str
-    root: Path
+    mode: str  # ralph | ultrawork
     steps: list[int] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -111,7 +111,7 @@ class LoopLeader:
             return Reply(text="ok")  # a request of the CLI's own
         if chat.messages[-1].get("role") == "tool":
             last = steps_of(chat)[-1]
-            if " ralph start " in last.key:
+            if f" {self.mode} start " in last.key:
                 return Reply(text="The loop is started; the team works on the haiku.")
             doc = _first_json(last.output)
             event = str(doc.get("event")) if isinstance(doc, dict) else "?"
@@ -123,7 +123,8 @@ class LoopLeader:
         if found is None:
             if KICKOFF in said[-1]:
                 goal = f"drive team {self.team} to the end"
-                return _shell(chat, self._omp("ralph", "start", goal, "--max-iterations", str(CAP)))
+                start = self._omp(self.mode, "start", goal, "--max-iterations", str(CAP))
+                return _shell(chat, start)
             return Reply(text="Noted.")
         with self._lock:
             self.steps.append(int(found[1]))
@@ -149,10 +150,15 @@ class Router:
         return self.worker.reply(chat) if is_worker(chat) else self.leader.reply(chat)
 
 
-@pytest.fixture(params=["copilot", "claude", "pi"])
-def agent_team(request: pytest.FixtureRequest) -> Factory:
-    factory: Factory = request.getfixturevalue(f"{request.param}_team")
-    return factory
+# Every CLI with a stop-hook loop omp drives in a TUI, in a ralph loop; ultrawork once.
+@pytest.fixture(
+    params=[("copilot", "ralph"), ("claude", "ralph"), ("pi", "ralph"), ("copilot", "ultrawork")],
+    ids=lambda p: "-".join(p),
+)
+def agent_team(request: pytest.FixtureRequest) -> tuple[Factory, str]:
+    agent, mode = request.param
+    factory: Factory = request.getfixturevalue(f"{agent}_team")
+    return factory, mode
 
 
 # ---- what happened ----------------------------------------------------------------------------
@@ -226,11 +232,14 @@ def pane_alive(team: AgentTeam, target: str) -> bool:
 
 
 def test_a_budget_crossed_mid_loop_ends_the_loop_at_the_next_stop_and_tells_the_leader_once(
-    agent_team: Factory, scripted_model: ScriptedModel, capsys: pytest.CaptureFixture[str]
+    agent_team: tuple[Factory, str],
+    scripted_model: ScriptedModel,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    team = agent_team(monitor=MONITOR)
+    factory, mode = agent_team
+    team = factory(monitor=MONITOR)
     worker = KeepingWorker()
-    lead_policy = LoopLeader(team.name, team.root)
+    lead_policy = LoopLeader(team.name, mode)
     scripted_model.policy = Router(lead_policy, worker)
     launched = team.omp(
         "team", "launch", "1", "write a haiku", "--agent", team.agent, "--name", team.name,
@@ -258,7 +267,8 @@ def test_a_budget_crossed_mid_loop_ends_the_loop_at_the_next_stop_and_tells_the_
     leader.say(KICKOFF)
 
     def ended() -> dict[str, Any] | None:
-        s = state(team) if (team.root / ".omp/state/ralph.json").exists() else {}
+        path = team.root / ".omp" / "state" / f"{mode}.json"
+        s: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
         return s if s.get("active") is False else None
 
     try:
@@ -337,7 +347,7 @@ def test_a_budget_crossed_mid_loop_ends_the_loop_at_the_next_stop_and_tells_the_
     assert st["usage"]["budget"]["percent"] >= 100.0, st["usage"]
     with capsys.disabled():
         print(
-            f"\n[{team.agent} budget loop] crossed at {crossing['used']} of {BUDGET} tokens "
+            f"\n[{team.agent} {mode}, budget] crossed at {crossing['used']} of {BUDGET} tokens "
             f"after {len(prompts)} idle prompt(s); loop ended at step {k}/{CAP}, "
             f"{wall:.1f}s after the kickoff"
         )
