@@ -98,6 +98,7 @@ class LoopLeader:
 
     team: str
     mode: str  # ralph | ultrawork
+    wait: int  # the `--timeout` of each step's wait
     steps: list[int] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -128,7 +129,9 @@ class LoopLeader:
             return Reply(text="Noted.")
         with self._lock:
             self.steps.append(int(found[1]))
-        return _shell(chat, self._omp("team", "wait", self.team, "--timeout", "25", "--json"))
+        return _shell(
+            chat, self._omp("team", "wait", self.team, "--timeout", str(self.wait), "--json")
+        )
 
 
 def _first_json(text: str) -> Any:
@@ -150,15 +153,24 @@ class Router:
         return self.worker.reply(chat) if is_worker(chat) else self.leader.reply(chat)
 
 
-# Every CLI with a stop-hook loop omp drives in a TUI, in a ralph loop; ultrawork once.
+# Every CLI with a stop-hook loop omp drives in a TUI, in a ralph loop whose leader waits for the
+# team's news at each step (the crossing's `attention` ends its turn); ultrawork once; and once
+# a leader whose 2 s waits end before anything happens, so the loop goes on step after step
+# until the stop after the crossing.
 @pytest.fixture(
-    params=[("copilot", "ralph"), ("claude", "ralph"), ("pi", "ralph"), ("copilot", "ultrawork")],
-    ids=lambda p: "-".join(p),
+    params=[
+        ("copilot", "ralph", 25),
+        ("claude", "ralph", 25),
+        ("pi", "ralph", 25),
+        ("copilot", "ultrawork", 25),
+        ("copilot", "ralph", 2),
+    ],
+    ids=lambda p: f"{p[0]}-{p[1]}-wait{p[2]}",
 )
-def agent_team(request: pytest.FixtureRequest) -> tuple[Factory, str]:
-    agent, mode = request.param
+def agent_team(request: pytest.FixtureRequest) -> tuple[Factory, str, int]:
+    agent, mode, wait = request.param
     factory: Factory = request.getfixturevalue(f"{agent}_team")
-    return factory, mode
+    return factory, mode, wait
 
 
 # ---- what happened ----------------------------------------------------------------------------
@@ -232,14 +244,14 @@ def pane_alive(team: AgentTeam, target: str) -> bool:
 
 
 def test_a_budget_crossed_mid_loop_ends_the_loop_at_the_next_stop_and_tells_the_leader_once(
-    agent_team: tuple[Factory, str],
+    agent_team: tuple[Factory, str, int],
     scripted_model: ScriptedModel,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    factory, mode = agent_team
+    factory, mode, wait = agent_team
     team = factory(monitor=MONITOR)
     worker = KeepingWorker()
-    lead_policy = LoopLeader(team.name, mode)
+    lead_policy = LoopLeader(team.name, mode, wait)
     scripted_model.policy = Router(lead_policy, worker)
     launched = team.omp(
         "team", "launch", "1", "write a haiku", "--agent", team.agent, "--name", team.name,
@@ -291,7 +303,10 @@ def test_a_budget_crossed_mid_loop_ends_the_loop_at_the_next_stop_and_tells_the_
     assert lead_policy.steps == list(range(1, k + 1)), why
     assert s["iteration"] == k and s["lastDecision"]["why"] == "budget", s
     assert "token budget" in (log[-1].get("note") or ""), log[-1]
-    assert lead_policy.events[-1] == "attention", (lead_policy.events, why)
+    if wait == 25:  # the wait of the last step returned the crossing
+        assert lead_policy.events[-1] == "attention", (lead_policy.events, why)
+    else:  # two idle prompts take over 2 s: the loop went on after a wait that saw nothing
+        assert k >= 2 and lead_policy.events[0] == "timeout", (lead_policy.events, why)
 
     [crossing] = budget_doc(team)["crossings"]
     assert crossing["scope"] == "team" and crossing["budget"] == BUDGET, crossing
@@ -347,7 +362,8 @@ def test_a_budget_crossed_mid_loop_ends_the_loop_at_the_next_stop_and_tells_the_
     assert st["usage"]["budget"]["percent"] >= 100.0, st["usage"]
     with capsys.disabled():
         print(
-            f"\n[{team.agent} {mode}, budget] crossed at {crossing['used']} of {BUDGET} tokens "
+            f"\n[{team.agent} {mode}, waits of {wait}s] budget crossed at {crossing['used']} "
+            f"of {BUDGET} tokens "
             f"after {len(prompts)} idle prompt(s); loop ended at step {k}/{CAP}, "
             f"{wall:.1f}s after the kickoff"
         )
