@@ -348,6 +348,8 @@ class Monitor:
                 self._server_gone.pop(t.name, None)
                 live.append(t)
         wanted = [p for t in live for w in _nudged_members(t.cfg) if (p := t.cfg.pane_of(w))]
+        # the leader's pane too, for its usage (its session found from its processes)
+        wanted += [p for t in live if (p := t.cfg.pane_of(LEADER)) and p not in wanted]
         if not wanted:
             return
         try:
@@ -519,12 +521,12 @@ class Monitor:
         return out
 
     def _usage(self, t: _Team, states: Mapping[str, PaneLike | None], report: ScanReport) -> None:
-        """Read the workers' session records on (the usage index) and check the team's token
-        budgets (`omp.monitor.usage`, `omp.monitor.budget`)."""
+        """Read the members' session records on (the usage index; the leader's pane too) and
+        check the team's token budgets (`omp.monitor.usage`, `omp.monitor.budget`)."""
         from omp.monitor import budget, usage
 
         pids: dict[str, int | None] = {}
-        for w in t.cfg.worker_names:
+        for w in [*t.cfg.worker_names, LEADER]:
             pane = t.cfg.pane_of(w)
             st = states.get(pane) if pane else None
             if st is not None and t.ident.holds(st) and not st.dead:
