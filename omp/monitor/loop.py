@@ -7,8 +7,9 @@ A scan, every `Intervals.scan` seconds (5 s by default):
    `shutdown.json`, a tmux identity whose server (pid + start time) is the one
    running now, and at least one worker pane that exists, is not dead and sits in the recorded
    session and window. One `server_identity` and one `pane_states` call per tmux server;
-   per live team, the usage index read on (`omp.monitor.usage`: only what each worker's agent
-   session record gained since) and its token budgets checked (`omp.monitor.budget`: a crossed
+   per live team, the usage index read on (`omp.monitor.usage`: only what each member's agent
+   session record gained since; the leader's pane is looked at for its session too) and its
+   token budgets checked (`omp.monitor.budget`: a crossed
    budget tells the leader once and holds idle prompts back);
 2. per live worker pane (and the leader's, for its mail only, with `--nudge-leader`): its
    undelivered mail through the mailbox index (cached by the mailbox file's stat, so an
