@@ -23,9 +23,11 @@ often before any team): its hook records `workers/leader/session.json` (`record_
 team of the project whose recorded leader pane is this one, proved by tmux itself: `$TMUX_PANE`
 is the config's `leaderPaneId`, and `$TMUX` (`<socket>,<server pid>,<session>`) names the
 socket and the server process recorded in its `tmuxIdentity` (a pane id is unique only within
-one server's life). A team shut down is not recorded into (its run is over; a relaunch archives
-the file with the run). `workers/leader/` is made inside an existing team's directory only
-(`TeamPaths.ensure_in`), never the team's own directory.
+one server's life). A team shut down takes a leader's record only when it has none yet and was
+shut down less than `SHUT_GRACE_S` ago: a leader that ran the whole team in one turn stops for
+the first time after its `shutdown`, and that session is the team's; a later session in the same
+pane is not (a relaunch archives the file with the run). `workers/leader/` is made inside an
+existing team's directory only (`TeamPaths.ensure_in`), never the team's own directory.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from omp.store.paths import StatePaths, TeamPaths, find_root
 # ids the CLIs print, never a path or a shell word.
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 FIELDS = ("agent", "sessionId", "transcriptPath", "cwd")
+SHUT_GRACE_S = 900.0  # a shut-down team still takes its leader's first record this long after
 
 
 def valid_id(value: object) -> str | None:
@@ -149,9 +152,10 @@ def tmux_of(env: Mapping[str, str]) -> tuple[str, str, str] | None:
     return pane, sock, pid
 
 
-def leader_teams(project: StatePaths, env: Mapping[str, str]) -> list[TeamPaths]:
-    """The teams of `project` whose recorded leader pane is the one this process runs in (see
-    the module docstring), shut-down teams left out. Read-only; [] outside tmux."""
+def leader_teams(project: StatePaths, env: Mapping[str, str]) -> list[tuple[TeamPaths, bool]]:
+    """(team, shut down) for the teams of `project` whose recorded leader pane is the one this
+    process runs in (see the module docstring); a team shut down `SHUT_GRACE_S` ago or more is
+    left out. Read-only; [] outside tmux."""
     here = tmux_of(env)
     if here is None:
         return []
@@ -170,10 +174,21 @@ def leader_teams(project: StatePaths, env: Mapping[str, str]) -> list[TeamPaths]
         server = ident.get("serverPid")
         if server is None or str(server) != pid:
             continue  # another incarnation of the server: the pane id is another pane's
-        if os.path.lexists(cfg.paths.shutdown):
+        shut = os.path.lexists(cfg.paths.shutdown)
+        if shut and not _shut_lately(cfg.paths):
             continue
-        out.append(cfg.paths)
+        out.append((cfg.paths, shut))
     return out
+
+
+def _shut_lately(team: TeamPaths) -> bool:
+    """Was the team shut down less than `SHUT_GRACE_S` ago (by its `shutdown.json`)?"""
+    try:
+        doc = fs.read_json(team.shutdown) if fs.check_entry(team.shutdown, want_dir=False) else None
+    except Exception:
+        return False
+    at = clock.parse_iso(str(doc.get("shutdownAt") or "")) if isinstance(doc, dict) else None
+    return at is not None and 0 <= clock.now() - at < SHUT_GRACE_S
 
 
 def record_leader(
@@ -192,7 +207,9 @@ def record_leader(
     if sid is None:
         return []
     changed = []
-    for team in leader_teams(project, env):
+    for team, shut in leader_teams(project, env):
+        if shut and read(team, LEADER) is not None:
+            continue  # the session that ran the team is recorded: a later one is not the team's
         try:
             team.ensure_in(team.worker_dir(LEADER))
             if _write(team, LEADER, agent, sid, transcript_path, cwd):

@@ -8,13 +8,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from omp import clock
 from omp.record import config as team_config
 from omp.stophook import sessions
+from omp.stophook.sessions import SHUT_GRACE_S
 from omp.store.paths import StatePaths, TeamPaths
 from tests.helpers import child_env, make_project, make_team, run_cli, run_omp, snapshot_tree
 
@@ -146,13 +149,27 @@ def test_a_pane_of_no_team_writes_nothing(root: Path, pane: str, tmux: str) -> N
     assert snapshot_tree(root / ".omp") == before
 
 
-def test_a_shut_down_or_deleted_team_is_not_written_to(root: Path) -> None:
+def test_a_team_shut_down_takes_only_the_session_that_ran_it(root: Path) -> None:
+    """The leader's first stop after its `shutdown` (a team run in one turn) is recorded; a
+    later session in the same pane, or a stop long after the shutdown, is not the team's."""
     shut = team(root).shutdown
-    shut.write_text(json.dumps({"shutdownAt": "2026-12-01T00:00:00.000Z"}))
+    shut.write_text(json.dumps({"shutdownAt": clock.iso(time.time() - 2 * SHUT_GRACE_S)}))
     before = snapshot_tree(root / ".omp")
     fire(root, copilot_stop(root), pane_env(root))
+    assert snapshot_tree(root / ".omp") == before  # shut down long ago
+    shut.write_text(json.dumps({"shutdownAt": clock.iso(time.time() - 5)}))
+    fire(root, copilot_stop(root), pane_env(root))
+    assert (recorded(root) or {}).get("sessionId") == SID  # the turn that shut it down
+    before = snapshot_tree(root / ".omp")
+    fire(root, claude_stop(root), pane_env(root))  # another session, after the team
     assert snapshot_tree(root / ".omp") == before
-    shut.unlink()
+    shut.write_text(json.dumps({"shutdownAt": "not a time"}))
+    shutil.rmtree(team(root).worker_dir("leader"))
+    fire(root, copilot_stop(root), pane_env(root))
+    assert not team(root).worker_dir("leader").exists()
+
+
+def test_a_deleted_team_is_not_made_again(root: Path) -> None:
     cfg = team_config.load(team(root))
     shutil.rmtree(team(root).dir)
     # a team deleted between its config's read and the write: never made again
