@@ -27,6 +27,7 @@ from tests.agents.test_copilot_leader import (
     FAST_MONITOR,
     REQUEST,
     TEAM,
+    answers,
     await_answer,
     leader_requests,
 )
@@ -35,13 +36,17 @@ pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]
 
 Factory = Callable[..., AgentTeam]
 PER_CALL = Tokens(1, 10, 10, 0, 0)  # the scripted model reports 10 prompt, 10 completion tokens
+CLAUDE_CALL = Tokens(
+    1, 10, 10, 0, 0
+)  # Anthropic's wire: 10 input at the start, 10 output at the end
 
 
-def served_to_leader(model: ScriptedModel) -> Tokens:
+def served_to_leader(model: ScriptedModel, per_call: Tokens = PER_CALL) -> Tokens:
+    """What the model reported to the leader's conversation (its side requests apart)."""
     total = Tokens()
     for ex in leader_requests(model):
         if ex.reply is not None:
-            total = total.plus(PER_CALL)
+            total = total.plus(per_call)
     return total
 
 
@@ -103,3 +108,53 @@ def test_omp_team_usage_gives_the_copilot_leader_what_the_model_reported_to_it(
     assert tokens(got["totals"]) == want
     # the workers' panes never wrote the leader's record, nor one of their own (demo workers)
     assert not (state / "workers" / "worker-1" / "session.json").exists()
+
+
+def test_omp_team_usage_gives_the_claude_leader_what_the_model_reported_to_it(
+    claude_team: Factory, scripted_model: ScriptedModel
+) -> None:
+    """Claude Code leading, its hook from the project's `.claude/settings.json`; the pane's
+    process finds the record by the cwd (it shares the project root with nobody here)."""
+    from tests.agents.test_claude_leader import ClaudeLeader
+
+    skill = ".claude/skills/team/SKILL.md"
+    scripted_model.policy = Router(LeaderPolicy(team=TEAM, skill_path=skill))
+    team = claude_team(monitor=FAST_MONITOR | {"OMP_DEMO_WORK_SECONDS": "3"})
+    team.name = TEAM
+    assert team.omp("skills", "install", "--target", ".claude/skills", "--json")["ok"] is True
+    assert team.omp("hooks", "install", "--agent", "claude", "--json")["ok"] is True
+    lead = ClaudeLeader(team)
+    lead.type(REQUEST)
+
+    def answered() -> str:
+        return next((a for a in answers(scripted_model) if a.startswith(f"Team {TEAM}:")), "")
+
+    try:
+        text = poll(answered, "the leader's answer", 180)
+        poll(lead.idle, "the leader idle after answering", 60)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{scripted_model.dump()}\n{lead.capture()}") from None
+    assert "2/2 done" in text and "shut down" in text, text
+    state = team.root / ".omp" / "state" / "team" / TEAM
+    want = served_to_leader(scripted_model, CLAUDE_CALL)
+
+    def agrees() -> dict[str, Any] | None:
+        got: dict[str, Any] = team.omp("team", "usage", TEAM, "--json")
+        row = next(m for m in got["members"] if m["name"] == "leader")
+        return got if tokens(row) == want else None
+
+    try:
+        got = poll(agrees, "the leader's usage == what the model served it", 30)
+    except AssertionError:
+        seen = team.omp("team", "usage", TEAM, "--json")
+        side = len(scripted_model.side)
+        raise AssertionError(
+            f"{seen}\nserved: {want}, side: {side}\n{scripted_model.dump()}"
+        ) from None
+    row = next(m for m in got["members"] if m["name"] == "leader")
+    session = json.loads((state / "workers" / "leader" / "session.json").read_text())
+    assert session["agent"] == "claude" and session["transcriptPath"], session
+    assert row["how"].startswith("the stop hook's record"), row
+    assert row["records"][0] == session["transcriptPath"], (row, session)
+    found = from_process("claude", tree(pane_pid(team, lead.pane)))
+    assert str(found.path) == row["records"][0], found
