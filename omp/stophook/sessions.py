@@ -166,7 +166,7 @@ def leader_teams(project: StatePaths, env: Mapping[str, str]) -> list[tuple[Team
             continue
         try:
             cfg = team_config.load(project.team(name))
-        except OmpError:
+        except (OmpError, OSError):
             continue  # a config omp cannot read names no pane of ours
         ident = cfg.tmux or {}
         if cfg.raw.get("leaderPaneId") != pane or ident.get("socketPath") != sock:
