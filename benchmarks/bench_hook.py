@@ -59,6 +59,25 @@ def _ralph(proj: Path, cap: int = 1_000_000) -> None:
     os.chmod(state / "ralph.json", 0o600)
 
 
+LEADER_SOCK = "/tmp/omp-bench-sock"  # never opened: the hook compares it with the config
+LEADER_SERVER = 4242
+
+
+def _team(proj: Path) -> None:
+    """A team whose leader pane is `%1` on the server `LEADER_SOCK` names (`$TMUX`)."""
+    from omp.record import config as team_config
+    from omp.store.paths import StatePaths
+    from omp.team.setup import create_team
+
+    create_team(proj, "bench", 3, task="")
+    team = StatePaths(proj).team("bench")
+    raw = team_config.load(team).raw
+    raw["leaderPaneId"] = "%1"
+    raw["tmuxIdentity"] = {"socketPath": LEADER_SOCK, "serverPid": LEADER_SERVER,
+                           "serverStartedAt": 1, "sessionId": "$0", "windowId": "@0"}  # fmt: skip
+    team_config.write(team, raw)
+
+
 def _transcript(path: Path, events: int, stops: int) -> None:
     """A Copilot events.jsonl of `events` lines whose last lines record stop `stops`."""
     with path.open("w") as f:
@@ -128,6 +147,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         rows: list[tuple[str, float]] = [("`python -c pass` (the floor, not omp)", floor)]
         rows.append(("no active loop (every stop of every agent)", measure(claude)))
+        _team(proj)
+        rows.append(
+            (
+                "no active loop, a team's leader pane: its session recorded",
+                measure(claude, {"TMUX_PANE": "%1", "TMUX": f"{LEADER_SOCK},{LEADER_SERVER},0"}),
+            )
+        )
         _ralph(proj)
         rows.append(
             ("active loop, Claude/Codex payload: block + state write + log", measure(claude))

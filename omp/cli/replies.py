@@ -476,6 +476,7 @@ class ResumedWorker(TypedDict):
     why: str  # what became of its pane
     conversation: str  # resumed | new
     sessionId: str | None
+    sessionFrom: str | None  # hook: its stop hook recorded it; record: its session record named it
     cwd: str | None
     worktree: dict[str, Any] | None  # path, branch, ahead, uncommitted, ...
     missingEnv: list[str]  # variables launch forwarded that this environment lacks

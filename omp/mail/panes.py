@@ -134,13 +134,16 @@ class PaneView:
     pid: int | None = None  # the pane's process (tmux's pane_pid), when alive
 
 
-def pane_views(cfg: TeamConfig) -> dict[str, PaneView]:
-    """Each worker's pane as tmux sees it now, checked against the identity in the config.
+def pane_views(cfg: TeamConfig, *, leader: bool = False) -> dict[str, PaneView]:
+    """Each worker's pane (and the leader's, under `leader`, when the team records one) as tmux
+    sees it now, checked against the identity in the config.
 
     A pane id that a restarted server handed to someone else reads as `gone`, never `alive`.
     One tmux call for all panes; no server is started.
     """
     panes = {w: cfg.pane_of(w) for w in cfg.worker_names}
+    if leader and cfg.pane_of("leader"):
+        panes["leader"] = cfg.pane_of("leader")
     # "none": a headless worker never had a pane (not one that went away); a `lostPaneId` is
     # a pane that went with an earlier tmux server (`omp team resume` moved it aside)
     out = {

@@ -7,8 +7,9 @@ A scan, every `Intervals.scan` seconds (5 s by default):
    `shutdown.json`, a tmux identity whose server (pid + start time) is the one
    running now, and at least one worker pane that exists, is not dead and sits in the recorded
    session and window. One `server_identity` and one `pane_states` call per tmux server;
-   per live team, the usage index read on (`omp.monitor.usage`: only what each worker's agent
-   session record gained since) and its token budgets checked (`omp.monitor.budget`: a crossed
+   per live team, the usage index read on (`omp.monitor.usage`: only what each member's agent
+   session record gained since; the leader's pane is looked at for its session too) and its
+   token budgets checked (`omp.monitor.budget`: a crossed
    budget tells the leader once and holds idle prompts back);
 2. per live worker pane (and the leader's, for its mail only, with `--nudge-leader`): its
    undelivered mail through the mailbox index (cached by the mailbox file's stat, so an
@@ -348,6 +349,8 @@ class Monitor:
                 self._server_gone.pop(t.name, None)
                 live.append(t)
         wanted = [p for t in live for w in _nudged_members(t.cfg) if (p := t.cfg.pane_of(w))]
+        # the leader's pane too, for its usage (its session found from its processes)
+        wanted += [p for t in live if (p := t.cfg.pane_of(LEADER)) and p not in wanted]
         if not wanted:
             return
         try:
@@ -519,12 +522,12 @@ class Monitor:
         return out
 
     def _usage(self, t: _Team, states: Mapping[str, PaneLike | None], report: ScanReport) -> None:
-        """Read the workers' session records on (the usage index) and check the team's token
-        budgets (`omp.monitor.usage`, `omp.monitor.budget`)."""
+        """Read the members' session records on (the usage index; the leader's pane too) and
+        check the team's token budgets (`omp.monitor.usage`, `omp.monitor.budget`)."""
         from omp.monitor import budget, usage
 
         pids: dict[str, int | None] = {}
-        for w in t.cfg.worker_names:
+        for w in [*t.cfg.worker_names, LEADER]:
             pane = t.cfg.pane_of(w)
             st = states.get(pane) if pane else None
             if st is not None and t.ident.holds(st) and not st.dead:

@@ -10,8 +10,14 @@ A member's session is found (`_locate`), in this order:
    process tree: `omp.usage.locate.from_process`): Copilot's session lock, Codex's open rollout,
    or the record in the cwd's session folder written since the CLI started and naming the
    worker's inbox (only that worker's first prompt holds its path).
-The leader: only 1 (`workers/leader/session.json`). Without it the leader's usage is unknown,
-never guessed: its pane runs the person's own session, which may have begun before the team.
+The leader, the same two ways: 1. its stop hook, when it fires in the team's recorded leader
+pane, records `workers/leader/session.json` (`omp.stophook.sessions.record_leader`); 2. else the
+leader pane's processes, when the pane is alive in the team's window: Copilot's lock and Codex's
+open rollout name the record; for the CLIs found by their cwd, the record written since the
+pane's process started that names no worker's inbox (a worker sharing the cwd has its inbox in
+its first prompt), and only when exactly one fits: another session of the person's in the same
+folder makes it ambiguous, said, never guessed. The leader's row counts its whole session, which
+may have begun before the team; the team's budget never counts it (`team_tokens`).
 
 A member may run more than one session in a team's life (a CLI restarted in its pane): every
 record found is kept, and the member's usage is their sum, subagents' records included
@@ -221,7 +227,6 @@ def _member(
     if (
         (sess is None or not records)
         and agent in READERS
-        and role == "worker"
         and pid is not None
         and _due(entry, pid, now)
     ):
@@ -232,9 +237,11 @@ def _member(
             _add(records, agent, found.path)
         elif not records and sess is None:  # else the session.json's why stands
             how = found.how if found is not None else "no process in the pane"
+            if role == "leader":
+                how = f"{NO_LEADER_HOOK}, and its pane's process did not show it: {how}"
     elif not records and sess is None:
         if role == "leader":
-            how = "no stop hook recorded the leader's session (workers/leader/session.json)"
+            how = _leader_unknown(cfg, agent, pid, str(entry.get("how") or ""))
         elif pid is None and cfg.pane_of(name):
             how = "its pane is not running (no process to find the session from)"
         elif pid is None:
@@ -350,7 +357,30 @@ class _Procs:
 def _from_process(cfg: TeamConfig, member: str, agent: str, procs: list[Any]) -> Any:
     from omp.usage.locate import from_process
 
+    if member == LEADER:  # no text of its own: what is not a worker's (module docstring)
+        shun = [str(cfg.paths.inbox(w)) for w in cfg.worker_names]
+        return from_process(agent, procs, exclude=shun)
     return from_process(agent, procs, marker=str(cfg.paths.inbox(member)))
+
+
+NO_LEADER_HOOK = "no stop hook recorded the leader's session (workers/leader/session.json)"
+
+
+def _leader_unknown(cfg: TeamConfig, agent: str | None, pid: int | None, last: str) -> str:
+    """Why the leader's session is not known, when its pane was not looked at now."""
+    from omp.usage.read import READERS
+
+    if pid is not None and last.startswith(NO_LEADER_HOOK):
+        return last  # looked at lately (`_due`): what that look found
+    if not cfg.pane_of(LEADER):
+        return f"{NO_LEADER_HOOK}, and the team records no leader pane to look in"
+    if agent is None:
+        return f"{NO_LEADER_HOOK}, and the leader's agent is not known (launch --leader-agent)"
+    if agent not in READERS:
+        return f"{NO_LEADER_HOOK}, and omp cannot find {agent} sessions from a process"
+    if pid is None:
+        return f"{NO_LEADER_HOOK}, and its pane is not running in the team's window"
+    return NO_LEADER_HOOK
 
 
 def team_tokens(rows: list[Row]) -> Tokens:

@@ -6,14 +6,17 @@ mode read on every stop of every agent. Order of work:
 1. a worker pane of a team (`OMP_TEAM_WORKER` / `OMP_WORKER` set) is never held by the leader's
    loop: allow; the only thing written is the worker's agent session (`omp.stophook.sessions`:
    `workers/<w>/session.json`, for `omp team resume`), when it is a current member;
-2. no active loop: allow, write nothing;
-3. Copilot: find the current reply in its transcript (bounded wait, outside the lock);
+2. a team's leader pane (tmux's `$TMUX_PANE` and `$TMUX` name a team's recorded leader pane):
+   record the leader's agent session in that team (`workers/leader/session.json`, for
+   `omp team usage`), then go on as any stop does; outside tmux nothing is looked at;
+3. no active loop: allow, write nothing more;
+4. Copilot: find the current reply in its transcript (bounded wait, outside the lock);
    a token budget a team crossed since the loop started ends the loop at this stop
    (`omp.record.budget`: each team's `budget.json`, read only while a loop is active);
-4. under the project's hook lock: a second fire for a stop already answered (same session and
+5. under the project's hook lock: a second fire for a stop already answered (same session and
    stop identity) replays that answer and counts nothing; otherwise decide, remember the answer,
    then write the loop's new state;
-5. print the answer in the CLI's shape.
+6. print the answer in the CLI's shape.
 
 Any error at all (bad stdin, stdin nested too deeply, an unsafe state tree, a full disk, a bug)
 allows the stop and is logged to `.omp/state/hooks/hook.log` when it can be, else to stderr.
@@ -21,7 +24,7 @@ allows the stop and is logged to `.omp/state/hooks/hook.log` when it can be, els
 Time: every CLI omp installs the hook for kills it after 30 s (`install.TIMEOUT_S`) and holds the
 agent meanwhile. So the hook runs under a budget of its own, `BUDGET_S`, enforced by SIGALRM: a
 read that blocks (a stdin never closed, a slow disk) is interrupted and the stop allowed. The
-alarm is disarmed once the decision is being written (step 4), so a block counted in the loop's
+alarm is disarmed once the decision is being written (step 5), so a block counted in the loop's
 state is never printed as an allow; that step waits at most `memory.LOCK_WAIT_S` for its lock.
 """
 
@@ -152,6 +155,8 @@ def handle(
     from omp.store.paths import StatePaths, find_root
 
     paths = StatePaths(find_root(_root_dir(inp.cwd)))
+    if env.get("TMUX_PANE"):
+        _record_leader(paths, inp, payload, env)
     if not any(modes.is_active(modes.read_state(paths, m)) for m in modes.MODES):
         return inp.cli, replies.allow(inp.cli)
 
@@ -186,10 +191,7 @@ def _record_session(
 ) -> None:
     """A worker's hook records which agent session it runs; a failure is logged, and the stop
     is allowed all the same."""
-    sid = inp.session_id
-    parent = payload.get("parentAgentId")
-    if inp.cli == "copilot" and isinstance(parent, str) and parent:
-        sid = parent  # a Copilot subagent's stop: `sessionId` is the subagent's, not the session's
+    sid = _session_of(inp, payload)
     if not sid:
         return
     try:
@@ -204,6 +206,41 @@ def _record_session(
         )
     except Exception as exc:
         _say(f"omp hook stop: session not recorded: {type(exc).__name__}: {exc}\n")
+
+
+def _record_leader(
+    paths: Any, inp: payloads.StopInput, payload: Mapping[str, Any], env: Mapping[str, str]
+) -> None:
+    """A leader pane's hook records the leader's session in each team it leads
+    (`omp.stophook.sessions.record_leader`); a failure is logged and the stop goes on. The
+    budget's alarm stays armed: running out of time here still allows the stop."""
+    sid = _session_of(inp, payload)
+    if not sid:
+        return
+    try:
+        from omp.stophook import sessions
+
+        sessions.record_leader(
+            env,
+            paths,
+            agent=inp.cli,
+            session_id=sid,
+            transcript_path=inp.transcript_path,
+            cwd=inp.cwd,
+        )
+    except OutOfTime:
+        raise
+    except Exception as exc:
+        _say(f"omp hook stop: leader session not recorded: {type(exc).__name__}: {exc}\n")
+
+
+def _session_of(inp: payloads.StopInput, payload: Mapping[str, Any]) -> str | None:
+    """The agent session a stop belongs to: a Copilot subagent's stop carries the subagent's
+    `sessionId` and the session's as `parentAgentId`."""
+    parent = payload.get("parentAgentId")
+    if inp.cli == "copilot" and isinstance(parent, str) and parent:
+        return parent
+    return inp.session_id
 
 
 def _decide_locked(

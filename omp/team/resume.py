@@ -102,6 +102,7 @@ class Member:
     cwd: Path | None = None
     worktree: dict[str, Any] | None = None
     session_id: str | None = None  # the agent session it comes back into; None: a fresh one
+    session_from: str | None = None  # hook: its stop hook's record; record: its session record
     missing_env: list[str] = field(default_factory=list)
     recorded_env: list[str] = field(default_factory=list)  # forwardedEnv as recorded
     pane: str | None = None
@@ -320,7 +321,10 @@ class Resume(Launch):
             known = sessions.read(cfg.paths, m.name)
             cli = os.path.basename(profile.program)
             if known and profile.resume_args and known.get("agent") in (cli, profile.name):
-                m.session_id = str(known["sessionId"])
+                m.session_id, m.session_from = str(known["sessionId"]), "hook"
+            elif profile.resume_args:
+                m.session_id = _from_record(cfg, m.name, (cli, profile.name))
+                m.session_from = "record" if m.session_id else None
             names = m.entry.get("forwardedEnv")
             recorded_names = (
                 [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
@@ -652,6 +656,7 @@ class Resume(Launch):
                     "why": m.why,
                     "conversation": "resumed" if m.session_id else "new",
                     "sessionId": m.session_id,
+                    "sessionFrom": m.session_from,
                     "cwd": str(m.cwd) if m.cwd else None,
                     "worktree": m.worktree,
                     "missingEnv": m.missing_env,
@@ -672,6 +677,30 @@ class Resume(Launch):
                 name = place.tmux.socket_name
                 out["attach"] = _attach_hint(sock, name, session_name(cfg.name), place.inside)
         return out
+
+
+def _from_record(cfg: TeamConfig, member: str, agents: tuple[str, ...]) -> str | None:
+    """The session of the member's newest record in the monitor's usage index (found from its
+    pane while it ran: Codex and Gemini workers get no hook of omp's), when the record names it
+    plainly; else None. Read-only."""
+    from omp.monitor.usage import load
+    from omp.stophook.sessions import valid_id
+    from omp.usage.ids import session_id
+
+    entry = ((load(cfg) or {}).get("members") or {}).get(member)
+    records = entry.get("records") if isinstance(entry, dict) else None
+    newest: tuple[float, str, Path] | None = None
+    for rec in records if isinstance(records, list) else []:
+        if not isinstance(rec, dict) or rec.get("sub") or rec.get("kind") not in agents:
+            continue
+        path = Path(str(rec.get("path")))
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            continue
+        if newest is None or mtime > newest[0]:
+            newest = (mtime, str(rec["kind"]), path)
+    return valid_id(session_id(newest[1], newest[2])) if newest else None
 
 
 def _fields(entry: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,9 @@ From a process (`from_process`), when no hook ran: Copilot holds
 itself, so the open files name the record. Claude Code, Gemini CLI and pi hold nothing open
 between writes: the record is the one in the cwd's session folder written since the process
 started, and when several workers share the cwd, the one whose text holds `marker` (a string
-only that worker's session contains, such as the path of its inbox).
+only that worker's session contains, such as the path of its inbox). A team's leader has no
+such text: for it, the records holding any of `exclude` (the workers' inbox paths) are left out,
+and the one left is its, if only one is.
 
 A session may own more than one file: `session_files` adds a Claude Code subagent's transcript
 (`<session>/subagents/agent-*.jsonl`) and a Gemini subagent's chat (`chats/<session id>/`).
@@ -150,8 +152,15 @@ def _gemini_session(path: Path) -> str | None:
 # ---- from the pane's processes -----------------------------------------------------------------
 
 
-def from_process(kind: str, procs: Sequence[Process], *, marker: str | None = None) -> Located:
-    """The record the agent CLI in this process tree writes (`process.tree(pane_pid)`)."""
+def from_process(
+    kind: str,
+    procs: Sequence[Process],
+    *,
+    marker: str | None = None,
+    exclude: Sequence[str] = (),
+) -> Located:
+    """The record the agent CLI in this process tree writes (`process.tree(pane_pid)`); by the
+    cwd, only a record holding `marker` and none of `exclude`."""
     if not procs:
         return Located(None, "no such process (or no /proc to look in)")
     env: dict[str, str] = {}
@@ -183,7 +192,8 @@ def from_process(kind: str, procs: Sequence[Process], *, marker: str | None = No
     if folder is None:
         return Located(None, f"omp cannot find {kind} sessions from a process")
     started = min((p.started for p in procs if p.started is not None), default=None)
-    return _recent(folder, "*.json*" if kind == "gemini" else "*.jsonl", started, marker)
+    pattern = "*.json*" if kind == "gemini" else "*.jsonl"
+    return _recent(folder, pattern, started, marker, exclude)
 
 
 def _gemini_folder(base: Path, cwd: str) -> Path | None:
@@ -207,7 +217,13 @@ def _one(paths: set[Path], how: str) -> Located:
     return Located(None, f"{len(paths)} records fit ({how})", tuple(sorted(paths)))
 
 
-def _recent(folder: Path, pattern: str, started: float | None, marker: str | None) -> Located:
+def _recent(
+    folder: Path,
+    pattern: str,
+    started: float | None,
+    marker: str | None,
+    exclude: Sequence[str] = (),
+) -> Located:
     try:
         files = [p for p in folder.glob(pattern) if p.is_file()]
     except OSError:
@@ -218,6 +234,9 @@ def _recent(folder: Path, pattern: str, started: float | None, marker: str | Non
     if marker is not None:
         files = [p for p in files if _holds(p, marker)]
         how += f" and holding {marker!r}"
+    if exclude:
+        files = [p for p in files if not any(_holds(p, x) for x in exclude)]
+        how += f" and holding none of {len(exclude)} other sessions' texts"
     files.sort(key=_mtime, reverse=True)
     if len(files) == 1:
         return Located(files[0], how)

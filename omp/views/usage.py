@@ -24,8 +24,9 @@ from omp.usage.totals import Tokens, UsageTotals, iso
 
 
 def rows_for(cfg: TeamConfig, views: Mapping[str, PaneView] | None = None) -> list[index.Row]:
-    """Each member's row (workers, then the leader), read-only."""
-    views = pane_views(cfg) if views is None else views
+    """Each member's row (workers, then the leader), read-only. The leader's pane is looked at
+    only when `views` holds it (`omp team usage`'s own; `status` shows no leader row)."""
+    views = pane_views(cfg, leader=True) if views is None else views
     pids = {w: v.pid for w, v in views.items() if v.pid is not None}
     return index.snapshot(cfg, pids)
 

@@ -21,7 +21,7 @@ def test_bench_hook_quick_prints_the_machine_and_a_row_per_case(tmp_path: Path) 
     assert any(line.startswith("- python: ") for line in lines)
     header = "| case | median | target | meets |"
     rows = [r for r in lines[lines.index(header) + 2 :] if r.startswith("| ")]
-    assert len(rows) == 6
+    assert len(rows) == 7
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert cells[1].endswith(" ms") and float(cells[1][:-3]) > 0

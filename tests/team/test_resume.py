@@ -224,3 +224,55 @@ def test_launch_state_paths_archive_the_session_and_the_resume_inbox(project: Pa
     team = StatePaths(project).team("t")
     assert team.session("worker-1") in team.run_files("worker-1")
     assert team.resume_inbox("worker-1") in team.run_files("worker-1")
+
+
+def test_a_worker_without_a_hook_resumes_into_the_session_its_record_names(
+    project: Path, tmp_path: Path
+) -> None:
+    """Codex and Gemini workers get no hook of omp's: the session comes from the newest record
+    the monitor's usage index found for the worker (`omp.usage.ids`), never from a subagent's,
+    another CLI's, a deleted one, or an index of an earlier launch."""
+    import os
+    import shutil
+
+    from omp.record.budget import generation
+    from omp.team.resume import _from_record
+    from tests.usage import fixtures as fx
+
+    team = rebooted_team(project, tmp_path)
+    cfg = team_config.load(team)
+    paths = StatePaths(project)
+    index = paths.monitor_usage_index("t")
+    index.parent.mkdir(parents=True, exist_ok=True)
+    old, new, sub, gone = (tmp_path / "rec" / n for n in ("old", "new", "sub", "gone"))
+    (main,) = fx.records("codex")
+    for d in (old, new, sub, gone):
+        d.mkdir(parents=True)
+    other = "2222-3333-4444-555555555555.jsonl"
+    older = shutil.copy(main, old / f"rollout-2026-11-30T10-00-00-11111111-{other}")
+    newer = shutil.copy(main, new / main.name)
+    subrec = shutil.copy(main, sub / f"rollout-2026-12-01T18-00-00-99999999-{other}")
+    os.utime(older, (1_000, 1_000))
+    os.utime(newer, (2_000, 2_000))
+    os.utime(subrec, (3_000, 3_000))
+    records = [
+        {"path": str(newer), "kind": "codex", "state": None},
+        {"path": str(older), "kind": "codex", "state": None},
+        {"path": str(subrec), "kind": "codex", "state": None, "sub": True},
+        {"path": str(gone / "rollout-x-77777777-2222-3333-4444-555555555555.jsonl"),
+         "kind": "codex", "state": None},
+        {"path": str(fx.records("claude")[0]), "kind": "claude", "state": None},
+    ]  # fmt: skip
+    doc = {
+        "schemaVersion": 1,
+        "team": "t",
+        "generation": generation(cfg.raw),
+        "members": {"worker-1": {"agent": "codex", "records": records}},
+    }
+    index.write_text(json.dumps(doc))
+    want = "01a231eb-af5f-7072-8638-f478dc8de9a5"  # the newest main record's session
+    assert _from_record(cfg, "worker-1", ("codex",)) == want
+    assert _from_record(cfg, "worker-2", ("codex",)) is None  # nothing found for it
+    assert _from_record(cfg, "worker-1", ("gemini",)) is None  # another CLI's records only
+    index.write_text(json.dumps({**doc, "generation": "an earlier launch"}))
+    assert _from_record(cfg, "worker-1", ("codex",)) is None
