@@ -284,7 +284,9 @@ def test_a_budget_crossed_mid_loop_ends_the_loop_at_the_next_stop_and_tells_the_
     def ended() -> dict[str, Any] | None:
         path = team.root / ".omp" / "state" / f"{mode}.json"
         s: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
-        return s if s.get("active") is False else None
+        # the state is written first, the hook's log line right after it
+        ending = [x for x in hook_log(team) if x.get("why") != "continue"]
+        return s if s.get("active") is False and ending else None
 
     try:
         s = poll(ended, "the loop ended", timeout=240)
