@@ -13,8 +13,9 @@ leader stops, and the stop hook ends the loop (`endReason: budget`) instead of t
 
 Checked: the leader's model got no step after that stop and no request at all once it ended;
 no idle prompt was sent after the crossing; the leader has exactly one message, the budget's;
-`omp team wait` says `attention`; nothing was killed (the worker's pane, the leader's pane, the
-agents' processes); and, as in every agent test, no process of the team is left after shutdown.
+the person's notify command (`launch --notify`) ran once, for the budget; `omp team wait` says
+`attention`; nothing was killed (the worker's pane, the leader's pane, the agents' processes);
+and, as in every agent test, no process of the team is left after shutdown.
 """
 
 from __future__ import annotations
@@ -253,9 +254,11 @@ def test_a_budget_crossed_mid_loop_ends_the_loop_at_the_next_stop_and_tells_the_
     worker = KeepingWorker()
     lead_policy = LoopLeader(team.name, mode, wait)
     scripted_model.policy = Router(lead_policy, worker)
+    notified = team.root.parent / "notified.jsonl"  # the person's notify command's log
+    notify = f"cat >> {shlex.quote(str(notified))}; echo >> {shlex.quote(str(notified))}"
     launched = team.omp(
         "team", "launch", "1", "write a haiku", "--agent", team.agent, "--name", team.name,
-        "--budget-tokens", str(BUDGET), "--json",
+        "--budget-tokens", str(BUDGET), "--notify", notify, "--json",
     )  # fmt: skip
     team.launch_result = launched
     profile = BUILTIN_PROFILES[team.agent]
@@ -281,7 +284,9 @@ def test_a_budget_crossed_mid_loop_ends_the_loop_at_the_next_stop_and_tells_the_
     def ended() -> dict[str, Any] | None:
         path = team.root / ".omp" / "state" / f"{mode}.json"
         s: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
-        return s if s.get("active") is False else None
+        # the state is written first, the hook's log line right after it
+        ending = [x for x in hook_log(team) if x.get("why") != "continue"]
+        return s if s.get("active") is False and ending else None
 
     try:
         s = poll(ended, "the loop ended", timeout=240)
@@ -332,6 +337,15 @@ def test_a_budget_crossed_mid_loop_ends_the_loop_at_the_next_stop_and_tells_the_
     assert len(mail) == 1, mail
     assert mail[0]["from"] == "omp" and mail[0]["intent"] == "budget", mail
     assert f"team {team.name} crossed its token budget" in mail[0]["body"], mail
+
+    def told() -> list[dict[str, Any]] | None:  # the monitor runs the command on its scan
+        text = notified.read_text() if notified.exists() else ""
+        rows = [json.loads(x) for x in text.splitlines() if x.strip()]
+        return rows or None
+
+    [event] = poll(told, "the person notified", timeout=30)
+    assert event["kind"] == "attention" and event["what"] == "budget", event
+    assert event["budget"]["used"] == crossing["used"] and "worker" not in event, event
     res = team.omp("team", "wait", team.name, "--timeout", "5", "--json")
     assert res["event"] == "attention", res
     assert [a["kind"] for a in res["attention"]] == ["budget"], res
@@ -354,6 +368,7 @@ def test_a_budget_crossed_mid_loop_ends_the_loop_at_the_next_stop_and_tells_the_
         len(prompts)
     )
     assert worker_usage(team)["calls"] == row["calls"]
+    assert len(told() or []) == 1  # once
 
     # nothing was killed: the worker's and the leader's panes and agents run on
     st = team.status()

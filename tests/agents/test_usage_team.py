@@ -5,8 +5,9 @@ the sum the model reported, per worker. The same for each other CLI that runs in
 Every CLI the tests run is here: Copilot, Codex, Gemini, Claude Code and pi, each as two TUI
 workers launched by the real `omp team launch`, with the monitor running, so the command reads
 from the monitor's usage index (`omp.monitor.usage`) what the monitor read of each worker's own
-session record. The scripted model reports 10 input and 10 output tokens per call on every wire
-(chat completions, Responses, Gemini, Anthropic Messages), no cache. Calls a CLI makes beside
+session record; each record read whole, as without a monitor, gives the same. The scripted
+model reports 10 input and 10 output tokens per call on every wire (chat completions,
+Responses, Gemini, Anthropic Messages), no cache. Calls a CLI makes beside
 its agent loop and leaves out of its record are pinned (`UNRECORDED`).
 """
 
@@ -18,10 +19,14 @@ from typing import Any
 
 import pytest
 
+from omp.monitor import usage as index
+from omp.record import config as team_config
+from omp.store.paths import StatePaths
 from omp.usage.totals import Tokens
 from tests.agents.clis import AgentTeam, poll
 from tests.agents.scripted_model import ScriptedModel, message_text
 from tests.agents.test_copilot_team import launch_done
+from tests.agents.test_usage_records import pane_pid
 
 pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]
 
@@ -104,6 +109,11 @@ def test_omp_team_usage_equals_what_the_model_reported_to_each_worker(
         assert len(rows[w]["records"]) == 1, rows[w]
         how = "the stop hook's record" if team.agent in HOOKED else "the pane's process"
         assert rows[w]["how"].startswith(how), rows[w]
+    # read whole, without the index (as with no monitor): the same numbers
+    cfg = team_config.load(StatePaths(team.root).team(team.name))
+    pids = {w: pane_pid(team, w) for w in want}
+    whole = {r.member: r for r in index.compute(cfg, None, pids, env=team.env)[0]}
+    assert {w: whole[w].tokens for w in want} == want, whole
     total = want["worker-1"].plus(want["worker-2"])
     assert row_tokens(got["totals"]) == total, got["totals"]
     assert got["totals"]["counted"] == ["worker-1", "worker-2"], got["totals"]
