@@ -29,6 +29,7 @@ import pytest
 
 from omp.errors import CODES, EXIT_INTERNAL
 from tests.helpers import REPO, child_env, make_project, make_team, run_cli, snapshot_tree
+from tests.team.test_monitor_policy import World, world  # noqa: F401 (a fixture)
 
 TEAM = "t"
 STATE = Path(".omp") / "state"
@@ -313,7 +314,15 @@ def test_the_template_holds_every_kind_of_state_file(
     _run_all(*_fresh(template, tmp_path, 0), "undamaged")  # the project answers every command
 
 
-@pytest.mark.parametrize("damage", sorted(DAMAGE))
+# The quick loop runs one damage of each kind (a value JSON has not, nesting, a cut file, bytes
+# that are not UTF-8); the full suite runs them all (about 5 s each).
+QUICK = {"nan", "deep", "truncated", "not-utf8"}
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [d if d in QUICK else pytest.param(d, marks=pytest.mark.slow) for d in sorted(DAMAGE)],
+)
 def test_every_state_file_damaged_is_a_clear_error_or_read_around(
     template: tuple[Path, dict[str, str]], tmp_path: Path, damage: str
 ) -> None:
@@ -376,3 +385,36 @@ def _replaced(doc: Any, where: tuple[str | int, ...]) -> list[tuple[Any, Any]]:
         parent[where[-1]] = value
         out.append((bad, value))
     return out
+
+
+# ---- the monitor fails open ---------------------------------------------------------------------
+
+# Files the monitor does not own: it must read around their damage and leave them as they were.
+NOT_THE_MONITORS = ("config.json", "/tasks/", "ralph.json", ".index.json", "session.json")
+
+
+@pytest.mark.parametrize("damage", ["nan", "1e999", "deep", "list-top", "truncated", "not-utf8"])
+def test_the_monitor_scans_on_over_every_damaged_state_file(
+    damage: str,
+    world: World,  # noqa: F811 (the fixture imported above)
+) -> None:
+    """A scan over a live team (fake tmux) with each state file damaged in turn: it never
+    raises, says what it could not read in its diagnostics, and leaves the files it does not own
+    as they were (its own, trackers and status, it may write anew)."""
+    world.loop()
+    world.mail("worker-1")
+    mon = world.monitor()
+    world.scan_for(mon, 40)  # trackers, status, attention: every file a scan writes
+    files = json_files(world.root)
+    assert any("targets/" in f for f in files) and any(".nudge." in f for f in files), files
+    for rel in files:
+        path = world.root / rel
+        good = path.read_bytes()
+        path.write_bytes(DAMAGE[damage](good))
+        bad = path.read_bytes()
+        world.clock.sleep(5)
+        world.monitor().scan()  # a monitor that starts over the damage, then one that ran
+        mon.scan()
+        if any(part in rel for part in NOT_THE_MONITORS):
+            assert path.read_bytes() == bad, f"{rel} {damage}: the monitor rewrote it"
+        path.write_bytes(good)
