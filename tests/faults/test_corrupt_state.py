@@ -314,15 +314,7 @@ def test_the_template_holds_every_kind_of_state_file(
     _run_all(*_fresh(template, tmp_path, 0), "undamaged")  # the project answers every command
 
 
-# The quick loop runs one damage of each kind (a value JSON has not, nesting, a cut file, bytes
-# that are not UTF-8); the full suite runs them all (about 5 s each).
-QUICK = {"nan", "deep", "truncated", "not-utf8"}
-
-
-@pytest.mark.parametrize(
-    "damage",
-    [d if d in QUICK else pytest.param(d, marks=pytest.mark.slow) for d in sorted(DAMAGE)],
-)
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_every_state_file_damaged_is_a_clear_error_or_read_around(
     template: tuple[Path, dict[str, str]], tmp_path: Path, damage: str
 ) -> None:
@@ -334,7 +326,6 @@ def test_every_state_file_damaged_is_a_clear_error_or_read_around(
         _run_all(root, env, f"{rel} {damage}")
 
 
-@pytest.mark.slow
 def test_every_field_of_every_state_file_given_the_wrong_type(
     template: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
