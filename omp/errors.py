@@ -63,6 +63,7 @@ CODES: dict[str, int] = {
     "task_closed": EXIT_REFUSED,
     "stale_revision": EXIT_REFUSED,
     "corrupt_record": EXIT_REFUSED,
+    "corrupt_state": EXIT_REFUSED,
     "team_exists": EXIT_REFUSED,
     "team_shut_down": EXIT_REFUSED,
     "team_gone": EXIT_REFUSED,

@@ -204,11 +204,14 @@ def _monitor_line(mon: dict[str, Any]) -> str:
         )
     else:
         head = f"monitor: {_cell(state)}"
-    return (
+    line = (
         f"{head}; last scan {_cell(mon.get('updatedAt'), '?')}, "
         f"nudges {_cell(mon.get('nudgesSent'), '0')}, "
         f"idle prompts {_cell(mon.get('idlePromptsSent'), '0')}"
     )
+    if mon.get("error"):  # its status file is damaged (`corrupt_state`): said, not hidden
+        line += f"\n  {_cell(mon.get('error'))}: {_cell(mon.get('message'))}"
+    return line
 
 
 # ---- wait ----------------------------------------------------------------------------------

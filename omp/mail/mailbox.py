@@ -281,17 +281,27 @@ class MailState:
         try:
             if obj.get("v") != INDEX_VERSION:
                 return None
-            und = {str(k): (int(o), int(n)) for k, o, n in obj["undelivered"]}
+            und = {str(k): (_count(o), _count(n)) for k, o, n in obj["undelivered"]}
+            probe = obj["probe"]
+            if not isinstance(probe, str):
+                return None
             return cls(
-                offset=int(obj["offset"]),
-                ino=int(obj["ino"]),
-                probe=str(obj["probe"]),
-                messages=int(obj["messages"]),
-                bad=int(obj["bad"]),
+                offset=_count(obj["offset"]),
+                ino=_count(obj["ino"]),
+                probe=probe,
+                messages=_count(obj["messages"]),
+                bad=_count(obj["bad"]),
                 undelivered=und,
             )
         except (AttributeError, KeyError, TypeError, ValueError):
-            return None
+            return None  # a damaged index: rebuilt from the mailbox, which is the truth
+
+
+def _count(value: Any) -> int:
+    """A non-negative integer of the index, else ValueError (the index is then rebuilt)."""
+    if type(value) is not int or value < 0:
+        raise ValueError(value)
+    return value
 
 
 class Mailbox:
@@ -313,7 +323,7 @@ class Mailbox:
     def _fd_state(self, fd: int) -> MailState:
         """The index if it still describes this file, else an empty state (full rescan)."""
         st = os.fstat(fd)
-        state = MailState.from_json(fs.read_json(self.index_path)) if self._index_ok() else None
+        state = MailState.from_json(self._read_index()) if self._index_ok() else None
         if (
             state is None
             or state.ino != st.st_ino
@@ -323,6 +333,16 @@ class Mailbox:
             state = MailState()
         state.ino = st.st_ino
         return state
+
+    def _read_index(self) -> Any:
+        """The index as stored; None when it is damaged: it is a cache of the mailbox (the
+        truth), rebuilt by a full scan, so a damaged one costs time, never a refusal."""
+        try:
+            return fs.read_json(self.index_path)
+        except OmpError as exc:
+            if exc.code != "corrupt_state":
+                raise
+            return None
 
     def _index_ok(self) -> bool:
         try:
@@ -608,11 +628,8 @@ def _read_at(fd: int, places: list[tuple[int, int]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for off, length in places:
         raw = os.pread(fd, length, off)
-        try:
-            rec = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
+        rec = _loads(raw)
+        if rec is not None:
             out.append(rec)
     return out
 
@@ -691,7 +708,7 @@ def _loads(raw: bytes) -> dict[str, Any] | None:
     if not raw.strip():
         return None
     try:
-        rec = json.loads(raw)
+        rec = jsonl.loads_line(raw.strip())  # as strictly as every reader of a line
     except ValueError:
         return None
     return rec if isinstance(rec, dict) else None

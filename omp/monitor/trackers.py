@@ -49,7 +49,12 @@ class Trackers:
         if not fs.check_entry(path, want_dir=False):
             self.known.pop(tid, None)
             return policy.Tracker(), None, None
-        obj = fs.read_json(path)
+        try:
+            obj = fs.read_json(path)
+        except OmpError as exc:  # damaged (`corrupt_state`): every cap reached, the file kept
+            if exc.code != "corrupt_state":
+                raise
+            return policy.Tracker.exhausted(), None, path.name
         try:
             if not isinstance(obj, dict) or (
                 obj.get("teamName"),

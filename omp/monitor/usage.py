@@ -205,7 +205,9 @@ def _member(
     from omp.usage.read import READERS
 
     role = "leader" if name == LEADER else "worker"
-    agent = entry.get("agent") or agent_of(cfg, name)
+    agent = entry.get("agent")
+    if not isinstance(agent, str) or not agent:  # the index is omp's cache: a bad value is redone
+        agent = agent_of(cfg, name)
     records: list[dict[str, Any]] = [  # copies: the loaded index is compared with the new one
         dict(r) for r in entry.get("records") or [] if isinstance(r, dict) and r.get("path")
     ]

@@ -72,9 +72,13 @@ def load(paths: TeamPaths) -> TeamConfig:
         obj = fs.read_json(paths.config)
     except OSError as exc:
         raise OmpError("storage_error", f"cannot read {paths.config}: {exc.strerror}") from exc
+    except OmpError as exc:
+        if exc.code != "corrupt_state":
+            raise
+        raise OmpError(
+            "invalid_config", exc.message, team=paths.name, file=str(paths.config)
+        ) from None
     if obj is None:
-        if os.path.lexists(paths.config):
-            raise OmpError("invalid_config", f"{paths.config} is not valid JSON", team=paths.name)
         raise _unknown(paths)
     if not isinstance(obj, dict):
         raise OmpError("invalid_config", f"{paths.config} is not a JSON object", team=paths.name)
@@ -88,6 +92,12 @@ def load(paths: TeamPaths) -> TeamConfig:
     except FileNotFoundError:
         raise _unknown(paths) from None
     return TeamConfig(pinned, obj)
+
+
+# Fields omp reads as text (names, ids, keys of its tables): another type in one of them is a
+# config omp cannot trust (`invalid_config`), not a value to be compared or hashed as it is.
+_WORKER_TEXT = ("paneId", "taskId", "agent", "launchToken")
+_TEAM_TEXT = ("agent", "leaderPaneId", "tmuxSession")
 
 
 def problem(raw: dict[str, Any], team: str) -> str | None:
@@ -109,9 +119,12 @@ def problem(raw: dict[str, Any], team: str) -> str | None:
         if wname in seen:
             return f"lists worker {wname} twice"
         seen.add(wname)
-        pane = w.get("paneId")
-        if pane is not None and not isinstance(pane, str):
-            return f"has a paneId of {wname} that is not a string"
+        for key in _WORKER_TEXT:
+            if w.get(key) is not None and not isinstance(w[key], str):
+                return f"has a {key} of {wname} that is not a string"
+    for key in _TEAM_TEXT:
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            return f"has a {key} that is not a string"
     ident = raw.get("tmuxIdentity")
     if ident is not None and not isinstance(ident, dict):
         return "has a tmuxIdentity that is not an object"

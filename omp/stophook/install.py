@@ -21,8 +21,9 @@ it, by `is_omp_handler`: it does run the hook). Files are merged: every other ke
 handler is kept as it was. Installing again is a no-op; an omp entry that differs from what this
 omp would write (edited by hand, or written by another omp) is refused with `hook_changed` unless
 `force`. `uninstall` removes omp's entries, the groups omp wrote around them and an event list
-they alone made up; never the `hooks` object (omp cannot tell one it made from one the user
-wrote), nor a file, except omp's own `.github/hooks/omp.json`.
+they alone made up; the `hooks` object only when omp's install made it (the file had none:
+recorded in `.omp/state/hooks/made-hooks.json`) and nothing else is left in it, so a user's own
+`"hooks": {}` stays; never a file, except omp's own `.github/hooks/omp.json`.
 
 The user's file is kept as it was, all or nothing:
 
@@ -269,6 +270,8 @@ class Plan(NamedTuple):
     doc: Doc | None  # the file as it was (None: it does not exist)
     delete: bool = False
     text: str | None = None  # a file that is not JSON (pi's extension): written as is
+    made_hooks: bool = False  # install: the file had no `hooks` object; omp's write makes it
+    unmade_hooks: bool = False  # uninstall: the `hooks` object omp made was removed again
 
     @property
     def writes(self) -> bool:
@@ -313,10 +316,11 @@ def _plan_install(t: Target, path: Path, command: str, force: bool) -> Plan:
     hooks[t.event] = kept
     new["hooks"] = hooks
     action = "updated" if found else ("created" if doc is None else "added")
-    return _plan(t, path, action, doc, new)
+    made = doc is None or "hooks" not in doc.obj
+    return _plan(t, path, action, doc, new)._replace(made_hooks=made)
 
 
-def _plan_uninstall(t: Target, path: Path) -> Plan:
+def _plan_uninstall(t: Target, path: Path, made: bool = False) -> Plan:
     doc = read_doc(path)
     if doc is None:
         return _plan(t, path, "absent", doc, None)
@@ -333,8 +337,58 @@ def _plan_uninstall(t: Target, path: Path) -> Plan:
     new["hooks"] = hooks
     # omp's own Copilot file, left with nothing but its version, goes.
     if t.agent == "copilot" and {k: v for k, v in new.items() if k != "version"} == {"hooks": {}}:
-        return Plan(t.agent, path, "removed", None, doc, delete=True)
+        return Plan(t.agent, path, "removed", None, doc, delete=True, unmade_hooks=made)
+    if made and not hooks:  # the object omp's install made, left empty: it goes too
+        del new["hooks"]
+        return _plan(t, path, "removed", doc, new)._replace(unmade_hooks=True)
     return _plan(t, path, "removed", doc, new)
+
+
+# ---- which `hooks` objects omp made ------------------------------------------------------------
+# Kept in omp's own state, never in the user's file. Lost or damaged, it only means omp no longer
+# knows: uninstall then leaves an empty `hooks` object, as it always did.
+
+
+def _made_hooks(root: Path) -> set[str]:
+    """The files (relative to `root`) whose `hooks` object omp's install made."""
+    from omp.store import fs
+    from omp.store.paths import StatePaths
+
+    project = StatePaths(root)
+    try:
+        if not project.check(project.hooks):
+            return set()
+        doc = fs.read_json(project.hooks_made)
+    except OmpError as exc:
+        if exc.code != "corrupt_state":
+            raise
+        return set()
+    files = doc.get("files") if isinstance(doc, dict) else None
+    return {f for f in files if isinstance(f, str)} if isinstance(files, list) else set()
+
+
+def _record_made_hooks(root: Path, plans: list[Plan], before: set[str]) -> None:
+    """After a commit: remember the `hooks` objects made, forget those removed. Best effort: the
+    hook files are written already, and a record not written costs only an empty `hooks` left
+    behind by a later uninstall."""
+    from omp.store import fs
+    from omp.store.paths import StatePaths
+
+    after = set(before)
+    for p in plans:
+        rel = str(p.path.relative_to(root))
+        if p.made_hooks:
+            after.add(rel)
+        if p.unmade_hooks:
+            after.discard(rel)
+    if after == before:
+        return
+    project = StatePaths(root)
+    try:
+        project.ensure(project.hooks)
+        fs.write_json_atomic(project.hooks_made, {"files": sorted(after)})
+    except (OmpError, OSError):
+        pass
 
 
 # The agents `install` serves: the four hook files ("all"), and pi's extension (not a hook
@@ -361,6 +415,7 @@ def install(
     command: str | None = None,
 ) -> dict[str, Any]:
     cmd = command or hook_command()
+    made = _made_hooks(root)
     plans: list[Plan] = []
     for a in agents_of(agent):
         if a == "pi":
@@ -375,7 +430,11 @@ def install(
         t = TARGETS[a]
         path = root / t.rel
         _check_parents(root, path)
-        plans.append(_plan_uninstall(t, path) if uninstall else _plan_install(t, path, cmd, force))
+        plans.append(
+            _plan_uninstall(t, path, t.rel in made)
+            if uninstall
+            else _plan_install(t, path, cmd, force)
+        )
     conflicts = [p for p in plans if p.action == "conflict"]
     if conflicts:
         shown = ", ".join(f"{p.agent} ({p.path})" for p in conflicts)
@@ -388,6 +447,7 @@ def install(
     writes = [p for p in plans if p.writes]
     _check_writable(writes)
     _commit(writes, root)
+    _record_made_hooks(root, writes, made)
     counts: dict[str, int] = {}
     for p in plans:
         counts[p.action] = counts.get(p.action, 0) + 1

@@ -26,6 +26,7 @@ import stat
 from pathlib import Path
 
 from omp.errors import OmpError
+from omp.store import strictjson
 from omp.store.tree import GITIGNORE, OMP_DIR, in_state_tree
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
@@ -222,14 +223,28 @@ def read_bytes(path: Path) -> bytes | None:
 
 
 def read_json(path: Path) -> Any | None:
-    """Parsed JSON, or None if the file is missing or does not parse."""
+    """Parsed JSON, or None if the file is missing. A file that is not JSON omp could have
+    written (truncated, not UTF-8, `NaN`, `Infinity`, `1e999`, nested too deeply: see
+    `omp.store.strictjson`) is `corrupt_state` naming it: the one door every state file is read
+    through, so no reader meets such a value. Readers that fail open (the monitor, the stop
+    hook, a cache rebuilt from its log) catch it; the others let it reach the person."""
     data = read_bytes(path)
     if data is None:
         return None
     try:
-        return json.loads(data)
-    except ValueError:
-        return None
+        return strictjson.loads(data)
+    except strictjson.Damaged as exc:
+        raise corrupt(path, exc.why) from None
+
+
+def corrupt(path: Path, why: str) -> OmpError:
+    """The error for a state file omp cannot trust: names the file and what is wrong. Nothing
+    is changed on disk by the refusal; the way out is the person's (fix or remove the file)."""
+    return OmpError(
+        "corrupt_state",
+        f"{path} {why}; omp changed nothing: fix it or move it away",
+        file=str(path),
+    )
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -214,6 +214,12 @@ class StatePaths(NamedTuple):
         return self.hooks / "hook.log"
 
     @property
+    def hooks_made(self) -> Path:
+        """The agents' hook files whose `hooks` object `omp hooks install` made (it had none):
+        `--uninstall` removes that object again once it is left empty, and only then."""
+        return self.hooks / "made-hooks.json"
+
+    @property
     def hook_log_rotated(self) -> Path:
         return self.hooks / "hook.log.1"
 

@@ -83,7 +83,8 @@ class Heartbeat:
         # Only a heartbeat omp wrote is evidence of death: the TypeScript tool's task calls write
         # the pid of their own short-lived CLI process, which has exited by the time anyone reads
         # it. A foreign heartbeat still says when someone was active, never that a worker is gone.
-        ours = obj.get("source") in OMP_SOURCES
+        source = obj.get("source")
+        ours = isinstance(source, str) and source in OMP_SOURCES
         pid = obj.get("pid") if ours else None
         pane = obj.get("pane_id")
         state = obj.get("state") if ours else "live"

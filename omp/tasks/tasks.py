@@ -71,8 +71,13 @@ def problem(obj: Any, tid: str) -> str | None:
 def read(team: TeamPaths, tid: str) -> dict[str, Any] | None:
     """The task, or None when there is none; `invalid_task` (naming the file) when it is broken."""
     path = team.task(check_task_id(tid))
-    obj = fs.read_json(path)
-    if obj is None and not os.path.lexists(path):
+    try:
+        obj = fs.read_json(path)
+    except OmpError as exc:
+        if exc.code != "corrupt_state":
+            raise
+        raise OmpError("invalid_task", exc.message, task_id=tid, file=str(path)) from None
+    if obj is None:
         return None
     why = problem(obj, tid)
     if why is not None:
@@ -102,12 +107,18 @@ def read_all(team: TeamPaths) -> TaskList:
     ids = [tid for n in names if (tid := task_id_of_record(n)) is not None]
     for tid in sorted(ids, key=_sort_key):
         path = team.task(tid)
-        obj = fs.read_json(path)  # an unsafe entry raises unsafe_path: refused, never followed
-        why = problem(obj, tid)
-        if why is None and isinstance(obj, dict):
-            out.append(obj)
-            continue
-        message = f"task file {path} {why}"
+        try:
+            obj = fs.read_json(path)  # an unsafe entry raises unsafe_path: refused, never followed
+        except OmpError as exc:
+            if exc.code != "corrupt_state":
+                raise
+            message = f"task file {exc.message}"
+        else:
+            why = problem(obj, tid)
+            if why is None and isinstance(obj, dict):
+                out.append(obj)
+                continue
+            message = f"task file {path} {why}"
         out.broken.append(
             {"id": tid, "file": str(path), "error": "invalid_task", "message": message}
         )

@@ -191,12 +191,20 @@ def monitor_summary(project: StatePaths) -> dict[str, Any] | None:
             return None
     except Exception:
         return None
-    status = fs.read_json(project.monitor_status)
+    damaged: OmpError | None = None
+    try:
+        status = fs.read_json(project.monitor_status)
+    except OmpError as exc:  # the monitor rewrites it every scan: shown, never the whole status
+        if exc.code != "corrupt_state":
+            raise
+        status, damaged = None, exc
     out = dict(status) if isinstance(status, dict) else {}
     verdict = judge(project)
-    if verdict["state"] == "none" and not out:
+    if verdict["state"] == "none" and not out and damaged is None:
         return None
     out["state"] = verdict["state"]
+    if damaged is not None:
+        out["error"], out["message"] = damaged.code, damaged.message
     for key in ("since", "why"):
         if verdict.get(key) is not None:
             out["state" + key.title()] = verdict[key]

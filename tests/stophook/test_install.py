@@ -145,9 +145,9 @@ def test_uninstall_removes_only_omps_entries(root: Path) -> None:
     assert [h["action"] for h in r["hooks"]] == ["removed"] * 4
     assert not (gh / "omp.json").exists()  # omp's own file goes when empty
     assert (gh / "other.json").read_text().count("mine") == 1
-    # `hooks` stays: omp cannot tell the one it made from one the user wrote.
-    assert read(root, "gemini") == {"theme": "dark", "hooks": {}}
-    assert read(root, "claude") == {"hooks": {}} and read(root, "codex") == {"hooks": {}}
+    # omp made these files and their `hooks` objects (it keeps a record): both objects go.
+    assert read(root, "gemini") == {"theme": "dark"}
+    assert read(root, "claude") == {} and read(root, "codex") == {}
     assert install(root, "all", uninstall=True)["counts"] == {"absent": 4}
 
 

@@ -356,3 +356,76 @@ def test_the_cli_refuses_cleanly_with_one_json_object(root: Path, tmp_path: Path
     r = run_omp("hooks", "install", "--agent", "all", "--json", cwd=root, env=child_env(tmp_path))
     assert r.rc == 1 and r.json["error"] == "invalid_hook_config", r
     assert "Traceback" not in r.stderr and snapshot_tree(root) == before
+
+
+# ---- a `hooks` object omp made goes with omp's last entry --------------------------------------
+
+NESTED = sorted(a for a, t in TARGETS.items() if t.nested)
+MADE = ".omp/state/hooks/made-hooks.json"
+
+
+@pytest.mark.parametrize("bom", [False, True], ids=["utf8", "bom"])
+@pytest.mark.parametrize("agent", NESTED)
+def test_a_hooks_object_omp_made_goes_with_its_last_entry(
+    root: Path, agent: str, bom: bool
+) -> None:
+    t = TARGETS[agent]
+    before = (b"\xef\xbb\xbf" if bom else b"") + b'{"mine": 1}\n'
+    path = _write(root, t.rel, before, 0o600)
+    assert install(root, agent, command=CMD)["hooks"][0]["action"] == "added"
+    assert "hooks" in json.loads(path.read_bytes().decode("utf-8-sig"))
+    assert json.loads((root / MADE).read_text()) == {"files": [t.rel]}
+    assert install(root, agent, uninstall=True)["hooks"][0]["action"] == "removed"
+    after = path.read_bytes()
+    assert after.startswith(b"\xef\xbb\xbf") == bom
+    assert json.loads(after.decode("utf-8-sig")) == {"mine": 1}
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert json.loads((root / MADE).read_text()) == {"files": []}
+    _parse_like_node([path])
+
+
+@pytest.mark.parametrize("agent", NESTED)
+def test_a_file_omp_created_is_left_without_a_hooks_object(root: Path, agent: str) -> None:
+    t = TARGETS[agent]
+    assert install(root, agent, command=CMD)["hooks"][0]["action"] == "created"
+    install(root, agent, uninstall=True)
+    assert json.loads((root / t.rel).read_text()) == {}
+
+
+@pytest.mark.parametrize("agent", NESTED)
+def test_a_hooks_object_omp_made_stays_while_the_user_has_entries_in_it(
+    root: Path, agent: str
+) -> None:
+    t = TARGETS[agent]
+    path = _write(root, t.rel, b'{"mine": 1}')
+    install(root, agent, command=CMD)
+    doc = json.loads(path.read_text())
+    doc["hooks"]["Other"] = [{"hooks": [{"type": "command", "command": "lint"}]}]
+    path.write_text(json.dumps(doc))
+    install(root, agent, uninstall=True)
+    assert json.loads(path.read_text())["hooks"] == {"Other": doc["hooks"]["Other"]}
+
+
+@pytest.mark.parametrize("record", [None, b'{"files": [NaN]}', b"{trunc", b'{"files": "x"}'])
+def test_without_a_trustworthy_record_an_empty_hooks_object_stays(
+    root: Path, record: bytes | None
+) -> None:
+    """Not knowing is the user's side: a record lost or damaged keeps `hooks`, and the damaged
+    record is not a reason to refuse the uninstall."""
+    path = _write(root, CLAUDE, b'{"mine": 1}')
+    install(root, "claude", command=CMD)
+    if record is None:
+        (root / MADE).unlink()
+    else:
+        (root / MADE).write_bytes(record)
+    assert install(root, "claude", uninstall=True)["hooks"][0]["action"] == "removed"
+    assert json.loads(path.read_text()) == {"hooks": {}, "mine": 1}
+
+
+def test_installing_again_over_a_hooks_object_omp_made_keeps_knowing_it(root: Path) -> None:
+    path = _write(root, CLAUDE, b'{"mine": 1}')
+    install(root, "claude", command=CMD)
+    assert install(root, "claude", command=CMD)["hooks"][0]["action"] == "unchanged"
+    install(root, "claude", command=CMD, force=True)
+    install(root, "claude", uninstall=True)
+    assert json.loads(path.read_text()) == {"mine": 1}

@@ -155,8 +155,28 @@ def test_open_file_refuses_a_foreign_owned_file(tmp_path: Path) -> None:
 def test_read_bytes_and_read_json(tmp_path: Path) -> None:
     assert fs.read_bytes(tmp_path / "missing") is None
     assert fs.read_json(tmp_path / "missing") is None
-    (tmp_path / "bad.json").write_text("{nope")
-    assert fs.read_json(tmp_path / "bad.json") is None
+    for bad in (
+        b"{nope",
+        b"",
+        b'{"a": NaN}',
+        b'{"a": [Infinity]}',
+        b'{"a": -Infinity}',
+        b'{"a": 1e999}',
+        b'{"a": ' + b"9" * 5000 + b"}",
+        b'{"a": "\xff"}',
+        b"[" * 65 + b"]" * 65,
+        b"[" * 100_000 + b"]" * 100_000,
+    ):
+        (tmp_path / "bad.json").write_bytes(bad)
+        with pytest.raises(OmpError) as exc:
+            fs.read_json(tmp_path / "bad.json")
+        assert exc.value.code == "corrupt_state", bad[:40]
+        assert exc.value.detail["file"] == str(tmp_path / "bad.json")
+        assert (tmp_path / "bad.json").read_bytes() == bad
+    (tmp_path / "deep.json").write_bytes(b"[" * 64 + b"]" * 64)  # the deepest taken
+    assert fs.read_json(tmp_path / "deep.json") is not None
+    (tmp_path / "bom.json").write_bytes(b'\xef\xbb\xbf{"a": 1.5e308}')  # as json.loads took it
+    assert fs.read_json(tmp_path / "bom.json") == {"a": 1.5e308}
     (tmp_path / "ok.json").write_text('{"a": [1, "\u00e9"]}')
     assert fs.read_json(tmp_path / "ok.json") == {"a": [1, "\u00e9"]}
     big = os.urandom(3 << 20)

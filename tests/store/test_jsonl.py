@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pytest_mock import MockerFixture
 
 from omp.errors import OmpError
-from omp.store import jsonl
+from omp.store import jsonl, strictjson
 from tests.helpers import isolate, snapshot_tree, umask
 
 
@@ -265,9 +265,22 @@ def test_cursor_file_format_and_bad_cursors(tmp_path: Path) -> None:
     jsonl.write_cursor(cursor, 123)
     assert json.loads(cursor.read_text()) == {"bytesRead": 123}
     assert jsonl.read_cursor(cursor) == 123
-    for bad in ('{"bytesRead": -1}', '{"bytesRead": "9"}', "[]", "garbage", '{"other": 4}'):
+    for bad in (
+        '{"bytesRead": -1}',
+        '{"bytesRead": "9"}',
+        '{"bytesRead": true}',
+        '{"bytesRead": 1.5}',
+        '{"bytesRead": NaN}',
+        '{"bytesRead": 1e999}',
+        "[]",
+        "garbage",
+        '{"other": 4}',
+    ):
         cursor.write_text(bad)
-        assert jsonl.read_cursor(cursor) == 0, bad
+        with pytest.raises(OmpError) as exc:  # never 0: that would hand every line out again
+            jsonl.read_cursor(cursor)
+        assert exc.value.code == "corrupt_state" and exc.value.detail["file"] == str(cursor), bad
+        assert cursor.read_text() == bad
 
 
 def test_cursor_is_written_to_a_temp_file_and_renamed(
@@ -347,13 +360,15 @@ _JSON_VALUES = st.recursive(
     st.binary(max_size=3),
     st.integers(min_value=0, max_value=40),
 )
-def test_loads_line_is_json_loads(
+def test_loads_line_is_the_strict_parse_and_json_loads_on_what_omp_writes(
     obj: dict[str, Any], seps: tuple[str, str], ascii_only: bool, junk: bytes, at: int
 ) -> None:
+    """The fast path judges every line as the strict parse does (values and errors alike), and
+    that parse reads what `json.loads` reads, but NaN, Infinity and numbers past a double."""
     line = json.dumps(obj, separators=seps, ensure_ascii=ascii_only).encode()
     for raw in (line, line[:at] + junk + line[at:], b" " + line, line + junk):
         try:
-            want: Any = ("ok", json.loads(raw))
+            want: Any = ("ok", strictjson.loads(raw))
         except ValueError as exc:
             want = ("error", type(exc), str(exc))
         try:
@@ -361,3 +376,11 @@ def test_loads_line_is_json_loads(
         except ValueError as exc:
             got = ("error", type(exc), str(exc))
         assert repr(got) == repr(want)  # repr: NaN equals itself there
+        try:
+            loose: Any = json.loads(raw)
+        except ValueError:
+            continue
+        if want[0] == "ok":
+            assert repr(want[1]) == repr(loose)
+        else:
+            assert any(w in str(want[2]) for w in ("NaN", "Infinity", "beyond")), want
