@@ -471,3 +471,14 @@ def run_benchmark(
         text=True,
         timeout=timeout,
     )
+
+
+def nudge_went_out(reply: Mapping[str, Any]) -> bool:
+    """A `send-message` reply whose recipient was nudged: its send typed the nudge, or found,
+    under the pane's lock, one typed for this mail while it waited (a running monitor nudges
+    new mail no nudge covers as soon as the pane is idle, and can win the pane from the send:
+    `omp.mail.delivery`; either way exactly one nudge is typed)."""
+    return reply.get("nudge") == "typed" or (
+        reply.get("nudge") == "not_needed"
+        and reply.get("nudgeReason") == "a nudge for this mail is still outstanding"
+    )

@@ -10,8 +10,12 @@ monitor nudges once the pane is idle, with the unread count of that moment.
 At most one nudge is outstanding per pane: the record beside the mailbox
 (`mailbox/.<recipient>.nudge.json`: when a nudge was last typed and the unread ids it covered)
 says one was typed for mail that is still unread, and until that mail is read or the re-nudge
-interval passes, no other is typed. Both the send path and the monitor write the record after a
-verified nudge. It is advisory (a lost record costs at most one extra nudge), written atomically.
+interval passes, no other is typed. The send path and the monitor race for a new message (the
+monitor nudges mail no nudge covers as soon as the pane is idle, and cannot tell a send still
+on its way to the pane from one that deferred), so both check the record and the unread mail
+again under the pane's typing lock (`still_due`), and write the record after a verified nudge
+before they let the lock go: whichever gets the lock first types, the other finds the record.
+It is advisory (a lost record costs at most one extra nudge), written atomically.
 
 On the `omp team api` path: no dataclasses, no tmux import unless a pane is to be typed into.
 """
@@ -27,6 +31,7 @@ from omp.store.names import LEADER
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import NamedTuple
 else:
     from omp.typelite import NamedTuple
@@ -108,6 +113,51 @@ def covered_since(rec: Record | None, newest_at: float | None) -> float | None:
     return rec.typed_at
 
 
+class Due:
+    """A nudge decided on while the record read `seen`: checked again under the pane's typing
+    lock (`type_line`'s `guard`), and recorded there once typed (`on_submitted`, at `now()`).
+    See the module docstring. No clock in the check: a record other than the one the decision
+    saw was written since, by a nudge typed meanwhile."""
+
+    __slots__ = ("cfg", "ids", "now", "recipient", "refused", "seen")
+
+    def __init__(
+        self,
+        cfg: TeamConfig,
+        recipient: str,
+        seen: Record | None,
+        now: Callable[[], float] = clock.now,
+    ) -> None:
+        self.cfg, self.recipient, self.seen, self.now = cfg, recipient, seen, now
+        self.ids: tuple[str, ...] = ()
+        self.refused: str | None = None
+
+    def guard(self) -> str | None:
+        """None while the nudge is still due; else why not (its mail read, or a nudge about it
+        typed since the decision)."""
+        from omp.mail.mailbox import Mailbox
+
+        msgs, _ = Mailbox(self.cfg.paths, self.recipient).undelivered()
+        self.ids = tuple(str(m.get("id")) for m in msgs)
+        rec = read_record(self.cfg, self.recipient)
+        if not self.ids:
+            self.refused = READ
+        elif rec is not None and rec != self.seen and not set(rec.ids).isdisjoint(self.ids):
+            self.refused = COVERED
+        return self.refused
+
+    def typed(self) -> None:
+        write_record(self.cfg, self.recipient, self.ids, self.now())
+
+
+READ = "no unread mail any more"
+COVERED = "a nudge for this mail is still outstanding"
+
+
+READ = "no unread mail any more"
+COVERED = "a nudge for this mail is still outstanding"
+
+
 def pane_for(cfg: TeamConfig, recipient: str) -> tuple[str | None, str | None]:
     """(pane, None), or (None, why nobody is to be nudged)."""
     if cfg.paths.shutdown.exists():
@@ -139,10 +189,10 @@ def _nudge_now(cfg: TeamConfig, recipient: str, omp: str | None) -> Outcome:
     msgs, _ = Mailbox(cfg.paths, recipient).undelivered()
     ids = tuple(str(m.get("id")) for m in msgs)
     if not ids:
-        return Outcome(NOT_NEEDED, "no unread mail any more")
-    now = clock.now()
-    if outstanding(read_record(cfg, recipient), ids, now):
-        return Outcome(NOT_NEEDED, "a nudge for this mail is still outstanding")
+        return Outcome(NOT_NEEDED, READ)
+    seen = read_record(cfg, recipient)
+    if outstanding(seen, ids, clock.now()):
+        return Outcome(NOT_NEEDED, COVERED)
     from omp.mail.nudge import nudge_text
     from omp.mail.panes import deliver_line
 
@@ -151,10 +201,14 @@ def _nudge_now(cfg: TeamConfig, recipient: str, omp: str | None) -> Outcome:
 
         omp = team_command(cfg.raw)
     text = nudge_text(cfg.name, recipient, len(ids), omp)
-    res = deliver_line(cfg, recipient, pane, text, only_idle=True)
+    due = Due(cfg, recipient, seen)  # checked again, and recorded, under the pane's lock
+    res = deliver_line(
+        cfg, recipient, pane, text, only_idle=True, guard=due.guard, on_submitted=due.typed
+    )
     if res.ok:
-        write_record(cfg, recipient, ids, now)
         return Outcome(TYPED)
+    if res.reason == "unwanted":  # the monitor (or another send) nudged about it meanwhile
+        return Outcome(NOT_NEEDED, res.screen)
     if res.reason in ("gone", "dead", "pane_mismatch", "server_gone"):
         from omp.mail.panes import why_unreachable
 

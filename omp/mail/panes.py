@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from omp.record.config import TeamConfig
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from omp.agents import AgentProfile
     from omp.mail.typein import Delivery
     from omp.tmux import PaneIdentity, PaneState, Tmux, TmuxIdentity
@@ -55,6 +57,8 @@ def deliver_line(
     *,
     settle: float = 1.5,
     only_idle: bool = False,
+    guard: Callable[[], str | None] | None = None,
+    on_submitted: Callable[[], None] | None = None,
 ) -> Delivery:
     """Type one fixed line into a member's pane, judged by that member's agent profile, and
     verify it was submitted (`omp.mail.typein.type_line`; `only_idle` types only at an idle
@@ -63,7 +67,7 @@ def deliver_line(
     Refuses (reason `pane_mismatch`) when the pane id no longer names the pane recorded at
     launch: a restarted server hands old ids to new panes, and a nudge must never land in a
     stranger's. A screen caught mid-redraw (neither ready nor busy) is given up to `settle`
-    seconds.
+    seconds. `guard` and `on_submitted`: see `type_line`.
     """
     import time
 
@@ -80,7 +84,15 @@ def deliver_line(
     try:
         while True:
             res = type_line(
-                tmux, pane, text, profile, lock_dir=lock_dir, expected=expected, only_idle=only_idle
+                tmux,
+                pane,
+                text,
+                profile,
+                lock_dir=lock_dir,
+                expected=expected,
+                only_idle=only_idle,
+                guard=guard,
+                on_submitted=on_submitted,
             )
             if res.ok or res.reason != "not_ready" or time.monotonic() >= deadline:
                 return res

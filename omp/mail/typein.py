@@ -13,6 +13,11 @@ Built on the thin tmux client's primitives (`send_literal`, `send_key`, `capture
   Codex and Gemini (tmux 3.3a, reproduced);
 - poll until the text has left the input box, pressing the key again up to `rounds` times. Text
   an earlier unverified attempt left in the box is not typed twice.
+
+A caller whose line may stop being wanted while it waits for the lock (a nudge: another process
+may have nudged about the same mail meanwhile) passes `guard`, asked under the lock before
+anything is read or typed, and `on_submitted`, run under the lock once the line was seen
+submitted (where it records that it typed, so the next typer's `guard` sees it).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,8 +44,9 @@ class Delivery:
     reason: delivered | gone | dead | copy_mode | agent_not_running | needs_person (`screen`
     says what) | not_ready | busy (with `only_idle`) | lock_timeout | no_echo (the text never
     showed in the input box) | unverified
-    (still there after all rounds); from `omp.mail.panes.deliver_line` also no_identity,
-    pane_mismatch, server_gone or an error code.
+    (still there after all rounds) | unwanted (the caller's `guard` said why, in `screen`);
+    from `omp.mail.panes.deliver_line` also no_identity, pane_mismatch, server_gone or an
+    error code.
     """
 
     ok: bool
@@ -78,6 +84,8 @@ def type_line(
     expected: PaneIdentity | None = None,
     only_idle: bool = False,
     timing: Timing = TIMING,
+    guard: Callable[[], str | None] | None = None,
+    on_submitted: Callable[[], None] | None = None,
 ) -> Delivery:
     """Type `text` into the agent's input box in `pane_id` and submit it (see the module).
 
@@ -88,6 +96,10 @@ def type_line(
     Raises `OmpError("pane_mismatch")` if `expected` is given and the pane id now belongs to
     another pane or server incarnation: the caller's record is stale, not just "not now".
     Raises `invalid_text` / `text_too_long` for text that must not be typed.
+
+    `guard()`, asked once the pane's lock is held: None to go on, or why the line is not
+    wanted any more (reason `unwanted`, nothing typed). `on_submitted()` runs, still under the
+    lock, when the line was seen submitted.
     """
     check_literal(text)
     t0 = time.monotonic()
@@ -104,6 +116,9 @@ def type_line(
     with pane_lock(tmux, lock_dir, pane_id, timing.lock_timeout) as locked:
         if not locked:
             return done(False, "lock_timeout")
+        why = guard() if guard is not None else None
+        if why is not None:
+            return done(False, "unwanted", screen=why)
         info = tmux.pane_info(pane_id)
         if info is None:
             return done(False, "gone")
@@ -149,6 +164,8 @@ def type_line(
                 while True:
                     time.sleep(timing.poll)
                     if not in_box(tmux.capture(pane_id, 200)):
+                        if seen and on_submitted is not None:
+                            on_submitted()
                         return done(seen, "delivered" if seen else "no_echo", n)
                     if time.monotonic() >= end:
                         break
@@ -196,9 +213,19 @@ class TypingTmux(Tmux):
         lock_dir: Path,
         expected: PaneIdentity | None = None,
         only_idle: bool = False,
+        guard: Callable[[], str | None] | None = None,
+        on_submitted: Callable[[], None] | None = None,
     ) -> bool:
         """`type_line`, True only if the line was seen submitted."""
         res = type_line(
-            self, pane_id, text, profile, lock_dir=lock_dir, expected=expected, only_idle=only_idle
+            self,
+            pane_id,
+            text,
+            profile,
+            lock_dir=lock_dir,
+            expected=expected,
+            only_idle=only_idle,
+            guard=guard,
+            on_submitted=on_submitted,
         )
         return res.ok

@@ -99,6 +99,8 @@ class Adapter(Protocol):
         lock_dir: Path,
         expected: PaneIdentity | None = None,
         only_idle: bool = False,
+        guard: Callable[[], str | None] | None = None,
+        on_submitted: Callable[[], None] | None = None,
     ) -> bool: ...
 
 
@@ -170,6 +172,9 @@ class _Pane:
     state: PaneLike
     tid: str
     obs: policy.Observation
+    # The nudge record `obs.covered` was judged on: a different one under the pane's lock means
+    # a nudge was typed since (`delivery.Due`), and ours is not.
+    record: delivery.Record | None = None
 
 
 def _stat_key(path: Path, wall: float) -> tuple[int, int, int] | None:
@@ -391,16 +396,13 @@ class Monitor:
                 except Exception as exc:
                     report.diagnostics.append(f"team {t.name} {worker}: {_why(exc)}")
                     continue
-                covered = (
-                    delivery.covered_since(delivery.read_record(t.cfg, worker), unread.newest_at)
-                    if unread.count
-                    else None
-                )
+                record = delivery.read_record(t.cfg, worker) if unread.count else None
+                covered = delivery.covered_since(record, unread.newest_at) if unread.count else None
                 # The leader gets its mail nudged, never an idle prompt; nor does a worker
                 # whose token budget (or its team's) was crossed in this loop.
                 prompts = gate and worker != LEADER and worker not in held
                 obs = policy.Observation(t.name, worker, unread, None, prompts, omp, covered)
-                items.append(_Pane(t, worker, pane, st, tid, obs))
+                items.append(_Pane(t, worker, pane, st, tid, obs, record))
         if not items:
             return
         self.trackers.ensure_dir()
@@ -760,10 +762,7 @@ class Monitor:
                 self._save(tid, t, worker, pane, new, doc, now)  # the reservation, before the send
         if send is None:
             return
-        outcome = self._send(t, worker, pane, adapter, send)
-        if outcome == "sent" and send.kind == "unread":
-            # One nudge outstanding per pane: the send path sees this one and does not type.
-            delivery.write_record(t.cfg, worker, it.obs.unread.ids, self.wall())
+        outcome = self._send(it, adapter, send)
         with self.trackers.lock(tid, wait=True):
             tr, doc = self._load(tid, t, worker, pane, report)
             done = policy.record_outcome(tr, send.attempt_id, outcome, self.clock())
@@ -785,9 +784,8 @@ class Monitor:
             **entry,
         )
 
-    def _send(
-        self, t: _Team, worker: str, pane: str, adapter: Adapter, send: policy.Send
-    ) -> policy.Outcome:
+    def _send(self, it: _Pane, adapter: Adapter, send: policy.Send) -> policy.Outcome:
+        t, worker, pane = it.team, it.worker, it.pane
         # Re-check what may have changed since the decision: the lock, the loop, the team.
         if not ctl.is_owner(self.paths, self.token):
             return "skipped"
@@ -802,9 +800,24 @@ class Monitor:
             profile = self._profile(t.cfg, worker)
             if expected is None or profile is None:
                 return "skipped"
+            # An unread nudge races the send path's (see `omp.mail.delivery`): checked again
+            # under the pane's lock, and recorded there (one nudge outstanding per pane: the
+            # send path sees it and does not type).
+            due = None
+            if send.kind == "unread":
+                due = delivery.Due(t.cfg, worker, it.record, self.wall)
             ok = adapter.deliver(
-                pane, send.text, profile, lock_dir=self.lock_dir, expected=expected, only_idle=True
+                pane,
+                send.text,
+                profile,
+                lock_dir=self.lock_dir,
+                expected=expected,
+                only_idle=True,
+                guard=due.guard if due else None,
+                on_submitted=due.typed if due else None,
             )
+            if due is not None and due.refused is not None:
+                return "skipped"
         except OmpError as exc:
             return "skipped" if exc.code == "pane_mismatch" else "failed"
         except Exception:

@@ -66,8 +66,37 @@ def tree_bytes(path: Path) -> int:
     return total
 
 
+# How long a removal keeps at a tombstone that changes under it (see `_rmtree`).
+SETTLE_SECONDS = 5.0
+
+
 def _rmtree(path: Path) -> None:
-    shutil.rmtree(path)
+    """`shutil.rmtree`, again while the tree changes under it.
+
+    A writer whose path lookup passed the team's name just before the rename may still create
+    (or rename) one entry inside the tombstone a moment later: a worker's heartbeat, written
+    beside itself and renamed into place (seen under load: `Directory not empty`, or an entry
+    gone between the listing and its unlink). No one finds a tombstone by name, so such
+    stragglers are few and finish at once; the removal goes on until they have.
+    """
+    import errno
+    import time
+
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while True:
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            if not os.path.lexists(path):
+                raise  # the tombstone itself is gone: `_remove` says a concurrent removal did it
+        except OSError as exc:
+            if exc.errno != errno.ENOTEMPTY:
+                raise
+        if time.monotonic() >= deadline:
+            shutil.rmtree(path)  # the last try: its error is the answer
+            return
+        time.sleep(0.01)
 
 
 def tombstone(project: StatePaths, src: Path, kind: str, team: str) -> Path:

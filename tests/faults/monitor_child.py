@@ -14,7 +14,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,18 @@ class FakeTmux:
     def capture_many(self, pane_ids: Sequence[str], lines: int = 40) -> dict[str, list[str]]:
         return {p: self.capture(p, lines) for p in pane_ids}
 
-    def deliver(self, pane_id: str, text: str, profile: Any, **_: Any) -> bool:
+    def deliver(
+        self,
+        pane_id: str,
+        text: str,
+        profile: Any,
+        *,
+        guard: Callable[[], str | None] | None = None,
+        on_submitted: Callable[[], None] | None = None,
+        **_: Any,
+    ) -> bool:
+        if guard is not None and guard() is not None:  # as type_line: asked under the lock
+            return False
         kind = "idle" if text == IDLE_PROMPT else "unread"
         line = json.dumps({"pid": os.getpid(), "pane": pane_id, "kind": kind}) + "\n"
         fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -68,6 +79,8 @@ class FakeTmux:
         if self.sent == self.block_at:
             Path(f"{self.log}.blocked.{os.getpid()}").touch()
             time.sleep(3600)  # until SIGKILL
+        if on_submitted is not None:
+            on_submitted()
         return True
 
 

@@ -434,6 +434,30 @@ def _sender(root: str, who: str, out: str, stop: str) -> None:
     Path(out).write_text(json.dumps(results))
 
 
+def test_a_heartbeat_that_lands_in_the_tombstone_does_not_fail_the_delete(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's heartbeat whose path lookup passed the team's name before the rename writes
+    its temporary file inside the tombstone while it is being removed (seen under load as
+    `Directory not empty` from `delete --force` racing sends): the removal finishes anyway."""
+    real_rmdir = os.rmdir
+    landed: list[str] = []
+
+    def rmdir(path: Any, *, dir_fd: int | None = None) -> None:
+        if path == "worker-1" and dir_fd is not None and not landed:
+            fd = os.open(
+                "worker-1/.heartbeat.json.late.tmp", os.O_CREAT | os.O_WRONLY, dir_fd=dir_fd
+            )
+            os.close(fd)
+            landed.append(path)
+        real_rmdir(path, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "rmdir", rmdir)
+    done = removal.delete(StatePaths(root), "t", force=True)
+    assert done["ok"] is True and landed == ["worker-1"]
+    assert not team(root).dir.exists() and removal.tombstones(StatePaths(root), "t") == []
+
+
 ROUNDS = 12
 
 

@@ -4,6 +4,8 @@ real-tmux side is in test_monitor_tmux.py."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +21,25 @@ from tests.helpers import isolate, make_project, make_team
 
 
 class FakePane:
+    """`deliver_line` as `type_line` does it: `guard` asked once the pane's lock is held (after
+    `meanwhile`: what another typer did while we waited for it), `on_submitted` after a send."""
+
     def __init__(self) -> None:
         self.reason = "delivered"
         self.typed: list[tuple[str, str, bool]] = []
+        self.meanwhile: Callable[[], None] | None = None
 
     def __call__(self, cfg: TeamConfig, member: str, pane: str, text: str, **kw: Any) -> Delivery:
+        if self.meanwhile is not None:
+            self.meanwhile()
+        why = kw["guard"]() if kw.get("guard") else None
+        if why is not None:
+            return Delivery(False, "unwanted", screen=why)
         self.typed.append((member, text, bool(kw.get("only_idle"))))
-        return Delivery(self.reason == "delivered", self.reason)
+        ok = self.reason == "delivered"
+        if ok and kw.get("on_submitted"):
+            kw["on_submitted"]()
+        return Delivery(ok, self.reason)
 
 
 @pytest.fixture
@@ -85,6 +99,33 @@ def test_the_outstanding_nudge_expires_after_the_renudge_interval(
     delivery.write_record(cfg, "worker-1", rec.ids, rec.typed_at - 61)
     _mail(cfg)
     assert _nudge(cfg).state == "typed"
+
+
+def test_a_nudge_the_monitor_typed_while_the_send_waited_for_the_pane_is_not_typed_again(
+    team: Any,
+) -> None:
+    """The monitor nudges new mail no nudge covers as soon as the pane is idle: it can get the
+    pane's lock between the send's append and its nudge. The send sees its record under the
+    lock and types nothing (CI: the Copilot re-nudge test saw a second nudge, or `busy`)."""
+    cfg, pane = team
+    _mail(cfg)
+
+    def monitor_typed() -> None:
+        unread = tuple(m["id"] for m in Mailbox(cfg.paths, "worker-1").undelivered()[0])
+        delivery.write_record(cfg, "worker-1", unread, time.time())
+
+    pane.meanwhile = monitor_typed
+    out = _nudge(cfg)
+    assert out == delivery.Outcome("not_needed", "a nudge for this mail is still outstanding")
+    assert pane.typed == []
+    # mail read while the send waited: nothing typed either
+    pane.meanwhile = lambda: Mailbox(cfg.paths, "worker-2").mark(
+        [m["id"] for m in Mailbox(cfg.paths, "worker-2").undelivered()[0]]
+    )
+    _mail(cfg, "worker-2")
+    assert _nudge(cfg, "worker-2") == delivery.Outcome("not_needed", "no unread mail any more")
+    assert pane.typed == []
+    assert delivery.read_record(cfg, "worker-2") is None
 
 
 def test_a_busy_agent_is_left_to_the_monitor(team: Any) -> None:

@@ -64,6 +64,7 @@ class FakeTmux:
     captures: list[str] = field(default_factory=list)
     deliver_ok: bool = True
     on_deliver: Callable[[str, str], None] | None = None
+    on_lock: Callable[[str, str], None] | None = None
 
     def server_identity(self) -> dict[str, Any] | None:
         if self.misses:
@@ -81,10 +82,27 @@ class FakeTmux:
     def capture_many(self, pane_ids: Sequence[str], lines: int = 40) -> dict[str, list[str]]:
         return {p: self.capture(p, lines) for p in pane_ids if p in self.panes}
 
-    def deliver(self, pane_id: str, text: str, profile: Any, **_: Any) -> bool:
+    def deliver(
+        self,
+        pane_id: str,
+        text: str,
+        profile: Any,
+        *,
+        guard: Callable[[], str | None] | None = None,
+        on_submitted: Callable[[], None] | None = None,
+        **_: Any,
+    ) -> bool:
+        """As `type_line`: `guard` asked once the pane's lock is held (`on_lock` runs just
+        before: what another typer did while we waited for it), `on_submitted` after a send."""
+        if self.on_lock:
+            self.on_lock(pane_id, text)
+        if guard is not None and guard() is not None:
+            return False
         if self.on_deliver:
             self.on_deliver(pane_id, text)
         self.sent.append((pane_id, text))
+        if self.deliver_ok and on_submitted is not None:
+            on_submitted()
         return self.deliver_ok
 
     def to(self, pane: str) -> list[str]:
@@ -886,6 +904,33 @@ def test_a_deferred_nudge_waits_for_an_idle_screen_then_goes_once(world: World) 
     assert rec is not None and len(rec.ids) == 1
     world.scan_for(mon, 55)
     assert world.fake.to("%1") == [line]
+
+
+def test_a_send_that_nudged_while_the_monitor_waited_for_the_pane_is_not_nudged_again(
+    world: World,
+) -> None:
+    """New mail no nudge covers is due at once (its send may have deferred): the monitor and
+    the send race for the pane. Whoever gets the pane's lock second finds the other's record
+    and types nothing; the first real repeat still comes `unread_repeat` later."""
+    world.all_ready()
+    world.mail("worker-1", "first", nudged=False)  # the send has not typed yet
+    cfg = team_config.load(world.paths.team("t"))
+
+    def send_typed(pane: str, text: str) -> None:  # the send path, holding the lock first
+        if pane == "%1" and delivery.read_record(cfg, "worker-1") is None:
+            unread = tuple(m["id"] for m in Mailbox(cfg.paths, "worker-1").undelivered()[0])
+            delivery.write_record(cfg, "worker-1", unread, time.time())
+
+    world.fake.on_lock = send_typed
+    mon = world.monitor()
+    mon.scan()
+    assert world.fake.to("%1") == []
+    assert mon.nudges_sent == 0 and mon.last_report.sent[0]["outcome"] == "skipped"
+    world.scan_for(mon, 55)
+    assert world.fake.to("%1") == []
+    world.clock.sleep(10)
+    mon.scan()
+    assert world.fake.to("%1") == [nudge_text("t", "worker-1", 1, OMP)]
 
 
 def test_mail_read_before_the_pane_went_idle_gets_no_nudge(world: World) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from omp import clock
+from omp.agents import BUILTIN_PROFILES, classify_screen
 from omp.invocation import omp_command
 from omp.mail import bootstrap
 from omp.mail.mailbox import Mailbox, new_message
@@ -204,7 +205,7 @@ def test_mail_to_a_busy_worker_is_nudged_by_the_monitor_once_it_is_idle(
     project: Path, omp_tmux: Tmux, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = project
-    env = {"HOME": os.environ["HOME"], "OMP_DEMO_WORK_SECONDS": "2"}
+    env = {"HOME": os.environ["HOME"], "OMP_DEMO_WORK_SECONDS": "4"}
     panes = make_live_team(root, omp_tmux, "t", 2, DEMO, env=env, task="port the parser")
     pane = panes["worker-1"]
     poll(lambda: any("❯" in ln for ln in omp_tmux.capture(pane)), what="the demo prompt")
@@ -228,7 +229,17 @@ def test_mail_to_a_busy_worker_is_nudged_by_the_monitor_once_it_is_idle(
         what=f"busy: {omp_tmux.capture(pane)}",
     )
 
-    first = _send(root, "worker-2", "worker-1", "are you on the parser?")
+    # Held busy while the send looks: its process stopped, its screen stays the busy one. A
+    # timed busy stretch alone was outlived by the send's own start on a loaded machine (CI:
+    # `typed` into the by then idle agent).
+    agent = omp_tmux.pane_states([pane])[pane]
+    assert agent is not None and agent.pid
+    os.kill(agent.pid, signal.SIGSTOP)
+    try:
+        assert classify_screen(BUILTIN_PROFILES["demo"], omp_tmux.capture(pane)) == "busy"
+        first = _send(root, "worker-2", "worker-1", "are you on the parser?")
+    finally:
+        os.kill(agent.pid, signal.SIGCONT)
     assert (first["nudged"], first["nudge"]) == (False, "deferred"), first
     assert "busy" in first["nudgeReason"]
 

@@ -138,6 +138,41 @@ def test_deliver_to_a_line_agent_submits_once(
 
 
 @pytest.mark.tmux
+def test_guard_is_asked_under_the_lock_and_the_typed_line_recorded_there(
+    omp_tmux: Tmux, tmp_path: Path, fake_script: Path
+) -> None:
+    """A nudge another typer made while this one waited for the pane's lock is not typed
+    again (`guard`); one that was typed is recorded before the lock is let go."""
+    profile = line_profile(fake_script)
+    pane = start(omp_tmux, tmp_path, profile)
+    locks = tmp_path / "locks"
+    held: list[bool] = []
+
+    def lock_held() -> bool:  # another process trying the pane's lock right now
+        with pane_lock(omp_tmux, locks, pane, 0.0) as taken:
+            return not taken
+
+    res = type_line(omp_tmux, pane, "nudge", profile, lock_dir=locks, guard=lambda: "covered")
+    assert res.reason == "unwanted" and res.screen == "covered" and not res.ok
+    assert got(omp_tmux, pane, "nudge") == 0
+
+    def guard() -> None:
+        held.append(lock_held())
+
+    res = type_line(
+        omp_tmux,
+        pane,
+        "nudge",
+        profile,
+        lock_dir=locks,
+        guard=guard,
+        on_submitted=lambda: held.append(lock_held()),
+    )
+    assert res.ok and held == [True, True]
+    poll(lambda: got(omp_tmux, pane, "nudge") == 1)
+
+
+@pytest.mark.tmux
 def test_deliver_to_a_full_screen_agent_reads_the_box_not_the_footer(
     omp_tmux: Tmux, tmp_path: Path, fake_script: Path
 ) -> None:

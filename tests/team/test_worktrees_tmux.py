@@ -303,9 +303,15 @@ def test_every_printed_command_runs_from_a_worktree_pane(tmp_path: Path) -> None
                 token = reply["claimToken"]
         task = json.loads(StatePaths(proj).team("t").task("1").read_text())
         assert task["status"] == "completed" and task["work"]["filesChanged"] == ["haiku.txt"]
-        screen = "\n".join(tmux.capture(out["leaderPaneId"], lines=200))
-        nudge = re.search(r"Read them: (.*? --json)", screen)
-        assert nudge is not None, screen
+        # typed by the worker's send-message, or by the monitor if the send found the leader's
+        # pane busy and deferred: waited for, not read once
+        nudge = poll(
+            lambda: re.search(
+                r"Read them: (.*? --json)", "\n".join(tmux.capture(out["leaderPaneId"], 200))
+            ),
+            30,
+            "the leader's nudge on its screen",
+        )
         read = run_in_pane(tmux, out["leaderPaneId"], nudge.group(1), tmp_path / "leader.json")
         assert read["ok"] is True and [m["body"] for m in read["messages"]] == ["started"]
     finally:
