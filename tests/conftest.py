@@ -28,13 +28,13 @@ from omp.tmux import Tmux
 # ---- where the suite's temporary files go -----------------------------------------------------
 # omp fsyncs what it must not lose, so on a disk the tests wait on it: tmp_path on /tmp cost the
 # quick loop about 6 s of its 40 (2 cores). pytest's own temp root moves to /dev/shm when that is
-# a tmpfs this user may write and run programs in, with room: still numbered per session,
-# per user, the last 3 sessions kept (`tmp_path_retention_policy = "failed"` in pyproject.toml
-# keeps only failed tests' directories, so the real agents' homes, 240 MB each, do not pile up in
-# memory). `--basetemp`, PYTEST_DEBUG_TEMPROOT or a TMPDIR on tmpfs already win; otherwise the
-# default stays. Paths stay short enough for tmux's sockets: "/dev/shm" is 4 bytes longer than
-# "/tmp".
-TMPFS_MIN_FREE = 4 << 30  # bytes: free in the tmpfs and in memory (tmpfs pages are memory)
+# a tmpfs this user may write and run programs in, with 2 GiB free there and in memory: still
+# numbered per session, per user, the last 3 sessions kept (`tmp_path_retention_policy =
+# "failed"` in pyproject.toml keeps only failed tests' directories, so the real agents' homes,
+# 240 MB each, do not pile up in memory). `--basetemp`, PYTEST_DEBUG_TEMPROOT or a TMPDIR on
+# tmpfs already win; otherwise the default stays. Paths stay short enough for tmux's sockets:
+# "/dev/shm" is 4 bytes longer than "/tmp".
+TMPFS_MIN_FREE = 2 << 30  # bytes: free in the tmpfs and in memory (tmpfs pages are memory)
 
 
 def _fs_type(path: str) -> str:
@@ -112,10 +112,10 @@ if _TEMPROOT is not None:
 
 
 # ---- the quick loop on every core -------------------------------------------------------------
-# `pytest -m "not slow"` (the whole suite, or directories of it) runs in pytest-xdist workers, one
-# per core: most of its time is waiting on files and child processes. An explicit -n / --dist /
-# --tx, `-p no:xdist`, --pdb, -s, named files or test ids, one core, or the full suite (CI: real
-# agents, kept serial) leave pytest as it is.
+# `pytest -m "not slow"` over the whole suite runs in pytest-xdist workers, one per core: most of
+# its time is waiting on files and child processes. An explicit -n / --dist / --tx, `-p no:xdist`,
+# --pdb, -s, a part of the suite (a directory, a file, a test id), one core, or the full suite
+# (CI: real agents, kept serial) leave pytest as it is.
 
 
 def _quick_loop_workers(config: pytest.Config) -> int:
@@ -130,8 +130,9 @@ def _quick_loop_workers(config: pytest.Config) -> int:
         return 0
     if opt.usepdb or getattr(opt, "trace", False) or opt.capture == "no" or opt.collectonly:
         return 0
-    if not all(os.path.isdir(a) for a in config.args):
-        return 0  # a file or a test id: one process starts faster
+    whole = {os.path.realpath(config.rootpath / p) for p in ("", *config.getini("testpaths"))}
+    if not all(os.path.realpath(a) in whole for a in config.args):
+        return 0  # a part of the suite: one process starts faster than two collect it all
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return cores if cores and cores >= 2 else 0
 
