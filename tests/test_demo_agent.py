@@ -569,8 +569,11 @@ def test_against_the_real_team_api(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 # ---- the real program in a pseudo-terminal -------------------------------------------------
 
+# Ctrl-C as a terminal's program gets it: a pytest started in the background by a script
+# (`cmd &` without job control) ignores SIGINT, and its children would inherit that.
 CHILD = """
-import json, os, sys
+import json, os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from omp import demo_agent
 log = os.environ["FAKE_API_LOG"]
 def fake(sub, payload):

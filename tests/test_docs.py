@@ -6,6 +6,7 @@ checked by tests/team/test_api_spec.py.)"""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,8 @@ def _all_text() -> str:
 # ---- error codes: docs/errors.md is omp.errors.CODES ----
 
 
-def _codes() -> set[str]:
+@functools.cache  # two tests read every module of omp for it: once per process
+def _codes() -> frozenset[str]:
     out: set[str] = set()
     for path in (REPO / "omp").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -50,7 +52,7 @@ def _codes() -> set[str]:
                 # every code the first argument can be, also one chosen at run time
                 # (`exc.code if ... else "launch_failed"`)
                 out |= _values(node.args[0])
-    return out
+    return frozenset(out)
 
 
 def _values(expr: ast.expr) -> set[str]:

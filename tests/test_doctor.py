@@ -178,6 +178,9 @@ def _lock(proj: Path, **fields: Any) -> None:
 def holder() -> Iterator[subprocess.Popen[bytes]]:
     """A live process whose command line carries the lock's token, as a real monitor's does."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "t" * 32])
+    # Popen returns once exec began; /proc/<pid>/cmdline is empty until the kernel has set up
+    # the new program's arguments (seen on a loaded machine): wait for the token to show.
+    poll(lambda: b"t" * 32 in Path(f"/proc/{proc.pid}/cmdline").read_bytes())
     yield proc
     proc.kill()
     proc.wait()

@@ -18,6 +18,12 @@ def shows(tmux: Tmux, pane: str, line: str) -> bool:
     return line in tmux.capture(pane)
 
 
+def printed(tmux: Tmux, pane: str, line: str) -> bool:
+    """`line` anywhere the pane printed it, history included: a pane narrowed and shortened by
+    later splits pushes the first rows of a wrapped line (a long temp path) above its screen."""
+    return line in tmux.cmd("capture-pane", "-p", "-J", "-S", "-", "-t", pane).splitlines()
+
+
 # -- no server needed ---------------------------------------------------------------------------
 
 
@@ -143,7 +149,7 @@ def test_splits_keep_focus_carry_env_and_eight_fit(omp_tmux: Tmux, tmp_path: Pat
     active = omp_tmux.cmd("display-message", "-p", "-t", wid, "#{pane_id}").strip()
     assert active == leader
     for i, pane in enumerate(panes):
-        poll(partial(shows, omp_tmux, pane, f"w{i}|{tmp_path}|ends;"))
+        poll(partial(printed, omp_tmux, pane, f"w{i}|{tmp_path}|ends;"))
     omp_tmux.set_pane_title(panes[0], "worker-1 #1;")
     title = omp_tmux.cmd("display-message", "-p", "-t", panes[0], "#{pane_title}")
     assert title.strip() == "worker-1 #1;"

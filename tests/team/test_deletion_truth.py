@@ -184,12 +184,12 @@ def test_prune_keeps_a_team_whose_mail_it_cannot_read_unless_force(root: Path, p
 
 
 def test_the_cli_says_what_it_could_not_read(
-    root: Path, capsys: pytest.CaptureFixture[str]
+    root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from omp.cli import main
 
     _link_mailbox(root)
-    os.chdir(root)
+    monkeypatch.chdir(root)  # restored after: the tests after it run in the same process
     with pytest.raises(SystemExit) as exc:
         main(["team", "delete", "t", "--force"])
     assert exc.value.code == 0

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -109,6 +109,30 @@ class FakeTmux:
         return [text for p, text in self.sent if p == pane]
 
 
+class Scans(Protocol):
+    clock: FakeClock
+
+    def scan_for(self, mon: Monitor, seconds: float, step: float = 5.0) -> None: ...
+
+
+# A long simulated run scans at the production's 5 s for its first 5 minutes, where every send
+# these tests provoke falls (idle prompts at +30, +65, +100 s; unread lines 60 s apart, 3 of
+# each), then once a minute. What is due stays due until it is sent (every rule compares the
+# clock with a threshold or a count; no rule depends on the gap between scans), so the coarse
+# tail still catches a send past the caps, in a fifth of the scans (each costs ~8 ms of files).
+FINE_SECONDS = 300.0
+TAIL_STEP = 60.0
+
+
+def scan_long(world: Scans, mon: Monitor, seconds: float) -> None:
+    """Scan from now until `seconds` have passed: every 5 s, then every minute."""
+    world.scan_for(mon, min(seconds, FINE_SECONDS))
+    rest = seconds - FINE_SECONDS
+    if rest >= TAIL_STEP:
+        world.clock.sleep(TAIL_STEP)
+        world.scan_for(mon, rest - TAIL_STEP, step=TAIL_STEP)
+
+
 class FakeClock:
     def __init__(self) -> None:
         self.t = time.time()  # real epoch: mailbox timestamps are real
@@ -142,6 +166,10 @@ class World:
             if self.clock.t + step > end + 1e-9:
                 return
             self.clock.sleep(step)
+
+    def scan_long(self, mon: Monitor, seconds: float) -> None:
+        """`scan_for(seconds)` of a long run (`scan_long` below)."""
+        scan_long(self, mon, seconds)
 
     def mail(
         self, worker: str, body: str = "hi", sender: str = "worker-2", *, nudged: bool = True
@@ -242,7 +270,7 @@ def test_no_idle_prompt_before_30_seconds_then_one_each(world: World) -> None:
 def test_at_most_three_idle_prompts_per_pane(world: World) -> None:
     world.loop()
     mon = world.monitor()
-    world.scan_for(mon, 30 * 60)
+    world.scan_long(mon, 30 * 60)
     for pane in world.workers.values():
         assert world.fake.to(pane) == [IDLE_PROMPT] * 3
     assert mon.idle_prompts_sent == 9
@@ -278,13 +306,13 @@ def test_a_restart_from_persisted_state_cannot_send_a_fourth(world: World) -> No
         world.monitor().scan()
     world.fake.on_deliver = None
     # A fresh process (no memory) scans for an hour: the burnt slot is never given back.
-    world.scan_for(world.monitor(), 3600)
+    world.scan_long(world.monitor(), 3600)
     counts = sorted(len(world.fake.to(p)) for p in world.workers.values())
     assert counts[0] == 2  # the pane whose third slot died with the process
     assert all(c <= 3 for c in counts)
     # A second restart after everything is spent sends nothing at all.
     before = len(world.fake.sent)
-    world.scan_for(world.monitor(), 3600)
+    world.scan_long(world.monitor(), 3600)
     assert len(world.fake.sent) == before
 
 
@@ -313,7 +341,7 @@ def test_a_failed_send_is_not_given_back(world: World) -> None:
     world.loop()
     world.fake.deliver_ok = False
     mon = world.monitor()
-    world.scan_for(mon, 30 * 60)
+    world.scan_long(mon, 30 * 60)
     assert len(world.fake.to("%1")) == 3  # three attempts, all failed: no fourth
     assert mon.idle_prompts_sent == 0
 
@@ -327,7 +355,7 @@ def test_the_leader_pane_never_gets_anything(world: World) -> None:
     raw["workers"][2]["paneId"] = world.leader
     team_config.write(tp, raw)
     world.mail("worker-3")
-    world.scan_for(world.monitor(), 30 * 60)
+    world.scan_long(world.monitor(), 30 * 60)
     assert world.fake.to(world.leader) == []
     assert world.leader not in world.fake.captures
 
@@ -337,7 +365,7 @@ def test_a_busy_pane_is_never_prompted_nor_nudged(world: World) -> None:
     world.loop()
     world.fake.screens["%1"] = BUSY
     world.mail("worker-1")
-    world.scan_for(world.monitor(), 30 * 60)
+    world.scan_long(world.monitor(), 30 * 60)
     assert world.fake.to("%1") == []
     assert world.fake.to("%2") == [IDLE_PROMPT] * 3
 
@@ -364,7 +392,7 @@ def test_copy_mode_dialogs_and_starting_screens_are_not_idle(world: World) -> No
     world.fake.panes["%1"].in_mode = True
     world.fake.screens["%2"] = ["Do you trust the files in this folder?"]
     world.fake.screens["%3"] = []
-    world.scan_for(world.monitor(), 30 * 60)
+    world.scan_long(world.monitor(), 30 * 60)
     assert world.fake.sent == []
 
 
@@ -378,7 +406,7 @@ def test_no_loop_no_idle_prompts_but_unread_renudges_still_go(world: World) -> N
     mon.scan()
     line = nudge_text("t", "worker-1", 1, OMP)
     assert world.fake.sent == [("%1", line)]
-    world.scan_for(mon, 30 * 60)
+    world.scan_long(mon, 30 * 60)
     assert world.fake.to("%1") == [line] * 3  # at most 3 for one batch
     assert world.fake.to("%2") == [] and world.fake.to("%3") == []
     assert mon.nudges_sent == 3 and mon.idle_prompts_sent == 0
@@ -406,15 +434,15 @@ def test_unread_repeats_are_60_seconds_apart(world: World) -> None:
 def test_a_new_message_starts_a_new_batch_and_delivery_ends_it(world: World) -> None:
     world.mail("worker-1", "one")
     mon = world.monitor()
-    world.scan_for(mon, 30 * 60)
+    world.scan_long(mon, 30 * 60)
     assert len(world.fake.to("%1")) == 3
     world.mail("worker-1", "two")
-    world.scan_for(mon, 30 * 60)
+    world.scan_long(mon, 30 * 60)
     assert world.fake.to("%1")[3:] == [nudge_text("t", "worker-1", 2, OMP)] * 3
     # Delivered: nothing more, even after a long time.
     box = Mailbox(world.paths.team("t"), "worker-1")
     box.mark([m["id"] for m in box.undelivered()[0]])
-    world.scan_for(mon, 30 * 60)
+    world.scan_long(mon, 30 * 60)
     assert len(world.fake.to("%1")) == 6
 
 
@@ -423,9 +451,11 @@ def test_at_most_one_line_per_pane_per_scan(world: World) -> None:
     world.mail("worker-1")
     mon = world.monitor()
     world.scan_for(mon, 60)  # at +60 both an idle prompt (+30 cadence) and a re-nudge could go
-    for _ in range(200):
+    # 5 minutes at the production's cadence (all six lines go out by +200 s), then a scan a
+    # minute to +1080 s (`scan_long`)
+    for step in [5.0] * 60 + [TAIL_STEP] * 12:
         before = len(world.fake.to("%1"))
-        world.clock.sleep(5)
+        world.clock.sleep(step)
         mon.scan()
         assert len(world.fake.to("%1")) - before <= 1
     assert world.fake.to("%1").count(IDLE_PROMPT) == 3
@@ -444,7 +474,7 @@ def test_cancelling_the_loop_stops_idle_prompts_within_one_scan(world: World) ->
     world.clock.sleep(5)  # the second prompts would be due now
     mon.scan()
     assert len(world.fake.sent) == 3
-    world.scan_for(mon, 30 * 60)
+    world.scan_long(mon, 30 * 60)
     assert len(world.fake.sent) == 3
 
 
@@ -473,7 +503,7 @@ def test_no_idle_prompts_when_every_task_is_done(world: World) -> None:
         )  # fmt: skip
     world.mail("worker-2")
     mon = world.monitor()
-    world.scan_for(mon, 30 * 60)
+    world.scan_long(mon, 30 * 60)
     assert IDLE_PROMPT not in [t for _, t in world.fake.sent]
     assert len(world.fake.to("%2")) == 3  # mail still matters
 
@@ -484,7 +514,7 @@ def test_dead_gone_and_foreign_panes_get_nothing(world: World) -> None:
     del world.fake.panes["%2"]
     world.fake.panes["%3"].window_id = "@9"  # the id now names a pane elsewhere
     mon = world.monitor()
-    world.scan_for(mon, 30 * 60)
+    world.scan_long(mon, 30 * 60)
     assert world.fake.sent == []
     assert mon.last_report.live_teams == 0
 
@@ -515,7 +545,7 @@ def test_an_unreadable_tracker_fails_closed(world: World) -> None:
     assert len(files) == 3
     for f in files:
         f.write_text("{not json")
-    world.scan_for(world.monitor(), 30 * 60)
+    world.scan_long(world.monitor(), 30 * 60)
     assert world.fake.sent == []
 
 
@@ -961,13 +991,13 @@ def test_the_leader_gets_its_mail_nudged_by_its_own_agents_screen(world: World) 
     world.clock.sleep(5)
     mon.scan()
     assert world.fake.to("%0") == [nudge_text("t", "leader", 1, OMP)]
-    world.scan_for(mon, 30 * 60)
+    world.scan_long(mon, 30 * 60)
     assert IDLE_PROMPT not in world.fake.to("%0")
 
 
 def test_without_nudge_leader_the_leader_pane_is_left_alone(world: World) -> None:
     world.mail("leader", "report", sender="worker-1", nudged=False)
-    world.scan_for(world.monitor(), 10 * 60)
+    world.scan_long(world.monitor(), 10 * 60)
     assert world.fake.to("%0") == []
 
 

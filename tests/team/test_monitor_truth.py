@@ -19,7 +19,7 @@ from omp.monitor import ctl as ctl
 from omp.store import fs
 from omp.store.paths import StatePaths
 from omp.views.status import status
-from tests.helpers import call_api, isolate, make_project, snapshot_tree
+from tests.helpers import call_api, isolate, make_project, poll, snapshot_tree
 from tests.team.test_monitor_policy import live_config
 
 TOKEN = "f" * 32
@@ -38,6 +38,8 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def holder() -> Iterator[subprocess.Popen[bytes]]:
     """A live process whose command line holds TOKEN, as a monitor's does."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", TOKEN])
+    # Until the kernel has set up the new program's arguments, /proc shows none: wait for ours.
+    poll(lambda: TOKEN.encode() in Path(f"/proc/{proc.pid}/cmdline").read_bytes())
     yield proc
     proc.kill()
     proc.wait()

@@ -35,6 +35,7 @@ from tests.team.test_monitor_policy import (
     FakeTmux,
     live_config,
     own_lock,
+    scan_long,
 )
 from tests.usage import fixtures as fx
 
@@ -154,7 +155,7 @@ def test_a_budget_crossed_mid_loop_ends_the_loop_at_the_next_stop_and_the_leader
     # no more idle prompts, whatever the time; more calls, more scans, a restarted monitor:
     # still one mail
     world.session.call()
-    world.scan_for(mon, 30 * 60)
+    scan_long(world, mon, 30 * 60)
     world.scan_for(world.monitor(), 120)
     assert world.prompts() == {p: 1 for p in world.panes.values()}
     assert len(world.leader_mail()) == 1 and len(world.crossings()) == 1
