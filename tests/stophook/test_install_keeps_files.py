@@ -395,7 +395,7 @@ MADE = ".omp/state/hooks/made-hooks.json"
 @pytest.mark.parametrize("bom", [False, True], ids=["utf8", "bom"])
 @pytest.mark.parametrize("agent", NESTED)
 def test_a_hooks_object_omp_made_goes_with_its_last_entry(
-    root: Path, agent: str, bom: bool
+    root: Path, agent: str, bom: bool, node: subprocess.Popen[str] | None
 ) -> None:
     t = TARGETS[agent]
     before = (b"\xef\xbb\xbf" if bom else b"") + b'{"mine": 1}\n'
@@ -409,7 +409,7 @@ def test_a_hooks_object_omp_made_goes_with_its_last_entry(
     assert json.loads(after.decode("utf-8-sig")) == {"mine": 1}
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert json.loads((root / MADE).read_text()) == {"files": []}
-    _parse_like_node([path])
+    _parse_like_node(node, [path])
 
 
 @pytest.mark.parametrize("agent", NESTED)
