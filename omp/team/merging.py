@@ -91,7 +91,10 @@ def conflict_mail(
         + (f" and {len(files) - 20} more" if len(files) > 20 else "")
         + f". Nothing was merged. Rebase it onto {target} and resolve the conflicts:",
         f"   git -C {p} rebase {t}",
-        f"   (fix each file, then) git -C {p} add <file> && git -C {p} rebase --continue",
+        # `rebase --continue` opens an editor for the commit message, which an agent's shell
+        # (no terminal) cannot run: git fails ("problem with the editor") or waits for good.
+        f"   (fix each file, then) git -C {p} add <file> && "
+        f"GIT_EDITOR=true git -C {p} rebase --continue",
     ]
     if tid is not None:
         done = bootstrap.api_command(

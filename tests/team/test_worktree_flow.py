@@ -486,20 +486,24 @@ def test_same_line_edits_the_second_merge_conflicts_changes_nothing_and_mails_th
     statuses = {r["worker"]: r["status"] for r in err2.value.detail["results"]}
     assert statuses == {"worker-3": "merged", "worker-2": "conflict"}
     assert (repo / "work" / "worker-3.txt").exists()
-    # the worker does what the mail says: rebase, resolve, continue, complete again
+    # the worker does what the mail says, line by line, in a shell as an agent's is: no
+    # terminal, so no editor git could open (EDITOR fails, as vi does without a terminal)
     wtp = Path(path)
+    shell_env = {k: v for k, v in os.environ.items() if k not in ("GIT_EDITOR", "VISUAL")}
+    shell_env["EDITOR"] = "false"
+    said = [ln.strip() for ln in mail["body"].splitlines()]
+    rebase_line = next(ln for ln in said if ln.startswith("git -C") and ln.endswith("rebase main"))
     rebase = subprocess.run(
-        ["git", "-C", path, "rebase", "main"], capture_output=True, env=dict(os.environ)
+        rebase_line, shell=True, capture_output=True, env=shell_env, stdin=subprocess.DEVNULL
     )
     assert rebase.returncode != 0  # the conflict, now in the worker's own worktree
     write(wtp / "src" / "app.py", "x = 'worker-1 and worker-2'\n")
-    g(wtp, "add", "src/app.py")
-    subprocess.run(
-        ["git", "-C", path, "rebase", "--continue"],
-        check=True,
-        capture_output=True,
-        env=dict(os.environ, GIT_EDITOR="true"),
+    go_on = next(ln for ln in said if ln.startswith("(fix each file, then) "))
+    go_on = go_on.removeprefix("(fix each file, then) ").replace("<file>", "src/app.py")
+    cont = subprocess.run(
+        go_on, shell=True, capture_output=True, env=shell_env, stdin=subprocess.DEVNULL
     )
+    assert cont.returncode == 0, cont.stderr
     assert complete(capsys, cfg, "worker-2", "2", tokens["worker-2"])["ok"]
     assert _task(cfg, "2")["work"]["commitsAhead"] == 1  # its own commit, not the others'
     assert merging.merge_team(cfg)["merged"] == ["worker-2"]
