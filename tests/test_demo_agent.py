@@ -196,6 +196,28 @@ def test_inbox_trigger_runs_the_whole_task_lifecycle(tmp_path: Path) -> None:
     assert agent.task_state == "completed"
 
 
+def test_in_a_worktree_it_commits_everything_as_the_inbox_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--carry-changes` hands the worker the leader's uncommitted diff: the inbox's
+    `add -A && commit` puts it in the worker's commit, so its completion is not refused."""
+    from tests.workspace.gitrepo import g, isolate_git, make_repo, write
+
+    isolate_git(monkeypatch, tmp_path)
+    repo = make_repo(tmp_path / "proj")
+    wt = tmp_path / "wt"
+    g(repo, "worktree", "add", "-q", "-b", "omp/t/worker-1", str(wt))
+    write(wt / "README.md", "# demo, carried from the leader\n")  # a tracked file changed
+    write(wt / "notes" / "new.txt", "carried too\n")  # and one git does not know yet
+    agent = make_agent(tmp_path, FakeApi())
+    committed = agent.commit_work("1", "write it", wt)
+    assert committed.startswith("work/worker-1-task-1.md (")
+    assert g(wt, "status", "--porcelain", "--untracked-files=all") == ""
+    assert g(wt, "show", "HEAD:README.md") == "# demo, carried from the leader"
+    files = g(wt, "show", "--name-only", "--format=", "HEAD").split()
+    assert sorted(files) == ["README.md", "notes/new.txt", "work/worker-1-task-1.md"]
+
+
 def test_start_message_caps_the_description_at_80_chars(tmp_path: Path) -> None:
     api = FakeApi()
     long = "word " * 40
