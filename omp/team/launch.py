@@ -76,7 +76,9 @@ def parse_spec(spec: str) -> tuple[int, str | None]:
 
 
 def session_name(team: str) -> str:
-    return f"omp-team-{team}"
+    """The tmux session omp makes for a team. A team name may hold '.', which tmux does not
+    allow in a session name (it means "session.window" in a target): '_' stands for it."""
+    return f"omp-team-{team.replace('.', '_')}"
 
 
 def default_team_name(agent: str) -> str:

@@ -223,6 +223,15 @@ def test_name_clash_refuses_with_the_shutdown_command(server: Tmux, project: Pat
     assert "omp team shutdown t1" in err.value.message
 
 
+def test_a_team_name_with_a_dot_launches_and_shuts_down(server: Tmux, project: Path) -> None:
+    """Team names may hold '.'; tmux session names may not (launch failed, launch_failed)."""
+    res = _launch(server, project, n=1, name="v1.2")
+    assert res["session"] == "omp-team-v1_2" and server.has_session("omp-team-v1_2")
+    poll(lambda: _status(project, "v1.2")["allDone"])
+    shutdown(team_config.load(StatePaths(project).team("v1.2")))
+    assert not server.has_session("omp-team-v1_2")
+
+
 def test_cli_launch_json_and_status(server: Tmux, project: Path) -> None:
     env = child_env(OMP_TMUX_SOCKET=str(server.socket_name), OMP_DEMO_WORK_SECONDS="0.3")
     rc, _, err, obj = run_omp("team", "launch", "2:demo", "count to 3", "--name", "c1",
