@@ -81,6 +81,22 @@ def session_name(team: str) -> str:
     return f"omp-team-{team.replace('.', '_')}"
 
 
+def _session_owner_hint(project: StatePaths, sess: str) -> str:
+    """How to free a tmux session a new launch needs: shut down the team of this project that
+    recorded it (not necessarily the team being launched: `a.b` and `a_b` share one), else it
+    is no team's here and the person decides."""
+    for name in team_config.list_teams(project):
+        with contextlib.suppress(OmpError):
+            if team_config.load(project.team(name)).raw.get("tmuxSession") == sess:
+                return (
+                    f"it is team {name}'s: {hint(f'team shutdown {name}')}, or use another --name"
+                )
+    return (
+        "no team of this project recorded it: use another --name, or end it "
+        f"(tmux kill-session -t {sess})"
+    )
+
+
 def default_team_name(agent: str) -> str:
     return f"{agent}-{int(time.time() * 1000):x}"
 
@@ -324,7 +340,7 @@ class Launch:
         if not inside and tmux.has_session(sess):
             raise OmpError(
                 "session_exists",
-                f"tmux session {sess} already exists; run: {hint(f'team shutdown {team.name}')}",
+                f"tmux session {sess} already exists; {_session_owner_hint(project, sess)}",
                 session=sess,
             )
         self.team_was_new = not os.path.lexists(team.dir)

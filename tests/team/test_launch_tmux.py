@@ -228,6 +228,11 @@ def test_a_team_name_with_a_dot_launches_and_shuts_down(server: Tmux, project: P
     res = _launch(server, project, n=1, name="v1.2")
     assert res["session"] == "omp-team-v1_2" and server.has_session("omp-team-v1_2")
     poll(lambda: _status(project, "v1.2")["allDone"])
+    with pytest.raises(OmpError) as err:  # v1_2 would take the same session: whose it is
+        _launch(server, project, n=1, name="v1_2")
+    assert err.value.code == "session_exists"
+    assert "team shutdown v1.2" in err.value.message
+    assert not (project / ".omp" / "state" / "team" / "v1_2").exists()
     shutdown(team_config.load(StatePaths(project).team("v1.2")))
     assert not server.has_session("omp-team-v1_2")
 
