@@ -18,6 +18,7 @@ unless `stop_on_conflict`. A merged task records `mergedAt`, `mergedCommit`, `me
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import time
 from pathlib import Path
@@ -171,6 +172,10 @@ def merge_team(
 
     team = cfg.paths
     root = team.project.root
+    if not workers and not ws.worktrees(cfg.raw):
+        # Every worker in the shared checkout: nothing to merge, whatever git says of the
+        # project (no commit yet, no repository at all: shared is the default there).
+        return _nothing_to_merge(cfg, root, into, dry_run=dry_run, squash=squash)
     top = repo.toplevel(root)
     target = into or repo.current_branch(top)
     if target is None:
@@ -248,6 +253,30 @@ def merge_team(
     }
     _raise_for(cfg, report, top)
     return report
+
+
+def _nothing_to_merge(
+    cfg: TeamConfig, root: Path, into: str | None, *, dry_run: bool, squash: bool
+) -> dict[str, Any]:
+    """The report of a team without a worktree: its target as far as git can tell."""
+    from omp.workspace import repo
+
+    target, checkout = into or "", ""
+    with contextlib.suppress(OmpError):
+        top = repo.toplevel(root)
+        target = target or repo.current_branch(top) or ""
+        checkout = str(repo.checkout_of(top, target) or "") if target else ""
+    return {
+        "ok": True,
+        "team": cfg.name,
+        "target": target,
+        "checkout": checkout,
+        "dryRun": dry_run,
+        "squash": squash,
+        "results": [],
+        "skipped": [],
+        "merged": [],
+    }
 
 
 def _check(cfg: TeamConfig, dry_run: bool) -> Any:

@@ -533,6 +533,38 @@ def test_a_merge_verifies_the_merged_result_before_the_branch_moves(
 # ---- what status, collect and diff show, reading only ------------------------------------------
 
 
+@pytest.mark.parametrize("git_state", ["no repository", "no commit yet", "a commit"])
+def test_a_shared_team_has_nothing_to_merge_whatever_git_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_state: str
+) -> None:
+    """Shared is the default where there is no commit: merge says there is nothing to merge
+    (it said `unknown_revision`: "no branch 'main'", or `not_a_git_repo`)."""
+    from tests.helpers import make_team
+
+    root = tmp_path / "p"
+    root.mkdir()
+    if git_state == "a commit":
+        make_repo(root)
+    elif git_state == "no commit yet":
+        g(root, "init", "-q", "-b", "main")
+    monkeypatch.setenv("OMP_ROOT", str(root))
+    team = make_team(root, "t", 2)
+    cfg = team_config.load(team)
+    before = snapshot_tree(root)
+    report = merging.merge_team(cfg)
+    assert report["ok"] is True and report["results"] == [] and report["merged"] == []
+    assert report["target"] == ("" if git_state == "no repository" else "main")
+    assert snapshot_tree(root) == before
+    text = run_cli_text(cfg)
+    assert "nothing to merge: no worker has a worktree" in text and "None" not in text
+
+
+def run_cli_text(cfg: TeamConfig) -> str:
+    from omp.cli.worktree_cmds import merge_text
+
+    return merge_text(merging.merge_team(cfg))
+
+
 def test_status_collect_and_diff_show_branches_and_write_nothing(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
