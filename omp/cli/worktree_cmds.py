@@ -117,8 +117,10 @@ def register(team_app: typer.Typer) -> None:
         ),
         as_json: bool = JsonOpt,
     ) -> None:
-        """Merge workers' branches into your branch: fast-forward or merge commit, the team's
-        check first; a conflict changes nothing and the worker is told how to rebase."""
+        """Merge workers' branches into your branch, the team's check first.
+
+        A fast-forward or a merge commit; a conflict changes nothing and the worker is told
+        how to rebase."""
 
         def body() -> MergeReply:
             from omp.team.merging import merge_team
