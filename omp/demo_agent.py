@@ -369,6 +369,9 @@ class DemoAgent:
             original = first.decode("utf-8", "replace")
             self.learn(original)
             description = task_description(original)
+            # where it works: a resumed worker in a worktree commits there before completing
+            wt = _WORKTREE_RE.search(original)
+            self.worktree = Path(wt.group(1)) if wt else None
         unread = _UNREAD_RE.search(text)
         if unread is not None and int(unread.group(1)) > 0:
             self.on_mail("")
