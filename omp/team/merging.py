@@ -390,7 +390,8 @@ def _raise_for(cfg: TeamConfig, report: dict[str, Any], top: Path) -> None:
     target = report["target"]
     conflicts = [r for r in results if r["status"] == "conflict"]
     failed = [r for r in results if r["status"] == "verify_failed"]
-    moved = [r for r in results if r["status"] in ("target_moved", "checkout_refused")]
+    moved = [r for r in results if r["status"] == "target_moved"]
+    refused = [r for r in results if r["status"] == "checkout_refused"]
     done = ", ".join(report["merged"]) or "nothing"
     detail = {k: v for k, v in report.items() if k != "ok"}
     if conflicts:
@@ -424,6 +425,17 @@ def _raise_for(cfg: TeamConfig, report: dict[str, Any], top: Path) -> None:
         raise OmpError(
             str(r["error"]) if r["error"] in ("leader_dirty", "git_failed") else "git_failed",
             f"{r['worker']} ({r['branch']}): {r['message']}; merged before it: {done}",
+            **detail,
+        )
+    if refused:
+        # git would not write over files of the user's in the checkout (an untracked file the
+        # branch adds): the checkout holds work in the way, as for `leader_dirty` before the
+        # merge. Running it again would be refused again: nothing moved, the user decides.
+        r = refused[0]
+        raise OmpError(
+            "leader_dirty",
+            f"{r['message']}; {target} did not move and your files are as they were: move them "
+            f"out of the way (or commit them), then merge again. Merged before: {done}",
             **detail,
         )
     if moved:

@@ -454,6 +454,28 @@ def test_a_dirty_leader_checkout_is_refused_before_anything_happens(
     assert snapshot_tree(cfg.paths.tasks_dir) == tasks_before
 
 
+def test_an_untracked_file_of_the_leaders_in_the_way_is_refused_as_dirty_not_as_moved(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """git refuses to write over an untracked file the branch adds: the leader's work is in the
+    way. It was `target_moved` with "Run the merge again", which would be refused again."""
+    cfg = worktree_team(repo, workers=1)
+    _done(capsys, cfg, "worker-1", "1")
+    write(repo / "work" / "worker-1.txt", "the leader's own notes\n")
+    before = checkout_snapshot(repo)
+    with pytest.raises(OmpError) as err:
+        merging.merge_team(cfg)
+    assert err.value.code == "leader_dirty", err.value
+    assert "Run the merge again" not in err.value.message
+    assert "work/worker-1.txt" in err.value.message and "out of the way" in err.value.message
+    [row] = err.value.detail["results"]
+    assert row["status"] == "checkout_refused"
+    assert checkout_snapshot(repo) == before
+    assert (repo / "work" / "worker-1.txt").read_text() == "the leader's own notes\n"
+    (repo / "work" / "worker-1.txt").unlink()  # moved out of the way: the merge goes through
+    assert merging.merge_team(cfg)["merged"] == ["worker-1"]
+
+
 def test_same_line_edits_the_second_merge_conflicts_changes_nothing_and_mails_the_worker(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
