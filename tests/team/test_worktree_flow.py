@@ -613,6 +613,9 @@ def test_status_collect_and_diff_show_branches_and_write_nothing(
     assert lines[row + 1].strip() == (
         "branch omp/t/worker-1: 1 commit ahead, 1 file, +1 -0, not merged into main"
     )
+    # a branch without a commit is not "0 commits ahead, +0 -0, merged into main"
+    row = next(i for i, x in enumerate(lines) if x.startswith("    worker-2 ") and " pane " in x)
+    assert lines[row + 1].strip() == "branch omp/t/worker-2: nothing committed yet, 1 uncommitted"
     got = collect(cfg)
     assert got["workers"][0]["workspace"]["branch"] == "omp/t/worker-1"
     assert_reply(got, replies.CollectReply)
