@@ -270,6 +270,16 @@ def _builtins() -> dict[str, AgentProfile]:
                 r"Do you want to proceed\?|Esc to cancel · Tab to amend"
                 r"|Do you want to (?:make this edit|create|allow)",
             ),
+            # Auto mode (a profile without --dangerously-skip-permissions) on a model server of
+            # one's own: its safety check cannot get through, and it asks at the first tool
+            # call. Enter keeps auto mode with every action approved by hand: a person decides.
+            Dialog(
+                "auto-mode-check",
+                r"Auto mode can't check actions|Enter to stay in auto mode",
+                fix="Claude Code's auto mode cannot reach its safety check through your model "
+                "server (ANTHROPIC_BASE_URL): answer it in the worker's pane, or let the profile "
+                "keep --dangerously-skip-permissions (the built-in claude profile passes it)",
+            ),
             # Auto mode's billing notice (not in bypass mode): Enter continues.
             Dialog("auto-mode-notice", r"Enter to continue · Esc to cancel", ("Enter",)),
             Dialog("menu", r"Enter to confirm · Esc to (?:exit|cancel)"),
