@@ -748,6 +748,30 @@ def missing_program(profile: AgentProfile) -> str | None:
     return None if shutil.which(profile.program) else profile.program
 
 
+SKIP_PERMISSIONS = "--dangerously-skip-permissions"
+
+
+def start_refusal(
+    profile: AgentProfile, command: list[str], env: Mapping[str, str], euid: int
+) -> tuple[str, str] | None:
+    """(why, fix) when the agent is known to refuse to start at all with `command` in `env`;
+    None otherwise. Claude Code 2.1.328 as root refuses --dangerously-skip-permissions unless
+    `IS_SANDBOX=1` says the machine is a sandbox, and says so where nobody sees it: in a tmux
+    pane its one line is gone with the screen, so launch could only report "Pane is dead"."""
+    if euid != 0 or os.path.basename(profile.program) != "claude":
+        return None
+    if SKIP_PERMISSIONS not in command:
+        return None
+    if {**env, **profile.env}.get("IS_SANDBOX", "").strip() == "1":
+        return None
+    return (
+        f"running as root: Claude Code refuses {SKIP_PERMISSIONS} (how omp starts its "
+        "workers) unless IS_SANDBOX=1 says this machine is a sandbox; omp never sets it for you",
+        "run omp as a normal user; or, only in a container or VM you can throw away, "
+        "`export IS_SANDBOX=1` before launching",
+    )
+
+
 # -- loading --------------------------------------------------------------------------------------
 
 _NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")

@@ -655,3 +655,19 @@ def test_an_agent_is_found_among_this_process_ancestors(tmp_path: Path) -> None:
     agent.chmod(0o755)
     out = subprocess.run(["/bin/sh", str(agent)], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "copilot", out.stderr
+
+
+def test_start_refusal_is_claude_as_root_with_the_bypass_flag_and_no_sandbox() -> None:
+    from omp.agents import start_refusal
+
+    claude = BUILTIN_PROFILES["claude"]
+    cmd = claude.command
+    refused = start_refusal(claude, cmd, {}, 0)
+    assert refused is not None and "IS_SANDBOX=1" in refused[0] and "IS_SANDBOX" in refused[1]
+    assert start_refusal(claude, cmd, {"IS_SANDBOX": "1"}, 0) is None
+    assert start_refusal(claude, cmd, {}, 1000) is None  # a normal user
+    assert start_refusal(claude, ["claude"], {}, 0) is None  # no bypass flag: it starts
+    boxed = dataclasses.replace(claude, env={"IS_SANDBOX": "1"})  # set by the profile itself
+    assert start_refusal(boxed, cmd, {}, 0) is None
+    codex = BUILTIN_PROFILES["codex"]
+    assert start_refusal(codex, codex.command, {}, 0) is None

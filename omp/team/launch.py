@@ -306,7 +306,7 @@ class Launch:
 
     def resolve_profile(self, project: StatePaths, *, need_program: bool = True) -> AgentProfile:
         """The requested agent's profile, its program on PATH (checked, nothing touched)."""
-        from omp.agents import load_profiles, missing_program
+        from omp.agents import load_profiles, missing_program, start_refusal
 
         req = self.req
         profiles = load_profiles(project.root)
@@ -327,6 +327,9 @@ class Launch:
                 program=missing,
                 profiles=sorted(profiles),
             )
+        refused = start_refusal(profile, profile.command, self.env, os.geteuid())
+        if refused is not None and need_program:
+            raise OmpError("launch_blocked", f"{refused[0]}; nothing was started", fix=refused[1])
         self.profiles = profiles
         return profile
 

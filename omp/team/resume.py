@@ -264,7 +264,7 @@ class Resume(Launch):
 
     def prepare(self, members: list[Member]) -> None:
         """Each member's worktree, agent and command line (checked; nothing is written)."""
-        from omp.agents import load_profiles, missing_program
+        from omp.agents import load_profiles, missing_program, start_refusal
         from omp.stophook import sessions
 
         cfg = self.cfg
@@ -319,6 +319,14 @@ class Resume(Launch):
                 and all(isinstance(a, str) for a in recorded)
             ):
                 m.command = list(recorded)
+            refused = start_refusal(profile, m.command or profile.command, self.env, os.geteuid())
+            if refused is not None:
+                raise OmpError(
+                    "launch_blocked",
+                    f"{m.name}: {refused[0]}; nothing was started",
+                    worker=m.name,
+                    fix=refused[1],
+                )
             known = sessions.read(cfg.paths, m.name)
             cli = os.path.basename(profile.program)
             if known and profile.resume_args and known.get("agent") in (cli, profile.name):
