@@ -307,11 +307,15 @@ def shutdown(
         for s in r["skipped"]:
             out += f"\n  left {inline(str(s['pane']))}: {inline(str(s['why']))}"
         if r.get("worktrees"):
-            merge = hint(f"team merge {r['team']}")
-            out += (
-                f"\n  kept {len(r['worktrees'])} worktree(s) and branch(es) omp/{r['team']}/*: "
-                f"merge them with {merge}"
-            )
+            kept = r["worktrees"]
+            out += f"\n  kept {len(kept)} worktree(s) and branch(es) omp/{r['team']}/*: "
+            todo = [k for k in kept if k.get("merged") is not True]
+            if todo:
+                some = "" if len(todo) == len(kept) else f"{len(todo)} not merged yet: "
+                merge = hint(f"team merge {r['team']}")
+                out += f"{some}merge them with {merge}"
+            else:
+                out += f"all merged into {kept[0].get('target')} (delete or prune removes them)"
         return out
 
     run(body, as_json=as_json, human=human)

@@ -694,6 +694,11 @@ def test_prune_keeps_a_team_with_unmerged_work_and_forgets_vanished_worktrees(
     assert [w["worker"] for w in down["worktrees"]] == ["worker-1", "worker-2"]
     for row in down["worktrees"]:
         assert_reply(row, replies.KeptWorktree)
+    # what is left to merge: worker-1's commit; worker-2 committed nothing
+    assert [(w["merged"], w["target"]) for w in down["worktrees"]] == [
+        (False, "main"),
+        (True, "main"),
+    ]
     assert Path(wt(cfg, "worker-1").path).is_dir()  # shutdown keeps them
     shutil.rmtree(wt(cfg, "worker-2").path)  # a worktree whose directory vanished
     out = removal.prune(StatePaths(repo), older_than=0)
