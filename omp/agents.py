@@ -270,6 +270,16 @@ def _builtins() -> dict[str, AgentProfile]:
                 r"Do you want to proceed\?|Esc to cancel · Tab to amend"
                 r"|Do you want to (?:make this edit|create|allow)",
             ),
+            # Auto mode (a profile without --dangerously-skip-permissions) on a model server of
+            # one's own: its safety check cannot get through, and it asks at the first tool
+            # call. Enter keeps auto mode with every action approved by hand: a person decides.
+            Dialog(
+                "auto-mode-check",
+                r"Auto mode can't check actions|Enter to stay in auto mode",
+                fix="Claude Code's auto mode cannot reach its safety check through your model "
+                "server (ANTHROPIC_BASE_URL): answer it in the worker's pane, or let the profile "
+                "keep --dangerously-skip-permissions (the built-in claude profile passes it)",
+            ),
             # Auto mode's billing notice (not in bypass mode): Enter continues.
             Dialog("auto-mode-notice", r"Enter to continue · Esc to cancel", ("Enter",)),
             Dialog("menu", r"Enter to confirm · Esc to (?:exit|cancel)"),
@@ -736,6 +746,30 @@ def agent_argv(
 def missing_program(profile: AgentProfile) -> str | None:
     """The profile's program if it cannot be found (PATH lookup, or an executable path)."""
     return None if shutil.which(profile.program) else profile.program
+
+
+SKIP_PERMISSIONS = "--dangerously-skip-permissions"
+
+
+def start_refusal(
+    profile: AgentProfile, command: list[str], env: Mapping[str, str], euid: int
+) -> tuple[str, str] | None:
+    """(why, fix) when the agent is known to refuse to start at all with `command` in `env`;
+    None otherwise. Claude Code 2.1.328 as root refuses --dangerously-skip-permissions unless
+    `IS_SANDBOX=1` says the machine is a sandbox, and says so where nobody sees it: in a tmux
+    pane its one line is gone with the screen, so launch could only report "Pane is dead"."""
+    if euid != 0 or os.path.basename(profile.program) != "claude":
+        return None
+    if SKIP_PERMISSIONS not in command:
+        return None
+    if {**env, **profile.env}.get("IS_SANDBOX", "").strip() == "1":
+        return None
+    return (
+        f"running as root: Claude Code refuses {SKIP_PERMISSIONS} (how omp starts its "
+        "workers) unless IS_SANDBOX=1 says this machine is a sandbox; omp never sets it for you",
+        "run omp as a normal user; or, only in a container or VM you can throw away, "
+        "`export IS_SANDBOX=1` before launching",
+    )
 
 
 # -- loading --------------------------------------------------------------------------------------

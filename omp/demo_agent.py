@@ -369,6 +369,9 @@ class DemoAgent:
             original = first.decode("utf-8", "replace")
             self.learn(original)
             description = task_description(original)
+            # where it works: a resumed worker in a worktree commits there before completing
+            wt = _WORKTREE_RE.search(original)
+            self.worktree = Path(wt.group(1)) if wt else None
         unread = _UNREAD_RE.search(text)
         if unread is not None and int(unread.group(1)) > 0:
             self.on_mail("")
@@ -440,7 +443,12 @@ class DemoAgent:
 
     def commit_work(self, tid: str, description: str, worktree: Path) -> str:
         """What a real agent in a worktree does: write its work into a file there and commit
-        it (git's environment cleaned; an identity of its own only where none is set)."""
+        it (git's environment cleaned; an identity of its own only where none is set).
+
+        Everything uncommitted goes in, as the inbox's `add -A && commit` line says: the
+        worktree is the worker's alone, and what launch's `--carry-changes` put there is work
+        it was handed. Committing its one file only left those changes behind, and omp then
+        refused the completion (`uncommitted_changes`)."""
         from omp.workspace.git import git
 
         rel = f"work/{self.me}-task-{tid}.md"
@@ -453,8 +461,8 @@ class DemoAgent:
         )
         target.write_text(text, encoding="utf-8")
         ident = identity_args(worktree)
-        git(worktree, *ident, "add", "--", rel)
-        git(worktree, *ident, "commit", "-q", "-m", f"{self.me}: task {tid}", "--", rel)
+        git(worktree, *ident, "add", "-A")
+        git(worktree, *ident, "commit", "-q", "-m", f"{self.me}: task {tid}")
         sha = git(worktree, "rev-parse", "--short", "HEAD").text
         return f"{rel} ({sha})"
 

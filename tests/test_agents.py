@@ -61,6 +61,7 @@ EXPECTED: dict[str, tuple[str, str | None]] = {
     "claude-26-error-429-then-answered": ("ready", None),
     "claude-27-onboarding-theme-picker": ("dialog", "onboarding"),
     "claude-28-onboarding-security-notes": ("dialog", "onboarding"),
+    "claude-29-auto-mode-check-unreachable": ("dialog", "auto-mode-check"),
     "codex-01-start-2s-blank": ("starting", None),
     "codex-02-start-5s-signin": ("dialog", "sign-in"),
     "codex-03-start-10s": ("dialog", "sign-in"),
@@ -177,6 +178,9 @@ NEEDS: dict[str, tuple[str, str]] = {
     # with a model server of its own, the first run asks for a theme, then shows notes
     "claude-27-onboarding-theme-picker": ("needs_person", "onboarding"),
     "claude-28-onboarding-security-notes": ("needs_person", "onboarding"),
+    # without --dangerously-skip-permissions, on a model server of one's own: the first tool
+    # call waits for a person (it read as busy: nobody was told)
+    "claude-29-auto-mode-check-unreachable": ("needs_person", "auto mode check"),
     "codex-02-start-5s-signin": ("needs_person", "sign in"),
     "codex-03-start-10s": ("needs_person", "sign in"),
     "codex-04-start-20s": ("needs_person", "sign in"),
@@ -290,6 +294,7 @@ def test_a_fix_is_known_for_sign_in_and_first_run_screens() -> None:
         ("claude-06-bypass-down-yes-selected", ("Enter",)),
         ("claude-04-api-key-question", ()),  # a billing choice: a person answers it
         ("claude-16-permission-prompt", ()),  # Enter would approve the command
+        ("claude-29-auto-mode-check-unreachable", ()),  # how actions get approved: a person's call
         ("claude-07-ready", None),
         ("copilot-02-start-5s-trust-dialog", ("1",)),  # a digit selects directly
         ("codex-07-trust-dialog", ("Enter",)),  # the digit did nothing there; Enter accepted
@@ -650,3 +655,19 @@ def test_an_agent_is_found_among_this_process_ancestors(tmp_path: Path) -> None:
     agent.chmod(0o755)
     out = subprocess.run(["/bin/sh", str(agent)], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "copilot", out.stderr
+
+
+def test_start_refusal_is_claude_as_root_with_the_bypass_flag_and_no_sandbox() -> None:
+    from omp.agents import start_refusal
+
+    claude = BUILTIN_PROFILES["claude"]
+    cmd = claude.command
+    refused = start_refusal(claude, cmd, {}, 0)
+    assert refused is not None and "IS_SANDBOX=1" in refused[0] and "IS_SANDBOX" in refused[1]
+    assert start_refusal(claude, cmd, {"IS_SANDBOX": "1"}, 0) is None
+    assert start_refusal(claude, cmd, {}, 1000) is None  # a normal user
+    assert start_refusal(claude, ["claude"], {}, 0) is None  # no bypass flag: it starts
+    boxed = dataclasses.replace(claude, env={"IS_SANDBOX": "1"})  # set by the profile itself
+    assert start_refusal(boxed, cmd, {}, 0) is None
+    codex = BUILTIN_PROFILES["codex"]
+    assert start_refusal(codex, codex.command, {}, 0) is None

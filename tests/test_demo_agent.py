@@ -196,6 +196,68 @@ def test_inbox_trigger_runs_the_whole_task_lifecycle(tmp_path: Path) -> None:
     assert agent.task_state == "completed"
 
 
+def test_in_a_worktree_it_commits_everything_as_the_inbox_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--carry-changes` hands the worker the leader's uncommitted diff: the inbox's
+    `add -A && commit` puts it in the worker's commit, so its completion is not refused."""
+    from tests.workspace.gitrepo import g, isolate_git, make_repo, write
+
+    isolate_git(monkeypatch, tmp_path)
+    repo = make_repo(tmp_path / "proj")
+    wt = tmp_path / "wt"
+    g(repo, "worktree", "add", "-q", "-b", "omp/t/worker-1", str(wt))
+    write(wt / "README.md", "# demo, carried from the leader\n")  # a tracked file changed
+    write(wt / "notes" / "new.txt", "carried too\n")  # and one git does not know yet
+    agent = make_agent(tmp_path, FakeApi())
+    committed = agent.commit_work("1", "write it", wt)
+    assert committed.startswith("work/worker-1-task-1.md (")
+    assert g(wt, "status", "--porcelain", "--untracked-files=all") == ""
+    assert g(wt, "show", "HEAD:README.md") == "# demo, carried from the leader"
+    files = g(wt, "show", "--name-only", "--format=", "HEAD").split()
+    assert sorted(files) == ["README.md", "notes/new.txt", "work/worker-1-task-1.md"]
+
+
+def test_resumed_in_a_worktree_it_commits_there_before_it_completes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After `omp team resume` the demo agent reads resume.md, then its inbox again: the inbox
+    says where its worktree is. It completed without committing anything (nothing to merge)."""
+    from omp.mail import bootstrap
+    from tests.workspace.gitrepo import g, isolate_git, make_repo
+
+    isolate_git(monkeypatch, tmp_path)
+    repo = make_repo(tmp_path / "proj")
+    wt = tmp_path / "wt"
+    g(repo, "worktree", "add", "-q", "-b", "omp/t/worker-1", str(wt))
+    inbox = inbox_file(
+        tmp_path,
+        body=bootstrap.inbox_markdown(
+            team="t", worker="worker-1", task_id="1", description="count", teammates=[],
+            result_path=tmp_path / "result.md", omp="omp",
+            worktree=(str(wt), "omp/t/worker-1"),
+        ),
+    )  # fmt: skip
+    resume = inbox.with_name("resume.md")
+    resume.write_text(
+        bootstrap.resume_markdown(
+            team="t", worker="worker-1", restarted_at="2026-12-01T00:00:00.000Z",
+            why="the team's tmux server was gone", inbox=inbox, conversation_resumed=False,
+            task={"id": "1", "status": "in_progress", "owner": "worker-1", "claimToken": "tok-9"},
+            result_path=tmp_path / "result.md",
+            worktree={"path": str(wt), "branch": "omp/t/worker-1", "ahead": 0, "uncommitted": []},
+            unread=0, omp="omp",
+        )
+    )  # fmt: skip
+    api = FakeApi()
+    agent = make_agent(tmp_path, api)
+    agent.handle(trigger(resume))
+    done = [p for s, p in api.calls if s == "transition-task-status"]
+    assert [d["to"] for d in done] == ["completed"] and done[0]["claim_token"] == "tok-9"
+    assert "committed work/worker-1-task-1.md" in done[0]["result"]
+    assert g(wt, "rev-list", "--count", "main..HEAD") == "1"
+
+
 def test_start_message_caps_the_description_at_80_chars(tmp_path: Path) -> None:
     api = FakeApi()
     long = "word " * 40

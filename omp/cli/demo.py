@@ -86,8 +86,10 @@ def demo(
     ),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Launch a demo team in a throwaway git repository, each worker in its own worktree;
-    follow it until done, merge the branches, show the results."""
+    """Launch a demo team in a throwaway git repository and follow it to the merge.
+
+    Each worker works in its own worktree; omp follows them until done, merges the branches
+    and shows the results."""
 
     def body() -> DemoReply:
         from omp.errors import OmpError

@@ -145,8 +145,10 @@ def register(team_app: typer.Typer) -> None:
         ),
         as_json: bool = JsonOpt,
     ) -> None:
-        """Start again every member whose pane died (all of them after a reboot), in its
-        worktree and, where its CLI allows, its own conversation; its task stays its own."""
+        """Start again every member whose pane died (all of them after a reboot).
+
+        Each comes back in its worktree and, where its CLI allows, its own conversation; its
+        task stays its own."""
         from omp.cli.output import progress
         from omp.cli.team_text import resume_text
 

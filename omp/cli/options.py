@@ -209,7 +209,7 @@ WorkspaceOpt: Any = typer.Option(
     metavar="worktree|shared",
     help="worktree: each worker in its own git worktree and branch omp/<team>/<worker>; shared: "
     "all in your checkout (default: worktree in a git repository with a commit, else shared; "
-    "[team] workspace of .omp/config.toml).",
+    "team.workspace in .omp/config.toml).",
     callback=choice("worktree", "shared"),
 )
 CarryOpt: Any = typer.Option(

@@ -214,6 +214,8 @@ class KeptWorktree(TypedDict):
     worker: str
     path: str
     branch: str
+    merged: NotRequired[bool]  # the leader's branch has its work (absent: git cannot tell)
+    target: NotRequired[str]  # that branch
 
 
 class DiffReply(TypedDict):

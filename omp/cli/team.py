@@ -91,14 +91,16 @@ def launch(
         "--budget-tokens",
         metavar="N",
         help="A token budget for the workers together: once crossed, the leader is told and the "
-        "loops stop being driven (nothing is killed). Default: [team] budget_tokens.",
+        "loops stop being driven (nothing is killed). Default: team.budget_tokens in "
+        ".omp/config.toml.",
         callback=opt.count(most=MAX_TOKENS),
     ),
     worker_budget: int = typer.Option(
         None,
         "--worker-budget",
         metavar="N",
-        help="A token budget for each worker. Default: [team] worker_budget_tokens.",
+        help="A token budget for each worker. Default: team.worker_budget_tokens in "
+        ".omp/config.toml.",
         callback=opt.count(most=MAX_TOKENS),
     ),
     notify: str = typer.Option(
@@ -107,7 +109,7 @@ def launch(
         metavar="CMD",
         help="Run CMD when a worker needs you, all is done, a verify fails, a merge conflicts or "
         "the team is gone (the event as JSON on stdin and OMP_EVENT_*); `tmux`: show it in the "
-        "leader's tmux client. Default: [notify] command in .omp/config.toml.",
+        "leader's tmux client. Default: notify.command in .omp/config.toml.",
         callback=opt.text(),
     ),
     workspace: str = opt.WorkspaceOpt,
@@ -117,13 +119,14 @@ def launch(
         "--verify",
         metavar="CMD",
         help="A shell command every completion must pass, run in the worker's worktree in the "
-        'background (default: [team] verify of .omp/config.toml; "" for none).',
+        'background (default: team.verify in .omp/config.toml; "" for none).',
         callback=opt.text(max_len=4096),
     ),
     verify_timeout: float = typer.Option(
         None,
         "--verify-timeout",
-        help="Seconds the check may take (default 900, or [team] verify_timeout).",
+        help="Seconds the check may take (default 900, or team.verify_timeout in "
+        ".omp/config.toml).",
         callback=opt.seconds(positive=True),
     ),
     as_json: bool = JsonOpt,
@@ -235,8 +238,9 @@ def usage(
     watch: bool = opt.WatchOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Tokens each worker and the leader spent, from their agents' own session records, with
-    cost where [prices] gives it and the team's budgets. Read-only."""
+    """Tokens each worker and the leader spent, from their agents' own session records.
+
+    With a cost where .omp/config.toml gives prices, and the team's budgets. Read-only."""
     from omp.cli.usage_text import usage_text
     from omp.views.usage import usage as do_usage
 
@@ -303,11 +307,15 @@ def shutdown(
         for s in r["skipped"]:
             out += f"\n  left {inline(str(s['pane']))}: {inline(str(s['why']))}"
         if r.get("worktrees"):
-            merge = hint(f"team merge {r['team']}")
-            out += (
-                f"\n  kept {len(r['worktrees'])} worktree(s) and branch(es) omp/{r['team']}/*: "
-                f"merge them with {merge}"
-            )
+            kept = r["worktrees"]
+            out += f"\n  kept {len(kept)} worktree(s) and branch(es) omp/{r['team']}/*: "
+            todo = [k for k in kept if k.get("merged") is not True]
+            if todo:
+                some = "" if len(todo) == len(kept) else f"{len(todo)} not merged yet: "
+                merge = hint(f"team merge {r['team']}")
+                out += f"{some}merge them with {merge}"
+            else:
+                out += f"all merged into {kept[0].get('target')} (delete or prune removes them)"
         return out
 
     run(body, as_json=as_json, human=human)

@@ -67,9 +67,12 @@ def branch_line(row: dict[str, Any], *, name: bool = True) -> str:
     if row.get("error"):
         return f"{head}  ({inline(str(row['error']))})"
     n = int(row.get("commitsAhead") or 0)
-    parts = [f"{n} commit{'s' if n != 1 else ''} ahead", inline(str(row.get("stat") or ""))]
-    if row.get("merged") is not None and row.get("target"):
-        parts.append(("merged into " if row["merged"] else "not merged into ") + row["target"])
+    if n == 0:  # no commit since its base: "0 commits ahead, +0 -0, merged into main" misled
+        parts = ["nothing committed yet"]
+    else:
+        parts = [f"{n} commit{'s' if n != 1 else ''} ahead", inline(str(row.get("stat") or ""))]
+        if row.get("merged") is not None and row.get("target"):
+            parts.append(("merged into " if row["merged"] else "not merged into ") + row["target"])
     if row.get("uncommittedCount"):
         parts.append(f"{row['uncommittedCount']} uncommitted")
     if row.get("removed"):

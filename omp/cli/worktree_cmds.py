@@ -44,7 +44,8 @@ def diff_text(r: dict[str, Any]) -> str:
 def merge_text(r: dict[str, Any]) -> str:
     verb = "would merge" if r["dryRun"] else "merged"
     where = f" (checkout {inline(r['checkout'])})" if r.get("checkout") else ""
-    lines = [f"team {inline(r['team'])} into {inline(r['target'])}{where}:"]
+    into = f" into {inline(r['target'])}" if r.get("target") else ""
+    lines = [f"team {inline(r['team'])}{into}{where}:"]
     for row in r["results"]:
         commit = str(row.get("commit") or "")[:10]
         extra = f" -> {commit}" if commit else ""
@@ -116,8 +117,10 @@ def register(team_app: typer.Typer) -> None:
         ),
         as_json: bool = JsonOpt,
     ) -> None:
-        """Merge workers' branches into your branch: fast-forward or merge commit, the team's
-        check first; a conflict changes nothing and the worker is told how to rebase."""
+        """Merge workers' branches into your branch, the team's check first.
+
+        A fast-forward or a merge commit; a conflict changes nothing and the worker is told
+        how to rebase."""
 
         def body() -> MergeReply:
             from omp.team.merging import merge_team

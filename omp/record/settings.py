@@ -6,6 +6,10 @@ so that each accepts the others' keys and still refuses a typo (`invalid_config`
                                   #   (`omp.monitor.attention`)
     budget_tokens = 2000000       # a launch's token budget for the workers together
     worker_budget_tokens = 800000 # ... for each worker (`omp.record.budget`)
+    workspace = "worktree"        # launch's default workspace, "worktree" or "shared"
+    verify = "pytest -q"          # every completion's check
+    verify_timeout = 900          # ... its time limit, seconds (`omp.record.workspace`,
+                                  #   which checks these three further)
 """
 
 from __future__ import annotations
@@ -20,6 +24,11 @@ class TeamSettings(NamedTuple):
     stuck_after: float = 600.0
     budget_tokens: int = 0  # 0: no budget
     worker_budget_tokens: int = 0
+    # The worktree feature's keys, read and checked by `omp.record.workspace.load_settings`:
+    # listed here so that a `[team]` holding them is no "unknown team setting" to the others.
+    workspace: str = ""
+    verify: str = ""
+    verify_timeout: float = 900.0
 
 
 def team_settings(project: StatePaths) -> TeamSettings:

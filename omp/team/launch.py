@@ -76,7 +76,25 @@ def parse_spec(spec: str) -> tuple[int, str | None]:
 
 
 def session_name(team: str) -> str:
-    return f"omp-team-{team}"
+    """The tmux session omp makes for a team. A team name may hold '.', which tmux does not
+    allow in a session name (it means "session.window" in a target): '_' stands for it."""
+    return f"omp-team-{team.replace('.', '_')}"
+
+
+def _session_owner_hint(project: StatePaths, sess: str) -> str:
+    """How to free a tmux session a new launch needs: shut down the team of this project that
+    recorded it (not necessarily the team being launched: `a.b` and `a_b` share one), else it
+    is no team's here and the person decides."""
+    for name in team_config.list_teams(project):
+        with contextlib.suppress(OmpError):
+            if team_config.load(project.team(name)).raw.get("tmuxSession") == sess:
+                return (
+                    f"it is team {name}'s: {hint(f'team shutdown {name}')}, or use another --name"
+                )
+    return (
+        "no team of this project recorded it: use another --name, or end it "
+        f"(tmux kill-session -t {sess})"
+    )
 
 
 def default_team_name(agent: str) -> str:
@@ -288,7 +306,7 @@ class Launch:
 
     def resolve_profile(self, project: StatePaths, *, need_program: bool = True) -> AgentProfile:
         """The requested agent's profile, its program on PATH (checked, nothing touched)."""
-        from omp.agents import load_profiles, missing_program
+        from omp.agents import load_profiles, missing_program, start_refusal
 
         req = self.req
         profiles = load_profiles(project.root)
@@ -309,6 +327,9 @@ class Launch:
                 program=missing,
                 profiles=sorted(profiles),
             )
+        refused = start_refusal(profile, profile.command, self.env, os.geteuid())
+        if refused is not None and need_program:
+            raise OmpError("launch_blocked", f"{refused[0]}; nothing was started", fix=refused[1])
         self.profiles = profiles
         return profile
 
@@ -322,7 +343,7 @@ class Launch:
         if not inside and tmux.has_session(sess):
             raise OmpError(
                 "session_exists",
-                f"tmux session {sess} already exists; run: {hint(f'team shutdown {team.name}')}",
+                f"tmux session {sess} already exists; {_session_owner_hint(project, sess)}",
                 session=sess,
             )
         self.team_was_new = not os.path.lexists(team.dir)

@@ -18,6 +18,7 @@ unless `stop_on_conflict`. A merged task records `mergedAt`, `mergedCommit`, `me
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import time
 from pathlib import Path
@@ -91,7 +92,10 @@ def conflict_mail(
         + (f" and {len(files) - 20} more" if len(files) > 20 else "")
         + f". Nothing was merged. Rebase it onto {target} and resolve the conflicts:",
         f"   git -C {p} rebase {t}",
-        f"   (fix each file, then) git -C {p} add <file> && git -C {p} rebase --continue",
+        # `rebase --continue` opens an editor for the commit message, which an agent's shell
+        # (no terminal) cannot run: git fails ("problem with the editor") or waits for good.
+        f"   (fix each file, then) git -C {p} add <file> && "
+        f"GIT_EDITOR=true git -C {p} rebase --continue",
     ]
     if tid is not None:
         done = bootstrap.api_command(
@@ -168,6 +172,10 @@ def merge_team(
 
     team = cfg.paths
     root = team.project.root
+    if not workers and not ws.worktrees(cfg.raw):
+        # Every worker in the shared checkout: nothing to merge, whatever git says of the
+        # project (no commit yet, no repository at all: shared is the default there).
+        return _nothing_to_merge(cfg, root, into, dry_run=dry_run, squash=squash)
     top = repo.toplevel(root)
     target = into or repo.current_branch(top)
     if target is None:
@@ -245,6 +253,30 @@ def merge_team(
     }
     _raise_for(cfg, report, top)
     return report
+
+
+def _nothing_to_merge(
+    cfg: TeamConfig, root: Path, into: str | None, *, dry_run: bool, squash: bool
+) -> dict[str, Any]:
+    """The report of a team without a worktree: its target as far as git can tell."""
+    from omp.workspace import repo
+
+    target, checkout = into or "", ""
+    with contextlib.suppress(OmpError):
+        top = repo.toplevel(root)
+        target = target or repo.current_branch(top) or ""
+        checkout = str(repo.checkout_of(top, target) or "") if target else ""
+    return {
+        "ok": True,
+        "team": cfg.name,
+        "target": target,
+        "checkout": checkout,
+        "dryRun": dry_run,
+        "squash": squash,
+        "results": [],
+        "skipped": [],
+        "merged": [],
+    }
 
 
 def _check(cfg: TeamConfig, dry_run: bool) -> Any:
@@ -358,7 +390,8 @@ def _raise_for(cfg: TeamConfig, report: dict[str, Any], top: Path) -> None:
     target = report["target"]
     conflicts = [r for r in results if r["status"] == "conflict"]
     failed = [r for r in results if r["status"] == "verify_failed"]
-    moved = [r for r in results if r["status"] in ("target_moved", "checkout_refused")]
+    moved = [r for r in results if r["status"] == "target_moved"]
+    refused = [r for r in results if r["status"] == "checkout_refused"]
     done = ", ".join(report["merged"]) or "nothing"
     detail = {k: v for k, v in report.items() if k != "ok"}
     if conflicts:
@@ -392,6 +425,17 @@ def _raise_for(cfg: TeamConfig, report: dict[str, Any], top: Path) -> None:
         raise OmpError(
             str(r["error"]) if r["error"] in ("leader_dirty", "git_failed") else "git_failed",
             f"{r['worker']} ({r['branch']}): {r['message']}; merged before it: {done}",
+            **detail,
+        )
+    if refused:
+        # git would not write over files of the user's in the checkout (an untracked file the
+        # branch adds): the checkout holds work in the way, as for `leader_dirty` before the
+        # merge. Running it again would be refused again: nothing moved, the user decides.
+        r = refused[0]
+        raise OmpError(
+            "leader_dirty",
+            f"{r['message']}; {target} did not move and your files are as they were: move them "
+            f"out of the way (or commit them), then merge again. Merged before: {done}",
             **detail,
         )
     if moved:

@@ -51,6 +51,7 @@ import copy
 import os
 import re
 import secrets
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -264,7 +265,7 @@ class Resume(Launch):
 
     def prepare(self, members: list[Member]) -> None:
         """Each member's worktree, agent and command line (checked; nothing is written)."""
-        from omp.agents import load_profiles, missing_program
+        from omp.agents import load_profiles, missing_program, start_refusal
         from omp.stophook import sessions
 
         cfg = self.cfg
@@ -279,8 +280,9 @@ class Resume(Launch):
                         "worktree_missing",
                         f"{m.name}'s worktree {path} is gone; its work cannot be resumed there. "
                         f"Nothing was started. Remove the worker "
-                        f"({hint(f'team remove-worker {cfg.name} {m.name}')}) or restore the "
-                        "worktree (git worktree add), then resume again",
+                        f"({hint(f'team remove-worker {cfg.name} {m.name}')}) or check its "
+                        f"branch out there again ({_restore_command(cfg, ws)}), then resume "
+                        "again",
                         team=cfg.name,
                         worker=m.name,
                         path=path,
@@ -318,6 +320,14 @@ class Resume(Launch):
                 and all(isinstance(a, str) for a in recorded)
             ):
                 m.command = list(recorded)
+            refused = start_refusal(profile, m.command or profile.command, self.env, os.geteuid())
+            if refused is not None:
+                raise OmpError(
+                    "launch_blocked",
+                    f"{m.name}: {refused[0]}; nothing was started",
+                    worker=m.name,
+                    fix=refused[1],
+                )
             known = sessions.read(cfg.paths, m.name)
             cli = os.path.basename(profile.program)
             if known and profile.resume_args and known.get("agent") in (cli, profile.name):
@@ -476,6 +486,8 @@ class Resume(Launch):
         reclaimed = self._reclaim(members)
         for m in members:
             self._write_resume_inbox(m, now, omp)
+            if m.worktree and isinstance(m.worktree.get("path"), str):
+                _mark_project(Path(m.worktree["path"]), cfg.paths.project.root)
         for m in members:
             history.member(team, m.name, "resumed", m.why)
         groups: dict[str, dict[str, str]] = {}
@@ -701,6 +713,28 @@ def _from_record(cfg: TeamConfig, member: str, agents: tuple[str, ...]) -> str |
         if newest is None or mtime > newest[0]:
             newest = (mtime, str(rec["kind"]), path)
     return valid_id(session_id(newest[1], newest[2])) if newest else None
+
+
+def _restore_command(cfg: TeamConfig, ws: Mapping[str, Any]) -> str:
+    """The git line that puts a member's branch back at its recorded worktree path. `-f`: git
+    still lists a worktree whose directory was deleted by hand, and refuses a plain `add` there
+    ("missing but already registered worktree")."""
+    team_ws = cfg.raw.get("workspace")
+    repo = team_ws.get("repo") if isinstance(team_ws, dict) else None
+    repo = repo if isinstance(repo, str) and repo else str(cfg.paths.project.root)
+    path, branch = str(ws.get("path")), str(ws.get("branch") or "<branch>")
+    return shlex.join(["git", "-C", repo, "worktree", "add", "-f", path, branch])
+
+
+def _mark_project(worktree: Path, root: Path) -> None:
+    """The project mark in a worktree's git directory (`omp.store.paths.PROJECT_MARK`), written
+    again when it is missing: a worktree checked out anew by hand (the `worktree_missing` way
+    on) has a new git directory without it, and omp run there without OMP_ROOT would not find
+    the team. A convenience: a failure here stops nothing."""
+    from omp.workspace.create import ensure_project_mark
+
+    with contextlib.suppress(OmpError, OSError):
+        ensure_project_mark(worktree, root)
 
 
 def _fields(entry: dict[str, Any]) -> dict[str, Any]:

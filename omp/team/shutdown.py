@@ -95,6 +95,7 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
     # Worktrees and branches are work: they stay for `omp team merge` (delete or prune removes
     # them once merged).
     kept = [{"worker": w, "path": wt.path, "branch": wt.branch} for w, wt, _ in worktrees(cfg.raw)]
+    _mark_merged(cfg, kept)
     return {
         "ok": True,
         "team": cfg.name,
@@ -103,6 +104,28 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
         "worktrees": kept,
         **_left(ended),
     }
+
+
+def _mark_merged(cfg: TeamConfig, kept: list[dict[str, Any]]) -> None:
+    """`merged` and `target` on each kept worktree: whether the leader's branch already has its
+    work (so the text asks to merge only what is not). Left out where git cannot tell."""
+    if not kept:
+        return
+    from omp.workspace import repo, review
+
+    try:
+        top = repo.toplevel(cfg.paths.project.root)
+        target = repo.current_branch(top)
+    except OmpError:
+        return
+    if not target:
+        return
+    for k in kept:
+        try:
+            k["merged"] = review.merged_into(top, k["branch"], target)
+            k["target"] = target
+        except OmpError:
+            continue
 
 
 def _left(ended: procs.Ended) -> dict[str, Any]:

@@ -370,6 +370,22 @@ def mark_project(worktree: Path, root: Path) -> None:
     (gitdir / PROJECT_MARK).write_text(str(root) + "\n", encoding="utf-8")
 
 
+def ensure_project_mark(worktree: Path, root: Path) -> bool:
+    """`mark_project` unless the mark already names `root`; True when it wrote. A worktree
+    checked out again by hand (`git worktree add -f` after its directory was deleted) has a
+    new git directory, without the mark."""
+    from omp.store.paths import PROJECT_MARK
+
+    gitdir = abspath(worktree, git(worktree, "rev-parse", "--git-dir").text)
+    try:
+        if (gitdir / PROJECT_MARK).read_text(encoding="utf-8").strip() == str(root):
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    (gitdir / PROJECT_MARK).write_text(str(root) + "\n", encoding="utf-8")
+    return True
+
+
 def finalize(wt: Worktree) -> None:
     """The caller has recorded the worktree: it is a worker's now, no longer provisional."""
     git(wt.repo, "worktree", "unlock", str(wt.path))

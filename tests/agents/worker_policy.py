@@ -25,12 +25,13 @@ from typing import Any
 
 from tests.agents.scripted_model import Chat, Reply, ToolCall, message_text
 
-TRIGGER = re.compile(r"Read (\S+) and follow it\.")
+# The path is printed as it is (a project path may hold spaces): up to " and follow it."
+TRIGGER = re.compile(r"Read (/.*?) and follow it\.")
 NUDGE = re.compile(r"You have \d+ new message\(s\)\. Read them: (.+?)\s*$", re.MULTILINE)
 # A command line in the inbox: `<omp> team api <op> --input '<json>' --json`, the omp part as
 # printed (a bare `omp`, an absolute path, or `python -m omp`).
 API_LINE = re.compile(r"^\s*(?P<cmd>\S.*? team api (?P<op>[a-z-]+) --input '(?P<arg>\{.*?\})'.*)$")
-RESULT_FILE = re.compile(r"Write your full result to (\S+)")
+RESULT_FILE = re.compile(r"Write your full result to (/.*?)\s*$", re.M)
 # A worker in a worktree: where it works, and the line that commits its work there.
 WORKTREE = re.compile(r"^You work in (.+?), your own git worktree on branch (\S+) ", re.M)
 COMMIT_LINE = re.compile(r'^\s*(git -C .+ commit -m )"<what you did>"\s*$', re.M)
@@ -170,7 +171,9 @@ class WorkerPolicy:
     progress_text: str = "started"
     summary: str = "done by the scripted worker"
     result_text: str = "The scripted worker's result."
-    work_file: str = "scripted-work.txt"  # written and committed in a worktree
+    # written and committed in a worktree; `{worktree}` is the worktree's directory name, so
+    # workers of one team can write distinct files
+    work_file: str = "scripted-work.txt"
     calls: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -251,7 +254,8 @@ class WorkerPolicy:
                 text = shlex.quote(self.result_text)
                 plan.append(f"printf '%s\\n' {text} > {shlex.quote(inbox.result_file)}")
             if inbox.worktree and inbox.commit:  # edit a file of its worktree, commit it there
-                work = shlex.quote(f"{inbox.worktree}/{self.work_file}")
+                name = self.work_file.format(worktree=inbox.worktree.rstrip("/").rsplit("/", 1)[-1])
+                work = shlex.quote(f"{inbox.worktree}/{name}")
                 plan.append(f"printf '%s\\n' {shlex.quote(self.result_text)} > {work}")
                 plan.append(inbox.commit + shlex.quote(self.summary))
             plan.append(done.with_arg(claim_token=token, result=self.summary))

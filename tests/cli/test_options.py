@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import typer.main
@@ -28,3 +29,24 @@ def test_every_json_option_is_the_shared_one() -> None:
                 assert p.help in (JSON_HELP, JsonLinesOpt.help), (path, p.help)
                 assert p.default is False and p.is_flag, path
     assert seen >= 20
+
+
+# What rich reads as a markup tag: `[team]` in a help text vanished from `--help` (typer renders
+# help with rich markup), so "Default: [team] budget_tokens" printed "Default:  budget_tokens".
+RICH_TAG = re.compile(r"(?<!\\)\[[a-z#/@][^\[\]]*\]")
+
+
+def test_no_help_text_loses_words_to_rich_markup_or_breaks_its_summary_line() -> None:
+    from omp.cli.app import app
+
+    root: Any = typer.main.get_command(app)
+    seen = 0
+    for path, cmd in _commands(root):
+        texts = [cmd.help or "", *(getattr(p, "help", None) or "" for p in cmd.params)]
+        for text in texts:
+            assert not RICH_TAG.search(text), (path, RICH_TAG.findall(text))
+            seen += 1
+        # the commands list shows the first paragraph as it is: a line break there shows too
+        summary = (cmd.help or "").strip().split("\n\n")[0]
+        assert "\n" not in summary, (path, summary)
+    assert seen > 100

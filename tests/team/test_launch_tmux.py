@@ -53,8 +53,12 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _launch(server: Tmux, root: Path, n: int = 3, **kw: Any) -> dict[str, Any]:
+    return launch(_request(server, root, n, **kw))
+
+
+def _request(server: Tmux, root: Path, n: int = 3, **kw: Any) -> LaunchRequest:
     assert server.socket_name is not None
-    req = LaunchRequest(
+    return LaunchRequest(
         workers=n,
         task=kw.pop("task", "write a haiku"),
         agent=kw.pop("agent", "demo"),
@@ -63,7 +67,6 @@ def _launch(server: Tmux, root: Path, n: int = 3, **kw: Any) -> dict[str, Any]:
         cwd=root,
         **kw,
     )
-    return launch(req)
 
 
 def _status(root: Path, team: str = "t1") -> dict[str, Any]:
@@ -216,12 +219,55 @@ def test_missing_agent_program_touches_nothing(server: Tmux, project: Path) -> N
     assert server.server_identity() is None  # no tmux server was even started
 
 
+@pytest.mark.parametrize("sandbox", ["", "1"])
+def test_claude_as_root_without_is_sandbox_is_refused_before_anything_starts(
+    server: Tmux, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox: str
+) -> None:
+    """Claude Code as root refuses --dangerously-skip-permissions unless IS_SANDBOX=1, and its
+    one line vanishes with its pane: launch said only "exited ... Pane is dead"."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "claude"  # never run: the refusal comes first
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    env = {**os.environ, "IS_SANDBOX": sandbox}
+    before = snapshot_tree(project)
+    if sandbox:  # a sandbox: no refusal (the fake agent then exits, which is another matter)
+        with pytest.raises(OmpError) as err:
+            launch(_request(server, project, agent="claude"), env=env)
+        assert err.value.code != "launch_blocked"
+        return
+    with pytest.raises(OmpError) as err:
+        launch(_request(server, project, agent="claude"), env=env)
+    assert err.value.code == "launch_blocked"
+    assert "IS_SANDBOX=1" in err.value.message and "nothing was started" in err.value.message
+    assert "IS_SANDBOX" in err.value.detail["fix"]
+    assert snapshot_tree(project) == before
+    assert server.server_identity() is None  # no tmux server was even started
+
+
 def test_name_clash_refuses_with_the_shutdown_command(server: Tmux, project: Path) -> None:
     _launch(server, project, n=1)
     with pytest.raises(OmpError) as err:
         _launch(server, project, n=1)
     assert err.value.code == "team_exists"
     assert "omp team shutdown t1" in err.value.message
+
+
+def test_a_team_name_with_a_dot_launches_and_shuts_down(server: Tmux, project: Path) -> None:
+    """Team names may hold '.'; tmux session names may not (launch failed, launch_failed)."""
+    res = _launch(server, project, n=1, name="v1.2")
+    assert res["session"] == "omp-team-v1_2" and server.has_session("omp-team-v1_2")
+    poll(lambda: _status(project, "v1.2")["allDone"])
+    with pytest.raises(OmpError) as err:  # v1_2 would take the same session: whose it is
+        _launch(server, project, n=1, name="v1_2")
+    assert err.value.code == "session_exists"
+    assert "team shutdown v1.2" in err.value.message
+    assert not (project / ".omp" / "state" / "team" / "v1_2").exists()
+    shutdown(team_config.load(StatePaths(project).team("v1.2")))
+    assert not server.has_session("omp-team-v1_2")
 
 
 def test_cli_launch_json_and_status(server: Tmux, project: Path) -> None:

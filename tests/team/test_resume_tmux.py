@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -364,6 +365,18 @@ def test_a_worker_with_a_worktree_resumes_in_it_and_is_told_where_it_stands(
     assert r.rc == 1 and r.json["error"] == "worktree_missing", r
     assert {p: p.read_bytes() for p in team.dir.rglob("*.json")} == before
     assert omp_tmux.server_identity() is None  # no server was started
+    # the way on it gives, run as given (git still lists the deleted worktree: a plain
+    # `git worktree add` is refused there), then resume works
+    restore = re.search(r"\((git -C .+? worktree add .+?)\), then resume", r.json["message"])
+    assert restore is not None, r.json["message"]
+    done = subprocess.run(restore[1], shell=True, cwd="/", env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    assert (wt / "b.txt").read_text() == "b\n"  # its branch, committed work and all
+    r = omp(project, env, "team", "resume", "t", "--worker", "worker-1", "--json")
+    assert r.rc == 0 and [w["name"] for w in r.json["resumed"]] == ["worker-1"], r
+    # omp run in the new checkout without OMP_ROOT finds the team (the mark was written anew)
+    r = omp(wt, {k: v for k, v in env.items() if k != "OMP_ROOT"}, "team", "status", "t")
+    assert r.rc == 0, r
 
 
 def test_resume_inside_tmux_splits_the_callers_window(

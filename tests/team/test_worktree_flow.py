@@ -454,6 +454,28 @@ def test_a_dirty_leader_checkout_is_refused_before_anything_happens(
     assert snapshot_tree(cfg.paths.tasks_dir) == tasks_before
 
 
+def test_an_untracked_file_of_the_leaders_in_the_way_is_refused_as_dirty_not_as_moved(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """git refuses to write over an untracked file the branch adds: the leader's work is in the
+    way. It was `target_moved` with "Run the merge again", which would be refused again."""
+    cfg = worktree_team(repo, workers=1)
+    _done(capsys, cfg, "worker-1", "1")
+    write(repo / "work" / "worker-1.txt", "the leader's own notes\n")
+    before = checkout_snapshot(repo)
+    with pytest.raises(OmpError) as err:
+        merging.merge_team(cfg)
+    assert err.value.code == "leader_dirty", err.value
+    assert "Run the merge again" not in err.value.message
+    assert "work/worker-1.txt" in err.value.message and "out of the way" in err.value.message
+    [row] = err.value.detail["results"]
+    assert row["status"] == "checkout_refused"
+    assert checkout_snapshot(repo) == before
+    assert (repo / "work" / "worker-1.txt").read_text() == "the leader's own notes\n"
+    (repo / "work" / "worker-1.txt").unlink()  # moved out of the way: the merge goes through
+    assert merging.merge_team(cfg)["merged"] == ["worker-1"]
+
+
 def test_same_line_edits_the_second_merge_conflicts_changes_nothing_and_mails_the_worker(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -486,20 +508,24 @@ def test_same_line_edits_the_second_merge_conflicts_changes_nothing_and_mails_th
     statuses = {r["worker"]: r["status"] for r in err2.value.detail["results"]}
     assert statuses == {"worker-3": "merged", "worker-2": "conflict"}
     assert (repo / "work" / "worker-3.txt").exists()
-    # the worker does what the mail says: rebase, resolve, continue, complete again
+    # the worker does what the mail says, line by line, in a shell as an agent's is: no
+    # terminal, so no editor git could open (EDITOR fails, as vi does without a terminal)
     wtp = Path(path)
+    shell_env = {k: v for k, v in os.environ.items() if k not in ("GIT_EDITOR", "VISUAL")}
+    shell_env["EDITOR"] = "false"
+    said = [ln.strip() for ln in mail["body"].splitlines()]
+    rebase_line = next(ln for ln in said if ln.startswith("git -C") and ln.endswith("rebase main"))
     rebase = subprocess.run(
-        ["git", "-C", path, "rebase", "main"], capture_output=True, env=dict(os.environ)
+        rebase_line, shell=True, capture_output=True, env=shell_env, stdin=subprocess.DEVNULL
     )
     assert rebase.returncode != 0  # the conflict, now in the worker's own worktree
     write(wtp / "src" / "app.py", "x = 'worker-1 and worker-2'\n")
-    g(wtp, "add", "src/app.py")
-    subprocess.run(
-        ["git", "-C", path, "rebase", "--continue"],
-        check=True,
-        capture_output=True,
-        env=dict(os.environ, GIT_EDITOR="true"),
+    go_on = next(ln for ln in said if ln.startswith("(fix each file, then) "))
+    go_on = go_on.removeprefix("(fix each file, then) ").replace("<file>", "src/app.py")
+    cont = subprocess.run(
+        go_on, shell=True, capture_output=True, env=shell_env, stdin=subprocess.DEVNULL
     )
+    assert cont.returncode == 0, cont.stderr
     assert complete(capsys, cfg, "worker-2", "2", tokens["worker-2"])["ok"]
     assert _task(cfg, "2")["work"]["commitsAhead"] == 1  # its own commit, not the others'
     assert merging.merge_team(cfg)["merged"] == ["worker-2"]
@@ -529,6 +555,38 @@ def test_a_merge_verifies_the_merged_result_before_the_branch_moves(
 # ---- what status, collect and diff show, reading only ------------------------------------------
 
 
+@pytest.mark.parametrize("git_state", ["no repository", "no commit yet", "a commit"])
+def test_a_shared_team_has_nothing_to_merge_whatever_git_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, git_state: str
+) -> None:
+    """Shared is the default where there is no commit: merge says there is nothing to merge
+    (it said `unknown_revision`: "no branch 'main'", or `not_a_git_repo`)."""
+    from tests.helpers import make_team
+
+    root = tmp_path / "p"
+    root.mkdir()
+    if git_state == "a commit":
+        make_repo(root)
+    elif git_state == "no commit yet":
+        g(root, "init", "-q", "-b", "main")
+    monkeypatch.setenv("OMP_ROOT", str(root))
+    team = make_team(root, "t", 2)
+    cfg = team_config.load(team)
+    before = snapshot_tree(root)
+    report = merging.merge_team(cfg)
+    assert report["ok"] is True and report["results"] == [] and report["merged"] == []
+    assert report["target"] == ("" if git_state == "no repository" else "main")
+    assert snapshot_tree(root) == before
+    text = run_cli_text(cfg)
+    assert "nothing to merge: no worker has a worktree" in text and "None" not in text
+
+
+def run_cli_text(cfg: TeamConfig) -> str:
+    from omp.cli.worktree_cmds import merge_text
+
+    return merge_text(merging.merge_team(cfg))
+
+
 def test_status_collect_and_diff_show_branches_and_write_nothing(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -555,6 +613,9 @@ def test_status_collect_and_diff_show_branches_and_write_nothing(
     assert lines[row + 1].strip() == (
         "branch omp/t/worker-1: 1 commit ahead, 1 file, +1 -0, not merged into main"
     )
+    # a branch without a commit is not "0 commits ahead, +0 -0, merged into main"
+    row = next(i for i, x in enumerate(lines) if x.startswith("    worker-2 ") and " pane " in x)
+    assert lines[row + 1].strip() == "branch omp/t/worker-2: nothing committed yet, 1 uncommitted"
     got = collect(cfg)
     assert got["workers"][0]["workspace"]["branch"] == "omp/t/worker-1"
     assert_reply(got, replies.CollectReply)
@@ -633,6 +694,11 @@ def test_prune_keeps_a_team_with_unmerged_work_and_forgets_vanished_worktrees(
     assert [w["worker"] for w in down["worktrees"]] == ["worker-1", "worker-2"]
     for row in down["worktrees"]:
         assert_reply(row, replies.KeptWorktree)
+    # what is left to merge: worker-1's commit; worker-2 committed nothing
+    assert [(w["merged"], w["target"]) for w in down["worktrees"]] == [
+        (False, "main"),
+        (True, "main"),
+    ]
     assert Path(wt(cfg, "worker-1").path).is_dir()  # shutdown keeps them
     shutil.rmtree(wt(cfg, "worker-2").path)  # a worktree whose directory vanished
     out = removal.prune(StatePaths(repo), older_than=0)
