@@ -27,7 +27,7 @@ from pathlib import Path
 
 from omp.errors import OmpError
 from omp.store import strictjson
-from omp.store.tree import GITIGNORE, OMP_DIR, in_state_tree
+from omp.store.tree import GITIGNORE, OMP_DIR, STATE_DIR, in_state_tree
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
@@ -162,21 +162,30 @@ def ensure_dir(path: Path, *, base: Path) -> Path:
                 raise storage_error(cur, exc) from exc
             else:
                 if cur.parent == base and part == OMP_DIR:
-                    _ignore_all(cur)
+                    _ignore_all(cur, IGNORE_ALL)
+                elif part == STATE_DIR and cur.parent == base / OMP_DIR:
+                    _ignore_all(cur.parent, IGNORE_STATE)  # `.omp/` was the user's (config.toml)
             check_entry(cur, want_dir=True)
     return path
 
 
-def _ignore_all(omp_dir: Path) -> None:
-    """`.omp/.gitignore` holding `*`, written when omp creates `.omp/`: nothing of omp's then
-    shows in `git status` or is swept into an agent's `git add -A`, and the project's own
-    `.gitignore` is never touched. Best-effort: state works without it."""
+IGNORE_ALL = b"# omp's state, worktrees and logs: never committed\n*\n"
+IGNORE_STATE = b"# omp's state: never committed (the settings beside it are yours)\n/state/\n"
+
+
+def _ignore_all(omp_dir: Path, body: bytes) -> None:
+    """`.omp/.gitignore`, written when omp creates `.omp/` (`*`) or, when the user made `.omp/`
+    first (a `config.toml` written before the first launch, as the docs do), `.omp/state/`
+    (`/state/`: the user's settings there stay visible to git): nothing of omp's then shows in
+    `git status` or is swept into an agent's `git add -A`, and the project's own `.gitignore` is
+    never touched. Never over a `.gitignore` already there. Best-effort: state works without
+    it."""
     try:  # (no `contextlib.suppress`: contextlib is kept off the per-call path)
         fd = os.open(
             omp_dir / GITIGNORE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, FILE_MODE
         )
         try:
-            os.write(fd, b"# omp's state, worktrees and logs: never committed\n*\n")
+            os.write(fd, body)
         finally:
             os.close(fd)
     except OSError:

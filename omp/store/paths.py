@@ -130,9 +130,15 @@ def _worker_project(d: Path) -> Path | None:
     project's root into the worktree's own git directory (`.git/worktrees/<name>/omp-project`,
     which git keeps out of every checkout and removes with the worktree), so omp run inside a
     worker's worktree without OMP_ROOT (a person who `cd`s there, a shell that dropped it) finds
-    the team's state rather than a state tree of its own. Cheap: two small reads, no git."""
+    the team's state rather than a state tree of its own. A `.omp/` there without a state tree
+    is the project's committed settings (`.omp/config.toml`, checked out in every worktree), not
+    a project of its own. Cheap: two small reads, no git."""
     dot_git = d / ".git"
-    if os.path.lexists(d / OMP_DIR) or not os.path.isfile(dot_git) or os.path.islink(dot_git):
+    if (
+        os.path.lexists(d / OMP_DIR / STATE_DIR)
+        or not os.path.isfile(dot_git)
+        or os.path.islink(dot_git)
+    ):
         return None
     try:
         with open(dot_git, "rb") as f:

@@ -1,5 +1,6 @@
-"""`.omp/` carries its own `.gitignore` (`*`), written when omp creates `.omp/`: git never sees
-omp's state, and the project's own `.gitignore` is left as it was."""
+"""`.omp/` carries its own `.gitignore`, written when omp creates `.omp/` (`*`) or its state tree
+under a `.omp/` the user made (`/state/`): git never sees omp's state, and the project's own
+`.gitignore` is left as it was."""
 
 from __future__ import annotations
 
@@ -41,12 +42,25 @@ def test_a_new_state_tree_is_invisible_to_git(tmp_path: Path) -> None:
     assert (tmp_path / ".gitignore").read_text() == "build/\n"
 
 
-def test_an_existing_omp_dir_is_left_as_the_user_made_it(tmp_path: Path) -> None:
+def test_an_omp_dir_the_user_made_first_keeps_their_settings_visible_and_hides_the_state(
+    tmp_path: Path,
+) -> None:
+    """The docs' own flow: `.omp/config.toml` written (and committed) before the first launch.
+    omp's state under it is still never seen by git; the user's settings still are."""
+    git(tmp_path, "init", "-q")
     (tmp_path / ".omp").mkdir()
     (tmp_path / ".omp" / "config.toml").write_text("[team]\n")
+    git(tmp_path, "add", ".omp/config.toml")
+    git(tmp_path, "commit", "-qm", "settings")
     paths = StatePaths(tmp_path)
-    paths.ensure(paths.state)
-    assert not (tmp_path / ".omp" / ".gitignore").exists()
+    paths.ensure(paths.team("t").dir / "mailbox")
+    (paths.team("t").dir / "mailbox" / "leader.jsonl").write_text("{}\n")
+    (tmp_path / ".omp" / "agents.toml").write_text("[x]\n")  # a new setting of theirs
+    status = git(tmp_path, "status", "--porcelain", "--untracked-files=all").splitlines()
+    assert status == ["?? .omp/.gitignore", "?? .omp/agents.toml"]
+    git(tmp_path, "add", "-A")  # an agent's sweep takes nothing of omp's state
+    assert not [n for n in git(tmp_path, "diff", "--cached", "--name-only").split() if "state" in n]
+    assert (tmp_path / ".omp" / "config.toml").read_text() == "[team]\n"
 
 
 def test_a_gitignore_the_user_put_there_is_never_overwritten(tmp_path: Path) -> None:

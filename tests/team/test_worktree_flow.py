@@ -807,6 +807,12 @@ def test_omp_run_inside_a_workers_worktree_finds_the_project(
     mine = tmp_path / "mine"  # a worktree of the user's own stays a root of its own
     g(repo, "worktree", "add", "-q", "-b", "mine", str(mine))
     assert find_root(mine) == mine.resolve()
+    # a project that commits its settings: every worktree has a `.omp/` (no state tree in it)
+    (path / ".omp").mkdir()
+    (path / ".omp" / "config.toml").write_text("[team]\n")
+    assert find_root(path / "src") == repo.resolve()
+    (path / ".omp" / "state").mkdir()  # a state tree of its own: a project of its own
+    assert find_root(path / "src") == path.resolve()
 
 
 def test_omp_demo_that_cannot_start_leaves_no_throwaway_repository(tmp_path: Path) -> None:
