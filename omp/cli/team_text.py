@@ -167,8 +167,9 @@ def status_text(result: dict[str, Any]) -> str:
 
 
 def _tokens_cell(u: dict[str, Any] | None) -> str:
-    """` tokens 12,345 (40%)`, or why they are not known."""
-    if not u:
+    """` tokens 12,345 (40%)`, or why they are not known; nothing for an agent that keeps no
+    record omp reads (the demo agent, a command of one's own): `omp team usage` says why."""
+    if not u or u.get("unreadable") == "unknown_kind":
         return ""
     if u.get("unreadable"):
         return f" tokens ? ({_cell(u['unreadable'])})"

@@ -186,7 +186,7 @@ def tell_opened(
         cfg.paths,
         {"type": "attention", "worker": worker, "change": "started", "what": what, "seq": seq},
     )
-    screen = " | ".join(shown) if shown else "(nothing)"
+    screen = " | ".join(shown).rstrip(" .") if shown else "(nothing)"  # its own "." ends it
     body = (
         f"{worker} needs you: {what}. Its screen shows: {screen}. "
         + (f"Attach to its pane: {attach}. " if attach else "")

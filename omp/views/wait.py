@@ -320,15 +320,16 @@ def _look(
     ]
     if found.broken:  # shown, and never "all done" while a task file cannot be read
         out["brokenTasks"] = found.broken
+    # A token budget crossed (`omp.monitor.budget`) needs the person while the leader has not
+    # read the one message that told it: the message is the record, so no cursor is needed.
+    # What needs a person comes first, before "all done" too: a team can finish over budget.
+    needs += [_budget_attention(m) for m in msgs if m.get("intent") == "budget"]
+    if needs:
+        return {"event": "attention", **out, "attention": needs}
     if _all_done(now_tasks) and not found.broken:
         return {"event": "all_done", **out}
     if os.path.lexists(cfg.paths.shutdown):
         return {"event": "shutdown", **out}
-    # A token budget crossed (`omp.monitor.budget`) needs the person while the leader has not
-    # read the one message that told it: the message is the record, so no cursor is needed.
-    needs += [_budget_attention(m) for m in msgs if m.get("intent") == "budget"]
-    if needs:
-        return {"event": "attention", **out, "attention": needs}
     if msgs:
         return {"event": "mail", **out}
     if moved:

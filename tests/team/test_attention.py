@@ -244,3 +244,15 @@ def test_a_wait_cursor_of_an_earlier_run_is_refused_with_its_episode_mark(world:
     with pytest.raises(OmpError) as exc:
         wait_mod.wait(team_config.load(tp), since=old, timeout=0.1)
     assert exc.value.code == "invalid_cursor" and "earlier run" in exc.value.message
+
+
+def test_the_leaders_message_ends_each_sentence_once(world: World) -> None:
+    """A screen whose last line ends its own sentence ("... yourself.") gets no second period."""
+    from omp.monitor.attention import tell_opened
+
+    claude_team(world)
+    cfg = team_config.load(world.paths.team("t"))
+    lines = ["Sign in to continue.", "Run /login yourself."]
+    tell_opened(cfg, "worker-1", "sign in", 1, lines, "%1")
+    (msg,) = leader_mail(world)
+    assert "Run /login yourself. " in msg["body"] and ".." not in msg["body"], msg["body"]

@@ -130,6 +130,20 @@ def test_all_done_has_its_own_exit_code(root: Path) -> None:
     assert r["event"] == "all_done" and r["messages"]["count"] == 1
 
 
+def test_a_team_done_over_its_budget_still_needs_the_person_first(root: Path) -> None:
+    """All tasks done while the budget message is unread: `attention` (the person decides what
+    the spend means), then, once it was read, `all_done`."""
+    finish(root, "1")
+    finish(root, "2")
+    box = Mailbox(StatePaths(root).team("t"), "leader")
+    msg = new_message("omp", "leader", "team t crossed its token budget", {"intent": "budget"})
+    box.append_messages([msg])
+    r = wait(cfg(root), timeout=5)
+    assert r["event"] == "attention" and r["attention"][0]["messageId"] == msg["id"]
+    box.mark([msg["id"]])
+    assert wait(cfg(root), timeout=5)["event"] == "all_done"
+
+
 def test_timeout_has_its_own_exit_code(root: Path) -> None:
     t0 = time.monotonic()
     r = wait(cfg(root), timeout=0.1, exit_codes=True)

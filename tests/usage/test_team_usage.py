@@ -393,3 +393,16 @@ def test_a_bad_price_table_is_invalid_config_and_nothing_is_read(
     # status does not show costs: a bad price table does not stop it
     st = run_cli("team", "status", "t", "--json", cwd=team.root, env=child_env(home))
     assert st.rc == 0 and st.json["teams"][0]["workers"][0]["usage"]["calls"] == 3
+
+
+def test_status_text_names_tokens_only_for_agents_with_records() -> None:
+    """The demo agent keeps no record: its status row says nothing of tokens (the usage view
+    says why); a CLI whose record cannot be read says so; a known total is shown."""
+    from omp.cli.team_text import _tokens_cell
+
+    demo = {"unreadable": "unknown_kind", "why": "omp has no reader for 'demo'"}
+    assert _tokens_cell(demo) == ""
+    assert _tokens_cell({"unreadable": "missing", "why": "gone"}) == " tokens ? (missing)"
+    assert _tokens_cell({"total": 12345, "budgetPercent": 40.0}) == (
+        " tokens 12,345 (40% of its budget)"
+    )
