@@ -389,11 +389,21 @@ class Mailbox:
             os.close(fd)
 
     def unread_count(self) -> int:
+        """How many messages are unread. With no usable index, a long history is counted from
+        its bytes (`omp.mail.unread`: exact, or not sure and then rebuilt as usual); read-only
+        either way."""
         if not self._exists():
             return 0
         fd = fs.open_file(self.path, os.O_RDONLY)
         try:
-            state = self._current(fd)
+            state = self._fd_state(fd)
+            if state.offset == 0 and os.fstat(fd).st_size > SMALL:
+                from omp.mail import unread
+
+                counted = unread.count(fd)
+                if counted is not None:
+                    return counted
+            _catch_up(fd, state)
         finally:
             os.close(fd)
         return len(state.undelivered)
