@@ -101,20 +101,25 @@ def count(fd: int) -> int | None:
     Reads the complete lines (a last line without its newline waits for it, as everywhere).
     Writes nothing."""
     size = os.fstat(fd).st_size
-    shapes = _shapes()
+    shapes = list(_shapes())  # the one the last block had first: a file keeps its spelling
     unread: dict[bytes, int] = {}  # id -> where the block holding its last message line starts
-    pairs = True  # stops trying once a block holds few pairs (another layout)
     for base, block in _Blocks(fd, size):
         for shape in shapes:
-            rest = shape.pair.sub(b"", block) if pairs else block
+            rest = shape.pair.sub(b"", block)
+            if len(rest) == 1:  # only pairs: nothing else to read
+                break
             ids: list[bytes] = shape.ids.findall(rest)
             kinds: list[bytes] = shape.kinds.findall(rest, 0, len(rest) - 1)
             if len(kinds) == len(ids) == kinds.count(_M) + kinds.count(_D):
                 break
         else:
             return None  # a line of another shape: the full parse decides
-        if pairs and 2 * len(rest) > len(block):
-            pairs = False
+        if shape is not shapes[0]:
+            shapes.reverse()
+        if not base and 2 * len(rest) > len(block):
+            return None  # not mostly pairs: reading every line, the rebuild is as fast
+        if len(rest) == 1:
+            continue
         last = dict(zip(ids, kinds, strict=True))
         for key in last.keys() & unread.keys():  # seen again in this block: its last event rules
             del unread[key]
