@@ -37,7 +37,6 @@ JSON writer produces. 100,000 messages with their receipts: see benchmarks/bench
 
 from __future__ import annotations
 
-import mmap
 import os
 import re
 from itertools import compress
@@ -161,42 +160,66 @@ def _confirmed(fd: int, size: int, unread: dict[bytes, int], shapes: list[_Shape
 
     An id's last message line in the file is either the one the count saw last (then it must
     parse as that message) or the message of a deleted pair (then the pair's receipt, later,
-    delivered it)."""
+    delivered it). Read with `pread`, as the count was: a file cut short meanwhile reads short."""
     if not unread:
         return 0
     budget = 4 * size  # bytes searched back for the ids' lines: past that, rebuild instead
     found = 0
-    with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mm:
-        for key, base in unread.items():
-            start = max(mm.rfind(s.message + key + b'"', max(base - 1, 0)) for s in shapes) + 1
-            if start == 0 and (
-                base
-                or not any(
-                    mm[: len(s.message) + len(key)] == s.message[1:] + key + b'"' for s in shapes
-                )
-            ):
-                return None  # not where the count saw it: something changed, or a bug
-            budget -= size - start
-            end = mm.find(b"\n", start)
-            if budget < 0 or end < 0:
-                return None
-            after = mm.find(b"\n", end + 1)
-            if after >= 0:
-                both = b"\n" + mm[start : after + 1]
-                if any(_whole(s.pair.match(both), len(both) - 1) for s in shapes):
-                    continue  # a pair: its receipt follows it
-            try:
-                rec = jsonl.loads_line(mm[start:end])
-            except ValueError:
-                return None
-            if not (
-                isinstance(rec, dict)
-                and rec.get("type") == "message"
-                and rec.get("id") == key.decode("utf-8", "surrogatepass")
-            ):
-                return None  # not the message its bytes promised: the full parse decides
-            found += 1
+    for key, base in unread.items():
+        start = max(_rfind(fd, s.message + key + b'"', max(base - 1, 0), size) for s in shapes) + 1
+        budget -= size - start
+        if budget < 0:
+            return None
+        if start == 0:  # not after a newline: only the file's first line may be it
+            head = os.pread(fd, max(len(s.message) for s in shapes) + len(key), 0)
+            if base or not any(head.startswith(s.message[1:] + key + b'"') for s in shapes):
+                return None  # not where the count saw it: the file changed meanwhile
+        lines = _two_lines(fd, start, size)
+        if lines is None:
+            return None
+        line, both = lines
+        if both is not None and any(_whole(s.pair.match(both), len(both) - 1) for s in shapes):
+            continue  # a pair: its receipt follows it
+        try:
+            rec = jsonl.loads_line(line)
+        except ValueError:
+            return None
+        if not (
+            isinstance(rec, dict)
+            and rec.get("type") == "message"
+            and rec.get("id") == key.decode("utf-8", "surrogatepass")
+        ):
+            return None  # not the message its bytes promised: the full parse decides
+        found += 1
     return found
+
+
+def _rfind(fd: int, needle: bytes, lo: int, hi: int) -> int:
+    """The offset of the last `needle` within [lo, hi) of the file, or -1."""
+    end = hi
+    while end > lo:
+        start = max(lo, end - BLOCK)
+        data = os.pread(fd, min(hi, end + len(needle) - 1) - start, start)
+        at = data.rfind(needle)
+        if at >= 0:
+            return start + at
+        end = start
+    return -1
+
+
+def _two_lines(fd: int, start: int, size: int) -> tuple[bytes, bytes | None] | None:
+    """The line at `start` (without its newline), and it with the next line after a newline put
+    in front (None if no complete next line); None if the line itself is not complete."""
+    data = b""
+    while True:
+        data += os.pread(fd, min(BLOCK, size - start - len(data)), start + len(data))
+        end = data.find(b"\n")
+        after = data.find(b"\n", end + 1) if end >= 0 else -1
+        if after >= 0 or start + len(data) >= size:
+            break
+    if end < 0:
+        return None
+    return data[:end], (b"\n" + data[: after + 1] if after >= 0 else None)
 
 
 def _whole(m: re.Match[bytes] | None, end: int) -> bool:
