@@ -23,7 +23,7 @@ def test_bench_messaging_quick_prints_the_machine_and_the_table(tmp_path: Path) 
     rows = [line for line in lines[lines.index(header) + 2 :] if line.startswith("| ")]
     cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
     assert all(len(c) == 6 for c in cells), rows
-    assert {c[0] for c in cells} == {"a", "b", "c", "d", "e"}
+    assert {c[0] for c in cells} == {"a", "b", "c", "d", "e", "f"}
     assert all(c[2] and c[2] != "—" for c in cells)  # every row has a measured value
     names = " ".join(c[1] for c in cells)
     for what in (
@@ -38,6 +38,8 @@ def test_bench_messaging_quick_prints_the_machine_and_the_table(tmp_path: Path) 
         "no index yet",
         "omp team list",
         "omp doctor",
+        "TypeScript `team status`",
+        "before the fast count",
         "omp ralph status",
     ):
         assert what in names or what in out, what

@@ -21,7 +21,6 @@ record always wins.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -207,6 +206,8 @@ class Conversation:
 
 
 def _hash(payload: dict[str, Any]) -> str:
+    import hashlib  # here: OpenSSL's start (~3 ms) is no cost of the read-only callers (status)
+
     canon = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(canon.encode()).hexdigest()
 
