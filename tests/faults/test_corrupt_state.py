@@ -139,6 +139,12 @@ def _build(base: Path) -> tuple[Path, dict[str, str]]:
     _api(root, "send-message", {**t, "from": "worker-1", "to": "leader", "body": "ok"}, env)
     _api(root, "mailbox-read", {**t, "worker": "worker-1"}, env)
     _api(root, "claim-task", {**t, "task_id": "1", "worker": "worker-1"}, env)
+    req = {**t, "from": "leader", "to": "worker-2", "body": "review it", "event": "task_req"}
+    _api(root, "send-message", req, env)  # a conversation record and the open summary
+    make_team(root, "s", 1)
+    assert run_cli("team", "shutdown", "s", "--json", cwd=root, env=env).rc == 0
+    hooks = run_cli("hooks", "install", "--agent", "claude", "--json", cwd=root, env=env)
+    assert hooks.rc == 0, hooks
     assert run_cli("ralph", "start", "finish it", "--json", cwd=root, env=env).rc == 0
     hook = run_cli("hook", "stop", input=_hook_payload(root), cwd=root, env=env)
     assert hook.rc == 0 and "block" in hook.stdout, hook
@@ -177,6 +183,7 @@ def _build(base: Path) -> tuple[Path, dict[str, str]]:
             ),
         )
         usage_index.refresh(cfg, {}, now=now, env={})
+        fs.write_json_atomic(project.monitor_restarts, {"at": [now]})
         emit(project, {"kind": "all_done", "team": TEAM, "id": "n1"})
         jsonl.write_cursor(project.notify_delivered, 0)
         fs.write_json_atomic(
@@ -238,6 +245,7 @@ WRITING: list[list[str]] = [
     _api_argv("send-message", **{"from": "worker-2", "to": "leader", "body": "hi"}),
     _api_argv("mailbox-read", worker="leader"),
     ["hook", "stop"],
+    ["hooks", "install", "--agent", "claude", "--uninstall", "--json"],
 ]
 
 
@@ -273,8 +281,16 @@ def _check(root: Path, env: dict[str, str], argv: list[str], what: str) -> None:
         assert snapshot_tree(state) == before, f"{where}: changed the state tree ({reply})"
 
 
+def _conversation(root: Path) -> list[list[str]]:
+    """A worker's update on the template's conversation: reads its record and the summary."""
+    convs = root / STATE / "team" / TEAM / "conversations"
+    ids = [p.stem for p in convs.glob("*.json") if not p.name.startswith(".")]
+    fields = {"from": "worker-2", "to": "leader", "body": "half done", "event": "task_update"}
+    return [_api_argv("send-message", **fields, task_id=i) for i in ids]
+
+
 def _run_all(root: Path, env: dict[str, str], what: str) -> None:
-    for argv in READ_ONLY + WRITING:
+    for argv in READ_ONLY + WRITING + _conversation(root):
         _check(root, env, argv, what)
 
 
@@ -308,9 +324,13 @@ def test_the_template_holds_every_kind_of_state_file(
         "team-monitor/targets/runtime-t-worker-1.json",
         "team-monitor/usage/t.json",
         "notify/delivered.json",
+        "team/s/shutdown.json",
+        "team-monitor/restarts.json",
+        "hooks/made-hooks.json",
     ):
         assert str(STATE / want) in files, (want, files)
-    assert any("/hooks/" in f for f in files) and any("mailbox/" in f for f in files), files
+    assert any("/hooks/decisions-" in f for f in files) and any("/mailbox/" in f for f in files)
+    assert any("/conversations/" in f for f in files), files
     _run_all(*_fresh(template, tmp_path, 0), "undamaged")  # the project answers every command
 
 
