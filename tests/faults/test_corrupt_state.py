@@ -429,3 +429,43 @@ def test_the_monitor_scans_on_over_every_damaged_state_file(
         if any(part in rel for part in NOT_THE_MONITORS):
             assert path.read_bytes() == bad, f"{rel} {damage}: the monitor rewrote it"
         path.write_bytes(good)
+
+
+# ---- what the person sees -----------------------------------------------------------------------
+
+
+def test_the_error_names_the_damaged_file_and_hides_nothing_else(
+    template: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """Each code names the file (`file`) and says what is wrong; one damaged team or monitor
+    file is a row of its own, the rest of the overview still shows."""
+    root, env = _fresh(template, tmp_path, 0)
+    state = root / STATE
+
+    def run(*argv: str) -> dict[str, Any]:
+        r = run_cli(*argv, cwd=root, env=env)
+        assert r.rc in (0, 1) and isinstance(r.json, dict), r
+        return dict(r.json)
+
+    ralph = state / "ralph.json"
+    ralph.write_bytes(b'{"active": true, "iteration": NaN}')
+    out = run("ralph", "status", "--json")
+    assert out["error"] == "corrupt_state" and out["file"] == str(ralph)
+    assert "holds NaN" in out["message"] and ralph.read_bytes().endswith(b"NaN}")
+    config = state / "team" / TEAM / "config.json"
+    config.write_bytes(DEEP)
+    out = run("team", "status", TEAM, "--json")
+    assert out["error"] == "invalid_config" and out["file"] == str(config)
+    assert "nested deeper than 64 levels" in out["message"]
+    shut = state / "team" / "s" / "shutdown.json"
+    shut.write_bytes(b'{"shutdownAt": 1e999}')
+    rows = {r["team"]: r for r in run("team", "list", "--json")["teams"]}
+    assert rows["s"]["error"] == "corrupt_state" and str(shut) in rows["s"]["message"]
+    assert rows[TEAM]["error"] == "invalid_config"  # each team its own row
+    mon = state / "team-monitor" / "status.json"
+    mon.write_bytes(b"\xff\xfe{}")
+    overview = run("team", "status", "--json")
+    assert overview["ok"] is True and overview["monitor"]["error"] == "corrupt_state"
+    assert "is not UTF-8" in overview["monitor"]["message"]
+    text = run_cli("team", "status", cwd=root, env=env).stdout
+    assert "corrupt_state" in text and str(mon) in text
