@@ -449,7 +449,10 @@ def test_the_error_names_the_damaged_file_and_hides_nothing_else(
 
     ralph = state / "ralph.json"
     ralph.write_bytes(b'{"active": true, "iteration": NaN}')
-    out = run("ralph", "status", "--json")
+    out = run("ralph", "status", "--json")  # a status shows it, saying why
+    assert out["unreadable"] is True and out["active"] is False and out["file"] == str(ralph)
+    assert "holds NaN" in out["why"]
+    out = run("ralph", "start", "again", "--json")  # a change refuses it, and keeps it
     assert out["error"] == "corrupt_state" and out["file"] == str(ralph)
     assert "holds NaN" in out["message"] and ralph.read_bytes().endswith(b"NaN}")
     config = state / "team" / TEAM / "config.json"
