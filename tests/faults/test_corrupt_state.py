@@ -452,6 +452,10 @@ def test_the_error_names_the_damaged_file_and_hides_nothing_else(
     out = run("ralph", "status", "--json")  # a status shows it, saying why
     assert out["unreadable"] is True and out["active"] is False and out["file"] == str(ralph)
     assert "holds NaN" in out["why"]
+    hook = run_cli("hook", "stop", input=_hook_payload(root), cwd=root, env=env)
+    assert hook.rc == 0 and "block" not in hook.stdout  # fails open: the agent may stop ...
+    log = (state / "hooks" / "hook.log").read_text().splitlines()[-1]
+    assert str(ralph) in log and "holds NaN" in log  # ... and the log says why
     out = run("ralph", "start", "again", "--json")  # a change refuses it, and keeps it
     assert out["error"] == "corrupt_state" and out["file"] == str(ralph)
     assert "holds NaN" in out["message"] and ralph.read_bytes().endswith(b"NaN}")
