@@ -146,12 +146,19 @@ def is_loop_active(paths: StatePaths) -> bool:
 
 def status(paths: StatePaths, mode: str) -> State:
     """Read-only status: the state's fields plus `ok`, `mode` and the strict `active`."""
-    state = read_state(paths, mode)
     out: State = {"ok": True, "mode": mode}
+    path = paths.mode_file(check_mode(mode))
+    try:
+        state = read_state(paths, mode)
+    except OmpError as exc:  # damaged (`corrupt_state`): shown as unreadable, saying why
+        if exc.code != "corrupt_state":
+            raise
+        return {**out, "active": False, "unreadable": True, "file": str(path), "why": exc.message}
     if state is None:
         out["active"] = False
-        if os.path.lexists(paths.mode_file(mode)):
+        if os.path.lexists(path):
             out["unreadable"] = True  # present but not a JSON object: shown, never "repaired"
+            out["file"], out["why"] = str(path), f"{path} is not a JSON object"
         return out
     out.update(state)
     out["ok"] = True

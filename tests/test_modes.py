@@ -219,8 +219,15 @@ def test_status_reports_the_state_with_a_strict_active(paths: StatePaths) -> Non
 def test_status_flags_an_unreadable_file(paths: StatePaths) -> None:
     write_mode(paths, "ultraqa", "{not json")
     out = modes.status(paths, "ultraqa")
-    assert out == {"ok": True, "mode": "ultraqa", "active": False, "unreadable": True}
+    path = str(paths.mode_file("ultraqa"))
+    why = out.pop("why")
+    assert out == {"ok": True, "mode": "ultraqa", "active": False, "unreadable": True, "file": path}
+    assert why.startswith(f"{path} is not valid JSON")
     assert paths.mode_file("ultraqa").read_text() == "{not json"  # shown, never repaired
+    for damaged in ('{"active": true, "iteration": NaN}', "[1, 2]", "[" * 100 + "]" * 100):
+        write_mode(paths, "ultraqa", damaged)
+        out = modes.status(paths, "ultraqa")
+        assert out["unreadable"] is True and out["active"] is False and path in out["why"]
 
 
 def test_cancel_keeps_history_and_unknown_fields(paths: StatePaths) -> None:

@@ -81,7 +81,7 @@ def _status_line(r: Result) -> str:
     if r.get("active") is True:
         return f"{mode} active: {describe(r)}{_last(r)}"
     if r.get("unreadable"):
-        return f"{mode} inactive ({mode}.json is not a JSON object)"
+        return f"{mode} inactive ({inline(str(r.get('why') or f'{mode}.json is damaged'))})"
     ended = inline(str(r.get("cancelledAt") or r.get("completedAt") or r.get("endedAt") or ""))
     if ended:
         if r.get("cancelledAt"):

@@ -514,7 +514,9 @@ class LoopReply(TypedDict):
     ok: bool
     mode: str
     active: bool
-    unreadable: NotRequired[bool]  # the file is there but is no JSON object
+    unreadable: NotRequired[bool]  # the file is there but is damaged or no JSON object
+    file: NotRequired[str]  # with `unreadable`: the loop's file
+    why: NotRequired[str]  # with `unreadable`: what is wrong with it (the file is left as it is)
     cancelled: NotRequired[bool]
     projectPath: NotRequired[str]
     sessionId: NotRequired[str]

@@ -336,10 +336,10 @@ def list_(as_json: bool = JsonOpt) -> None:
             tp = project.team(n)
             try:
                 cfg = team_config.load(tp)
+                record = fs.read_json(tp.shutdown) if tp.shutdown.exists() else None
             except OmpError as err:  # one broken team does not hide the others
                 rows.append({"team": n, "error": err.code, "message": err.message})
                 continue
-            record = fs.read_json(tp.shutdown) if tp.shutdown.exists() else None
             rows.append(
                 {
                     "team": n,

@@ -12,13 +12,12 @@ it runs on the `omp team api` path, where a writing call uses it to restart a de
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from omp import clock
-from omp.store import fs
+from omp.store import fs, strictjson
 from omp.store.paths import StatePaths
 
 RUNNING_STALE = 20.0  # as monitor_policy.Intervals; OMP_MONITOR_RUNNING_STALE_SECONDS overrides
@@ -67,7 +66,7 @@ def pid_alive(pid: int, token: str) -> bool:
 def json_file(path: Path) -> dict[str, Any] | None:
     try:
         data = fs.read_bytes(path)
-        obj = json.loads(data) if data else None
+        obj = strictjson.loads(data) if data else None
     except (OSError, ValueError, Exception):
         return None
     return obj if isinstance(obj, dict) else None

@@ -37,7 +37,7 @@ from omp.monitor.alive import MAX_RESTARTS, RESTART_WINDOW, judge
 from omp.monitor.alive import json_file as alive_json
 from omp.monitor.alive import pid_alive as pid_alive  # the one copy, shared with status
 from omp.monitor.policy import Intervals
-from omp.store import fs, locks
+from omp.store import fs, locks, strictjson
 from omp.store.names import is_valid_name
 from omp.store.paths import StatePaths, TeamPaths
 
@@ -66,8 +66,8 @@ class Owner:
     @classmethod
     def parse(cls, data: bytes) -> Owner | None:
         try:
-            obj = json.loads(data)
-        except ValueError:
+            obj = strictjson.loads(data)  # as strictly as every state file
+        except ValueError:  # strictjson.Damaged: a damaged lock is no lock's owner
             return None
         if not isinstance(obj, dict) or obj.get("schemaVersion") != SCHEMA:
             return None

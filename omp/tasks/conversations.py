@@ -31,7 +31,7 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
-from omp.store import fs, locks
+from omp.store import fs, locks, strictjson
 from omp.store.names import TASK_ID_RE
 from omp.store.paths import TeamPaths, task_id_of_record
 
@@ -214,9 +214,11 @@ def _hash(payload: dict[str, Any]) -> str:
 
 def _decode(path: Path, data: bytes) -> Conversation:
     try:
-        env = json.loads(data)
-    except ValueError:
-        env = None
+        env = strictjson.loads(data)  # as strictly as every state file
+    except strictjson.Damaged as exc:
+        raise OmpError(
+            "corrupt_record", f"{path} {exc.why}; it was left as it is", path=str(path)
+        ) from None
     if (
         not isinstance(env, dict)
         or env.get("schemaVersion") != SCHEMA
@@ -254,7 +256,14 @@ def load(team: TeamPaths, task_id: str) -> Conversation | None:
 
 
 def _read_summary(team: TeamPaths) -> dict[str, dict[str, Any]] | None:
-    obj = fs.read_json(summary_path(team))
+    """The open conversations' summary; None when missing or damaged (it is rebuilt from the
+    records, which are the truth)."""
+    try:
+        obj = fs.read_json(summary_path(team))
+    except OmpError as exc:
+        if exc.code != "corrupt_state":
+            raise
+        return None
     if not isinstance(obj, dict) or obj.get("v") != SUMMARY_VERSION:
         return None
     entries = obj.get("open")

@@ -411,7 +411,12 @@ def _worktrees_first(
 
 
 def _age(record: Path, fallback: Path, now: float) -> float:
-    obj = fs.read_json(record) if os.path.lexists(record) else None
+    try:
+        obj = fs.read_json(record) if os.path.lexists(record) else None
+    except OmpError as exc:  # damaged: its age is the directory's, as for a team without one
+        if exc.code != "corrupt_state":
+            raise
+        obj = None
     at = clock.parse_iso(str(obj.get("shutdownAt"))) if isinstance(obj, dict) else None
     if at is None:
         try:

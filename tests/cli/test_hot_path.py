@@ -38,7 +38,8 @@ OMP = [
     "omp.errors", "omp.identity", "omp.ids", "omp.mail", "omp.mail.delivery", "omp.mail.limits",
     "omp.mail.mailbox", "omp.record", "omp.record.config", "omp.record.history", "omp.store",
     "omp.store.fs", "omp.store.jsonl", "omp.store.locks", "omp.store.names", "omp.store.paths",
-    "omp.store.project_config", "omp.store.tree", "omp.textsafe", "omp.typelite",
+    "omp.store.project_config", "omp.store.strictjson", "omp.store.tree", "omp.textsafe",
+    "omp.typelite",
 ]  # fmt: skip
 WORKER_EXTRA = ["omp.tasks", "omp.tasks.presence"]  # a worker's call refreshes its heartbeat
 

@@ -139,6 +139,12 @@ def _build(base: Path) -> tuple[Path, dict[str, str]]:
     _api(root, "send-message", {**t, "from": "worker-1", "to": "leader", "body": "ok"}, env)
     _api(root, "mailbox-read", {**t, "worker": "worker-1"}, env)
     _api(root, "claim-task", {**t, "task_id": "1", "worker": "worker-1"}, env)
+    req = {**t, "from": "leader", "to": "worker-2", "body": "review it", "event": "task_req"}
+    _api(root, "send-message", req, env)  # a conversation record and the open summary
+    make_team(root, "s", 1)
+    assert run_cli("team", "shutdown", "s", "--json", cwd=root, env=env).rc == 0
+    hooks = run_cli("hooks", "install", "--agent", "claude", "--json", cwd=root, env=env)
+    assert hooks.rc == 0, hooks
     assert run_cli("ralph", "start", "finish it", "--json", cwd=root, env=env).rc == 0
     hook = run_cli("hook", "stop", input=_hook_payload(root), cwd=root, env=env)
     assert hook.rc == 0 and "block" in hook.stdout, hook
@@ -177,6 +183,7 @@ def _build(base: Path) -> tuple[Path, dict[str, str]]:
             ),
         )
         usage_index.refresh(cfg, {}, now=now, env={})
+        fs.write_json_atomic(project.monitor_restarts, {"at": [now]})
         emit(project, {"kind": "all_done", "team": TEAM, "id": "n1"})
         jsonl.write_cursor(project.notify_delivered, 0)
         fs.write_json_atomic(
@@ -238,6 +245,7 @@ WRITING: list[list[str]] = [
     _api_argv("send-message", **{"from": "worker-2", "to": "leader", "body": "hi"}),
     _api_argv("mailbox-read", worker="leader"),
     ["hook", "stop"],
+    ["hooks", "install", "--agent", "claude", "--uninstall", "--json"],
 ]
 
 
@@ -273,8 +281,16 @@ def _check(root: Path, env: dict[str, str], argv: list[str], what: str) -> None:
         assert snapshot_tree(state) == before, f"{where}: changed the state tree ({reply})"
 
 
+def _conversation(root: Path) -> list[list[str]]:
+    """A worker's update on the template's conversation: reads its record and the summary."""
+    convs = root / STATE / "team" / TEAM / "conversations"
+    ids = [p.stem for p in convs.glob("*.json") if not p.name.startswith(".")]
+    fields = {"from": "worker-2", "to": "leader", "body": "half done", "event": "task_update"}
+    return [_api_argv("send-message", **fields, task_id=i) for i in ids]
+
+
 def _run_all(root: Path, env: dict[str, str], what: str) -> None:
-    for argv in READ_ONLY + WRITING:
+    for argv in READ_ONLY + WRITING + _conversation(root):
         _check(root, env, argv, what)
 
 
@@ -308,9 +324,13 @@ def test_the_template_holds_every_kind_of_state_file(
         "team-monitor/targets/runtime-t-worker-1.json",
         "team-monitor/usage/t.json",
         "notify/delivered.json",
+        "team/s/shutdown.json",
+        "team-monitor/restarts.json",
+        "hooks/made-hooks.json",
     ):
         assert str(STATE / want) in files, (want, files)
-    assert any("/hooks/" in f for f in files) and any("mailbox/" in f for f in files), files
+    assert any("/hooks/decisions-" in f for f in files) and any("/mailbox/" in f for f in files)
+    assert any("/conversations/" in f for f in files), files
     _run_all(*_fresh(template, tmp_path, 0), "undamaged")  # the project answers every command
 
 
@@ -409,3 +429,50 @@ def test_the_monitor_scans_on_over_every_damaged_state_file(
         if any(part in rel for part in NOT_THE_MONITORS):
             assert path.read_bytes() == bad, f"{rel} {damage}: the monitor rewrote it"
         path.write_bytes(good)
+
+
+# ---- what the person sees -----------------------------------------------------------------------
+
+
+def test_the_error_names_the_damaged_file_and_hides_nothing_else(
+    template: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """Each code names the file (`file`) and says what is wrong; one damaged team or monitor
+    file is a row of its own, the rest of the overview still shows."""
+    root, env = _fresh(template, tmp_path, 0)
+    state = root / STATE
+
+    def run(*argv: str) -> dict[str, Any]:
+        r = run_cli(*argv, cwd=root, env=env)
+        assert r.rc in (0, 1) and isinstance(r.json, dict), r
+        return dict(r.json)
+
+    ralph = state / "ralph.json"
+    ralph.write_bytes(b'{"active": true, "iteration": NaN}')
+    out = run("ralph", "status", "--json")  # a status shows it, saying why
+    assert out["unreadable"] is True and out["active"] is False and out["file"] == str(ralph)
+    assert "holds NaN" in out["why"]
+    hook = run_cli("hook", "stop", input=_hook_payload(root), cwd=root, env=env)
+    assert hook.rc == 0 and "block" not in hook.stdout  # fails open: the agent may stop ...
+    log = (state / "hooks" / "hook.log").read_text().splitlines()[-1]
+    assert str(ralph) in log and "holds NaN" in log  # ... and the log says why
+    out = run("ralph", "start", "again", "--json")  # a change refuses it, and keeps it
+    assert out["error"] == "corrupt_state" and out["file"] == str(ralph)
+    assert "holds NaN" in out["message"] and ralph.read_bytes().endswith(b"NaN}")
+    config = state / "team" / TEAM / "config.json"
+    config.write_bytes(DEEP)
+    out = run("team", "status", TEAM, "--json")
+    assert out["error"] == "invalid_config" and out["file"] == str(config)
+    assert "nested deeper than 64 levels" in out["message"]
+    shut = state / "team" / "s" / "shutdown.json"
+    shut.write_bytes(b'{"shutdownAt": 1e999}')
+    rows = {r["team"]: r for r in run("team", "list", "--json")["teams"]}
+    assert rows["s"]["error"] == "corrupt_state" and str(shut) in rows["s"]["message"]
+    assert rows[TEAM]["error"] == "invalid_config"  # each team its own row
+    mon = state / "team-monitor" / "status.json"
+    mon.write_bytes(b"\xff\xfe{}")
+    overview = run("team", "status", "--json")
+    assert overview["ok"] is True and overview["monitor"]["error"] == "corrupt_state"
+    assert "is not UTF-8" in overview["monitor"]["message"]
+    text = run_cli("team", "status", cwd=root, env=env).stdout
+    assert "corrupt_state" in text and str(mon) in text

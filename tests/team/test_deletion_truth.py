@@ -212,6 +212,7 @@ MAKERS = {
     ("omp/modes.py", "paths.ensure(paths.state)"): "the state directory, for loop files",
     ("omp/stophook/memory.py", "paths.ensure(path.parent)"): "hooks/, no team's",
     ("omp/stophook/memory.py", "paths.ensure(hooks_dir(paths))"): "hooks/, no team's",
+    ("omp/stophook/install.py", "project.ensure(project.hooks)"): "hooks/, no team's",
     ("omp/monitor/ctl.py", "paths.ensure(paths.monitor)"): "team-monitor/, no team's",
     ("omp/monitor/trackers.py", "self.paths.ensure(self.paths.monitor_targets)"): "monitor/",
     ("omp/monitor/loop.py", "self.trackers.ensure_dir()"): "the same, team-monitor/targets/",
