@@ -154,10 +154,6 @@ READ = "no unread mail any more"
 COVERED = "a nudge for this mail is still outstanding"
 
 
-READ = "no unread mail any more"
-COVERED = "a nudge for this mail is still outstanding"
-
-
 def pane_for(cfg: TeamConfig, recipient: str) -> tuple[str | None, str | None]:
     """(pane, None), or (None, why nobody is to be nudged)."""
     if cfg.paths.shutdown.exists():
