@@ -5,10 +5,13 @@ workers wrote; these functions also keep each table cell on one row (`omp.textsa
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from omp.invocation import hint
 from omp.textsafe import inline, visible
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # ---- status and collect -------------------------------------------------------------------
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 from omp.record.config import TeamConfig
 
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import NamedTuple
 
     from omp.agents import AgentProfile
     from omp.mail.typein import Delivery
     from omp.tmux import PaneIdentity, PaneState, Tmux, TmuxIdentity
+else:
+    from omp.typelite import NamedTuple
 
 
 def tmux_identity(cfg: TeamConfig) -> TmuxIdentity | None:
@@ -139,8 +140,10 @@ def why_unreachable(cfg: TeamConfig) -> str | None:
     return "every worker pane is gone (closed or killed)"
 
 
-@dataclass
-class PaneView:
+class PaneView(NamedTuple):
+    """A pane as `status` sees it: a NamedTuple, since `dataclasses` (with `inspect`, ~8 ms)
+    would be the costliest import of `omp team status`."""
+
     state: str  # alive | dead | gone | unknown | none (a headless worker: no pane at all)
     dead_status: int | None = None
     pid: int | None = None  # the pane's process (tmux's pane_pid), when alive

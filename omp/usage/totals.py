@@ -15,7 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, NamedTuple
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple
+else:
+    from omp.typelite import NamedTuple
 
 FIELDS = ("calls", "input", "output", "cache_read", "cache_write")
 JSON_KEYS = ("calls", "input", "output", "cacheRead", "cacheWrite")
