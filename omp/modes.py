@@ -24,7 +24,6 @@ run by a person or an agent at a prompt.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
@@ -32,7 +31,13 @@ from omp.invocation import hint
 from omp.store import fs
 from omp.store.paths import StatePaths
 
-State = dict[str, Any]
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
+
+    State = dict[str, Any]
+else:
+    State = dict
 
 MODES = ("ralph", "ultrawork", "ultraqa")
 VERDICTS = ("pass", "fail", "pending")

@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Any
 
 from omp.store.names import LEADER
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def api_command(omp: str, sub: str, **fields: str) -> str:

@@ -26,7 +26,6 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
@@ -37,6 +36,10 @@ from omp.store.names import task_id as check_task_id
 from omp.store.paths import TeamPaths
 from omp.tasks import conversations, presence
 from omp.tasks.conversations import Conversation
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 EVENTS = (
     "broadcast",

@@ -24,7 +24,6 @@ monitor's policy reads such a screen as not idle), so nudges wait until it is go
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 from omp import clock
 from omp.mail import mailbox
@@ -35,6 +34,10 @@ from omp.store import fs, locks
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths
 from omp.textsafe import inline
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA = 1
 LINE_MAX = 200

@@ -44,7 +44,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from omp import clock
 from omp.record.budget import generation
@@ -52,6 +51,12 @@ from omp.record.config import TeamConfig
 from omp.store import fs
 from omp.store.names import LEADER
 from omp.usage.totals import ReadState, Tokens, Unreadable, UsageTotals
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple
+else:
+    from omp.typelite import NamedTuple
 
 SCHEMA = 1
 RELOOK = 60.0  # seconds between looks at a pane's processes for a session already found

@@ -28,13 +28,18 @@ hook, `wait` and `status` read this file (read-only here: `read`, `crossed_since
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
 
 from omp import clock
 from omp.errors import OmpError
 from omp.record.settings import team_settings
 from omp.store import fs, locks
 from omp.store.paths import StatePaths, TeamPaths
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple
+else:
+    from omp.typelite import NamedTuple
 
 SCHEMA = 1
 MAX_TOKENS = 10**15  # a number no session reaches: anything above is a typo

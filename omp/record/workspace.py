@@ -28,11 +28,16 @@ Nothing here runs git: `omp.workspace` does, imported by the callers that need i
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
 
 from omp.errors import OmpError
 from omp.store import project_config
 from omp.store.paths import StatePaths
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple
+else:
+    from omp.typelite import NamedTuple
 
 WORKTREE, SHARED = "worktree", "shared"
 KINDS = (WORKTREE, SHARED)

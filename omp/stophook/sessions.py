@@ -35,7 +35,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
@@ -43,6 +42,10 @@ from omp.record import config as team_config
 from omp.store import fs, names
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths, find_root
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # What a session id may look like before omp puts it on an agent's command line: the UUIDs and
 # ids the CLIs print, never a path or a shell word.

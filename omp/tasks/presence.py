@@ -294,14 +294,19 @@ def member_states(
     task_list: list[dict[str, Any]] | None = None,
 ) -> dict[str, MemberState]:
     """Presence and status of members (default: every worker and the leader). Read-only."""
-    from omp.tasks import conversations, tasks
+    from omp.tasks import tasks
 
     team = cfg.paths
     wanted = list(cfg.recipients if names is None else names)
     busy: dict[str, list[str]] = {n: [] for n in wanted}
-    for conv in conversations.open_conversations(team):
-        if conv.worker in busy:
-            busy[conv.worker].append(conv.task_id)
+    # A team without conversations (one the TypeScript tool ran) skips loading their machinery
+    # (`dataclasses` and `inspect`, ~8 ms of a `status`): without the directory there are none.
+    if os.path.lexists(team.conversations_dir):
+        from omp.tasks import conversations
+
+        for conv in conversations.open_conversations(team):
+            if conv.worker in busy:
+                busy[conv.worker].append(conv.task_id)
     for t in tasks.list_all(team) if task_list is None else task_list:
         owner = t.get("owner")
         if t.get("status") == "in_progress" and isinstance(owner, str) and owner in busy:

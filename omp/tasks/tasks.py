@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
@@ -25,6 +24,10 @@ from omp.record import history
 from omp.store import fs, jsonl, locks
 from omp.store.names import task_id as check_task_id
 from omp.store.paths import TeamPaths, task_id_of_lock, task_id_of_record
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 STATUSES = ("pending", "in_progress", "verifying", "completed", "failed", "interrupted")
 TERMINAL = frozenset({"completed", "failed", "interrupted"})
@@ -86,7 +89,13 @@ def read(team: TeamPaths, tid: str) -> dict[str, Any] | None:
     return obj
 
 
-class TaskList(list[dict[str, Any]]):
+if TYPE_CHECKING:
+    _Tasks = list[dict[str, Any]]
+else:
+    _Tasks = list  # the same class at run time, without `typing`'s Any
+
+
+class TaskList(_Tasks):
     """The readable tasks, ordered by id; `broken` the files that are not (`{id, file, error,
     message}` rows): every read command shows those too, a task never silently disappears."""
 

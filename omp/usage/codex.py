@@ -14,10 +14,12 @@ The model is the one of the latest `turn_context` (`payload.model`).
 
 from __future__ import annotations
 
-from typing import Any
-
 from omp.usage.scan import Reader
 from omp.usage.totals import ReadState, Tally, Tokens, UsageTotals, count, epoch
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def is_record(first: dict[str, Any]) -> bool:

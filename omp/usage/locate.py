@@ -27,9 +27,14 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from omp.usage.process import Process
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple
+else:
+    from omp.typelite import NamedTuple
 
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 SCAN = 1 << 20  # bytes of a candidate's start searched for the marker

@@ -13,7 +13,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import NamedTuple
+else:
+    from omp.typelite import NamedTuple
 
 PROC = Path("/proc")
 # The environment is read for these only (where each CLI keeps its records, and omp's own

@@ -20,9 +20,14 @@ import stat
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from omp.usage.totals import ReadState, Tally, Unreadable, UsageTotals
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any, NamedTuple
+else:
+    from omp.typelite import NamedTuple
 
 _decode = json.JSONDecoder().decode  # json.loads without its per-call checks
 CHUNK = 8 << 20  # bytes read at a time: memory stays bounded on a huge record

@@ -14,13 +14,16 @@ offsets (`omp.monitor.usage.snapshot`), writing nothing. `usage_columns` gives `
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from omp.mail.panes import PaneView, pane_views
 from omp.monitor import usage as index
 from omp.record import budget as budgets
 from omp.record.config import TeamConfig
 from omp.usage.totals import Tokens, UsageTotals, iso
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def rows_for(cfg: TeamConfig, views: Mapping[str, PaneView] | None = None) -> list[index.Row]:

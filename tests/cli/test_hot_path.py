@@ -119,3 +119,13 @@ def test_a_config_beyond_plain_numbers_still_reads(proj: Path) -> None:
     (proj / ".omp" / "config.toml").write_text(NO_LIMITS_TOML + '[notes]\nwho = "me"\n')
     extra, _ = _loaded(proj, *_send("leader", "worker-2"))
     assert "tomllib" in extra  # left to tomllib, at its cost
+
+
+def test_status_of_a_team_the_typescript_tool_ran_loads_no_heavy_module(proj: Path) -> None:
+    """`omp team status` over a team without task conversations (the TypeScript tool's) pays
+    for neither `typing` nor `dataclasses`/`inspect` (issue 23: status over a foreign history
+    at least as fast as that tool's own)."""
+    assert not (proj / ".omp" / "state" / "team" / "t" / "conversations").exists()
+    extra, _ = _loaded(proj, "team", "status", "t", "--json")
+    assert "omp.views.status" in extra
+    assert not {"typing", "dataclasses", "inspect", "omp.tasks.conversations"} & set(extra)
