@@ -52,12 +52,7 @@ def register(team_app: typer.Typer) -> None:
             help="Agent profile (default: the team's).",
             callback=opt.text(max_len=256),
         ),
-        ready_timeout: float = typer.Option(
-            None,
-            "--ready-timeout",
-            help="Seconds to wait for each agent (default per profile).",
-            callback=opt.seconds(positive=True),
-        ),
+        ready_timeout: float = opt.ReadyTimeoutOpt,
         workspace: str = opt.WorkspaceOpt,
         carry_changes: bool = opt.CarryOpt,
         as_json: bool = JsonOpt,
@@ -134,15 +129,8 @@ def register(team_app: typer.Typer) -> None:
             help="tmux server socket name (-L) when the team's server is gone.",
             callback=opt.text(max_len=256),
         ),
-        new_session: bool = typer.Option(
-            False, "--new-session", help="Use a new detached session even inside tmux."
-        ),
-        ready_timeout: float = typer.Option(
-            None,
-            "--ready-timeout",
-            help="Seconds to wait for each agent (default per profile).",
-            callback=opt.seconds(positive=True),
-        ),
+        new_session: bool = opt.NewSessionOpt,
+        ready_timeout: float = opt.ReadyTimeoutOpt,
         as_json: bool = JsonOpt,
     ) -> None:
         """Start again every member whose pane died (all of them after a reboot).

@@ -217,3 +217,14 @@ CarryOpt: Any = typer.Option(
     "--carry-changes",
     help="Apply your uncommitted changes to tracked files to each new worktree.",
 )
+
+# `launch`, `add-worker` and `resume`: how panes are placed and how long each agent gets.
+ReadyTimeoutOpt: Any = typer.Option(
+    None,
+    "--ready-timeout",
+    help="Seconds to wait for each agent (default per profile).",
+    callback=seconds(positive=True),
+)
+NewSessionOpt: Any = typer.Option(
+    False, "--new-session", help="Use a new detached session even inside tmux."
+)

@@ -67,18 +67,11 @@ def launch(
         help="tmux server socket name (-L).",
         callback=opt.path_text(),
     ),
-    new_session: bool = typer.Option(
-        False, "--new-session", help="Use a new detached session even inside tmux."
-    ),
+    new_session: bool = opt.NewSessionOpt,
     nudge_leader: bool = typer.Option(
         False, "--nudge-leader", help="Also type unread-mail nudges into the leader's pane."
     ),
-    ready_timeout: float = typer.Option(
-        None,
-        "--ready-timeout",
-        help="Seconds to wait for each agent (default per profile).",
-        callback=opt.seconds(positive=True),
-    ),
+    ready_timeout: float = opt.ReadyTimeoutOpt,
     leader_agent: str = typer.Option(
         None,
         "--leader-agent",
