@@ -697,7 +697,7 @@ def _from_record(cfg: TeamConfig, member: str, agents: tuple[str, ...]) -> str |
     plainly; else None. Read-only."""
     from omp.monitor.usage import load
     from omp.stophook.sessions import valid_id
-    from omp.usage.ids import session_id
+    from omp.usage.locate import session_id
 
     entry = ((load(cfg) or {}).get("members") or {}).get(member)
     records = entry.get("records") if isinstance(entry, dict) else None

@@ -124,6 +124,32 @@ def _by_id(kind: str, base: Path, sid: str, cwd: str) -> Located:
     return Located(None, f"{kind} has no stop hook payload omp knows")
 
 
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def session_id(kind: str, path: Path) -> str | None:
+    """The session the record at `path` belongs to: `_by_id`'s layouts read backwards (each CLI
+    names its record after its session, Gemini after the id's first 8 characters only: its id
+    is the first line's, checked against the name). None when the record does not say it
+    plainly; `omp team resume` then starts a fresh session, never a guessed one."""
+    name = path.name
+    if kind == "copilot":  # session-state/<id>/events.jsonl
+        return _uuid(path.parent.name) if name == "events.jsonl" else None
+    if kind == "claude":  # projects/<cwd>/<id>.jsonl
+        return _uuid(path.stem)
+    if kind in ("codex", "pi"):  # rollout-<time>-<id>.jsonl, <time>_<id>.jsonl
+        found = UUID.findall(path.stem)
+        return found[-1] if found and path.stem.endswith(found[-1]) else None
+    if kind == "gemini" and path.suffix == ".jsonl":  # session-<time>-<id[:8]>.jsonl
+        sid = _uuid(_gemini_session(path) or "")
+        return sid if sid and path.stem.endswith(sid[:8]) else None
+    return None
+
+
+def _uuid(text: str) -> str | None:
+    return text if UUID.fullmatch(text) else None
+
+
 def _exists(path: Path, how: str) -> Located:
     return Located(path, how) if path.is_file() else Located(None, f"{path}: no such file")
 

@@ -230,8 +230,8 @@ def test_a_worker_without_a_hook_resumes_into_the_session_its_record_names(
     project: Path, tmp_path: Path
 ) -> None:
     """Codex and Gemini workers get no hook of omp's: the session comes from the newest record
-    the monitor's usage index found for the worker (`omp.usage.ids`), never from a subagent's,
-    another CLI's, a deleted one, or an index of an earlier launch."""
+    the monitor's usage index found for the worker (`omp.usage.locate.session_id`), never from
+    a subagent's, another CLI's, a deleted one, or an index of an earlier launch."""
     import os
     import shutil
 

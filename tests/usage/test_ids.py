@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from omp.usage.ids import session_id
+from omp.usage.locate import session_id
 from tests.usage import fixtures as fx
 
 # What each recorded session's own files say its id is (the stop hook's payloads: stops.jsonl).
