@@ -162,9 +162,9 @@ def ensure_dir(path: Path, *, base: Path) -> Path:
                 raise storage_error(cur, exc) from exc
             else:
                 if cur.parent == base and part == OMP_DIR:
-                    _ignore_all(cur, IGNORE_ALL)
-                elif part == STATE_DIR and cur.parent == base / OMP_DIR:
-                    _ignore_all(cur.parent, IGNORE_STATE)  # `.omp/` was the user's (config.toml)
+                    _write_gitignore(cur, IGNORE_ALL)
+                elif part == STATE_DIR and cur.parent == base / OMP_DIR:  # `.omp/` is the user's
+                    _write_gitignore(cur.parent, IGNORE_STATE)
             check_entry(cur, want_dir=True)
     return path
 
@@ -173,7 +173,7 @@ IGNORE_ALL = b"# omp's state, worktrees and logs: never committed\n*\n"
 IGNORE_STATE = b"# omp's state: never committed (the settings beside it are yours)\n/state/\n"
 
 
-def _ignore_all(omp_dir: Path, body: bytes) -> None:
+def _write_gitignore(omp_dir: Path, body: bytes) -> None:
     """`.omp/.gitignore`, written when omp creates `.omp/` (`*`) or, when the user made `.omp/`
     first (a `config.toml` written before the first launch, as the docs do), `.omp/state/`
     (`/state/`: the user's settings there stay visible to git): nothing of omp's then shows in
