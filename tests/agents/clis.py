@@ -56,6 +56,8 @@ CLIS = {
 }
 # Claude Code's updater ran `npm install --global` during a test: never let it run here.
 NO_UPDATES = {"DISABLE_AUTOUPDATER": "1", "COPILOT_AUTO_UPDATE": "false"}
+# A team's `monitor=`: scan twice a second, re-nudge unread mail after 3 s.
+FAST_MONITOR = {"OMP_MONITOR_SCAN_SECONDS": "0.5", "OMP_MONITOR_UNREAD_REPEAT_SECONDS": "3"}
 COPILOT_VERSION = CLIS["copilot"].version
 ENV_VAR = CLIS["copilot"].env_var
 CACHE_BIN = CLIS["copilot"].cache_bin

@@ -20,9 +20,8 @@ from typing import Any
 
 import pytest
 
-from tests.agents.clis import AgentTeam, poll
+from tests.agents.clis import FAST_MONITOR, AgentTeam, poll
 from tests.agents.scripted_model import message_text
-from tests.agents.test_copilot_team import FAST_MONITOR
 
 pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]
 

@@ -20,11 +20,10 @@ from collections.abc import Callable
 import pytest
 
 from omp.agents import BUILTIN_PROFILES, classify_screen
-from tests.agents.clis import AgentTeam, poll
+from tests.agents.clis import FAST_MONITOR, AgentTeam, poll
 from tests.agents.leader_policy import LeaderPolicy, Router
 from tests.agents.scripted_model import ScriptedModel, message_text
 from tests.agents.test_copilot_leader import (
-    FAST_MONITOR,
     REQUEST,
     TEAM,
     answers,

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import pytest
 
 from omp.agents import BUILTIN_PROFILES, screen_state
-from tests.agents.clis import AgentTeam, poll, user_texts
+from tests.agents.clis import FAST_MONITOR, AgentTeam, poll, user_texts
 from tests.agents.scripted_model import ScriptedModel
 from tests.agents.test_codex_gemini_teams import assert_nothing_typed_left
 from tests.agents.test_copilot_team import (
@@ -87,9 +87,6 @@ def test_leader_message_is_read_and_answered(
     nudges = [t for t in user_texts(scripted_model) if NUDGE.search(t)]
     assert len(nudges) == 1 and nudges[0].startswith("You have 1 new message(s). Read them: ")
     assert_nothing_typed_left(team, "worker-1")
-
-
-FAST_MONITOR = {"OMP_MONITOR_SCAN_SECONDS": "0.5", "OMP_MONITOR_UNREAD_REPEAT_SECONDS": "3"}
 
 
 @pytest.mark.parametrize("busy_how", ["tool", "model"])

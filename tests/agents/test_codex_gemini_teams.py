@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from omp.agents import BUILTIN_PROFILES, input_region, squash
-from tests.agents.clis import AgentTeam, poll, user_texts
+from tests.agents.clis import FAST_MONITOR, AgentTeam, poll, user_texts
 from tests.agents.scripted_model import ScriptedModel
 from tests.agents.test_copilot_team import (
     busy_since,
@@ -80,8 +80,6 @@ def test_leader_message_is_read_and_answered(
 
 
 # ---- parity with Copilot: mail mid-turn, the monitor's re-nudge, nothing left in the box ------
-
-FAST_MONITOR = {"OMP_MONITOR_SCAN_SECONDS": "0.5", "OMP_MONITOR_UNREAD_REPEAT_SECONDS": "3"}
 
 
 @pytest.fixture(params=["codex", "gemini"])

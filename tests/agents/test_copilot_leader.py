@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.agents.clis import AgentTeam, poll
+from tests.agents.clis import FAST_MONITOR, AgentTeam, poll
 from tests.agents.copilot_session import (
     CopilotLeader,
     Event,
@@ -36,7 +36,6 @@ from tests.helpers import nudge_went_out
 pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]
 
 Factory = Callable[..., AgentTeam]
-FAST_MONITOR = {"OMP_MONITOR_SCAN_SECONDS": "0.5", "OMP_MONITOR_UNREAD_REPEAT_SECONDS": "3"}
 TEAM = "lt"
 REQUEST = (
     f"Use the team skill: run two demo workers as team {TEAM} on 'write a haiku', follow them "

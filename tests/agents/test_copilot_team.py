@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from omp.agents import BUILTIN_PROFILES, classify_screen
-from tests.agents.clis import SCREENS, AgentTeam, poll, tool_commands, user_texts
+from tests.agents.clis import FAST_MONITOR, SCREENS, AgentTeam, poll, tool_commands, user_texts
 from tests.agents.scripted_model import ScriptedModel, message_text
 from tests.agents.worker_policy import CLAIMED, NUDGE, TRIGGER, WorkerPolicy
 from tests.helpers import nudge_went_out
@@ -193,9 +193,6 @@ def test_leader_message_is_nudged_read_and_answered(
     nudges = [t for t in user_texts(scripted_model) if NUDGE.search(t)]
     assert len(nudges) == 1 and nudges[0].startswith("You have 1 new message(s). Read them: ")
     assert_box_empty(team, "worker-1")
-
-
-FAST_MONITOR = {"OMP_MONITOR_SCAN_SECONDS": "0.5", "OMP_MONITOR_UNREAD_REPEAT_SECONDS": "3"}
 
 
 @pytest.mark.parametrize("busy_how", ["tool", "model"])

@@ -19,12 +19,11 @@ import pytest
 from omp.usage.locate import from_process
 from omp.usage.process import tree
 from omp.usage.totals import Tokens
-from tests.agents.clis import AgentTeam, poll
+from tests.agents.clis import FAST_MONITOR, AgentTeam, poll
 from tests.agents.copilot_session import CopilotLeader
 from tests.agents.leader_policy import LeaderPolicy, Router
 from tests.agents.scripted_model import ScriptedModel
 from tests.agents.test_copilot_leader import (
-    FAST_MONITOR,
     REQUEST,
     TEAM,
     answers,
