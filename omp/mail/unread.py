@@ -11,78 +11,90 @@ line puts its id in the unread set and a receipt takes it out; the count is the 
 end. Lines that are not valid JSON, blank lines and other types change nothing.
 
 How it counts without touching most lines from Python (every Python-level step per line costs
-more than the regex engine's scan of it):
+more than the regex engine's scan of it), a block of about a MiB at a time:
 
-1. A message line immediately followed by the receipt for its id (the usual layout: a member
-   marks what it reads) is a pair; `re.sub` deletes every pair of a block without building an
-   object per pair. A pair counts as the receipt alone: the message it carries was delivered,
-   whatever the message line holds, and the receipt still takes its id out of the set, which
-   only matters for that id's other lines (step 3 checks the few where it could).
-2. What is left is read with two `findall`s: every line's id and every line's kind (message or
-   receipt), and `dict(zip(ids, kinds))` keeps each id's last event; ids whose last event is a
-   message are the block's unread ones. If any line left is not one of the two shapes (another
-   key order or spacing, another type, a blank line, a torn line, a receipt that is not valid
-   JSON) the answer is None.
-3. Each id that ends unread (at most `MAX_CANDIDATES`) is checked in the file: no later message
-   line of that id (which could only sit in a deleted pair), and its last message line parses
-   as a JSON message with that id. Otherwise None.
+1. One `re.sub` deletes the *delivered units*: a message line whose receipt follows it, with the
+   whole receipt lines after it. "Follows" is either a run (up to `RUN` messages, then their
+   receipts in the same order: a member marking what it read, one by one or a burst at a time;
+   each line is read once) or, for any other order, a lookahead that finds the message's receipt
+   within `WINDOW` lines. The lookahead reads on past the block's end (`SLACK` bytes of the next
+   block's lines are in the buffer for it). A message so followed is delivered whatever its own
+   line holds, unless its id comes again later (see 2). A receipt matched whole is valid JSON;
+   deleting it changes nothing but for the messages that wait (step 3 reads the buffer itself).
+2. What is left is a few lines: each must be a message line with a plain id (a *candidate*, its
+   receipt further away or missing) or a whole receipt; a line of another shape (another key
+   order or spacing, another type, a blank line, an id the bytes do not say plainly) is the full
+   parse's to judge: None. Only an id's last message line counts, so each candidate waits in
+   `pending` with the offset of the last message line of its id in the block (`rfind`; when that
+   is a deleted one, its receipt is found in step 3).
+3. While something waits, one regex over each block finds receipt lines for the waiting ids; one
+   after the waiting line that is a valid receipt (matched whole or parsed) takes the id out.
+   More than `MAX_CANDIDATES` waiting: None (the rebuild's cost does not grow with them).
+4. What still waits at the end is unread if its line parses as the JSON message its bytes
+   promised; otherwise None.
 
 The shapes are those both writers produce: keys in their order, compact (`JSON.stringify`,
 omp's encoder) or with one blank after `:` and `,` (Python's `json.dumps` defaults). A receipt
-is matched whole, so it is valid JSON: printable ASCII only, no escapes. A message is
-recognised by its first two keys; like the rest of omp's byte-level reading (see
-`omp.mail.mailbox`), a message line is trusted to carry no second `type` or `id` key, which no
-JSON writer produces. 100,000 messages with their receipts: see benchmarks/bench_messaging.py.
+matched whole is printable ASCII only, no escapes. A message is recognised by its first two
+keys; like the rest of omp's byte-level reading (see `omp.mail.mailbox`), a message line is
+trusted to carry no second `type` or `id` key, which no JSON writer produces. 100,000 messages
+with their receipts: see benchmarks/bench_messaging.py.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from itertools import compress
 
 from omp.store import jsonl
 
 BLOCK = 1 << 20
-MAX_CANDIDATES = 64  # more unread ids than this: the usual rebuild (its cost does not grow)
-_M = b"m"
-_D = b"d"
+SLACK = 1 << 16  # read past a block's end, so that a receipt a few lines on is in sight
+RUN = 8  # the longest run of messages followed by their receipts in order read in one pass
+WINDOW = 16  # lines after a message within which the lookahead looks for its receipt (any order)
+MAX_CANDIDATES = 64  # more messages than this waiting: the usual rebuild (its cost does not grow)
+MAX_REST = 512  # more lines than this left by the deletion: another shape, or not worth it
 
 
 class _Shape:
     """The patterns for one spelling of the two line shapes (compact, or `json.dumps`'s)."""
 
-    __slots__ = ("ids", "kinds", "message", "pair")
+    __slots__ = ("candidate", "message", "receipt", "units", "whole")
 
     def __init__(self, colon: bytes, comma: bytes) -> None:
         def key(name: bytes) -> bytes:
             return b'"' + name + b'"' + colon
 
-        def lit(raw: bytes) -> bytes:
-            return re.escape(raw)
-
+        lit = re.escape
         text = rb"[ !#-\[\]-~]"  # printable ASCII but `"` and `\`: what the bytes say, JSON says
-        message = b"{" + key(b"type") + b'"message"' + comma + key(b"id") + b'"'
-        receipt = b"{" + key(b"type") + b'"delivery-receipt"' + comma + key(b"messageId") + b'"'
-        receipt_tail = (
-            lit(b'"' + comma + key(b"deliveredAt") + b'"') + text + rb'{0,64}"\}[ \t\r]*(?=\n)'
+        self.message = b"\n{" + key(b"type") + b'"message"' + comma + key(b"id") + b'"'
+        self.receipt = (
+            b"\n{" + key(b"type") + b'"delivery-receipt"' + comma + key(b"messageId") + b'"'
         )
-        self.message = b"\n" + message  # the bytes a message line starts with
-        # a message line and, on the next line, the receipt for its id (valid JSON, whole)
-        self.pair = re.compile(
-            rb"\n" + lit(message) + b"(" + text + rb'{1,128})"[^\n]*\n'
-            + lit(receipt) + rb"\1" + receipt_tail
-        )  # fmt: skip
-        # every message or receipt line's id (a receipt's only if the whole line has its shape)
-        self.ids = re.compile(
-            rb"\n(?:" + lit(message) + b"|" + lit(receipt)
-            + b"(?=" + text + b"{1,128}" + receipt_tail + b"))"
-            + rb'([^"\n]{1,128})"'
-        )  # fmt: skip
-        # every line's kind: b"m", b"d", or for any other line its first byte (or b"")
-        self.kinds = re.compile(
-            rb"\n(?:" + lit(b"{" + key(b"type") + b'"') + rb'(?=message"|delivery-receipt")|)(.?)'
+        # the rest of a whole receipt line after its id, up to its newline (valid JSON, whole)
+        tail = lit(b'"' + comma + key(b"deliveredAt") + b'"') + text + rb'{0,64}"\}[ \t\r]*'
+        msg, rcpt = lit(self.message), lit(self.receipt)
+
+        def message(name: bytes) -> bytes:  # a message line, its plain id captured as `name`
+            return msg + b"(?P<" + name + b">" + text + b'{1,128}+)".*+'
+
+        def receipt_for(name: bytes) -> bytes:
+            return rcpt + b"(?P=" + name + b")" + tail + b"(?=\n)"
+
+        names = [b"m%d" % i for i in range(RUN)]
+        later = b""  # messages 2.. of a run, each optional; then receipts 2.. if they were there
+        for name in reversed(names[1:]):
+            later = b"(?:" + message(name) + later + b")?"
+        receipts = b""
+        for name in reversed(names[1:]):
+            receipts = b"(?(" + name + b")" + receipt_for(name) + receipts + b")"
+        run = message(names[0]) + later + receipt_for(names[0]) + receipts
+        ahead = message(b"x") + rb"(?=(?:\n.*+){1,%d}?" % WINDOW + rcpt + b"(?P=x)" + tail + b"\n)"
+        self.units = re.compile(
+            b"(?:" + run + b"|" + ahead + b")(?:" + rcpt + text + b"{1,128}+" + tail + b"(?=\n))*+"
         )
+        self.candidate = re.compile(msg[2:] + b"(" + text + b'{1,128}+)"')  # (no newline)
+        self.whole = re.compile(rcpt[2:] + text + b"{1,128}" + tail + b"\n")  # with its newline
 
 
 _SHAPES: list[_Shape] = []
@@ -101,38 +113,74 @@ def count(fd: int) -> int | None:
     Writes nothing."""
     size = os.fstat(fd).st_size
     shapes = list(_shapes())  # the one the last block had first: a file keeps its spelling
-    unread: dict[bytes, int] = {}  # id -> where the block holding its last message line starts
-    for base, block in _Blocks(fd, size):
+    pending: dict[bytes, int] = {}  # a waiting id -> the file offset of its last message line
+    for base, buf, owned, end in _Blocks(fd, size):
+        view = memoryview(buf)[:end]
         for shape in shapes:
-            rest = shape.pair.sub(b"", block)
-            if len(rest) == 1:  # only pairs: nothing else to read
-                break
-            ids: list[bytes] = shape.ids.findall(rest)
-            kinds: list[bytes] = shape.kinds.findall(rest, 0, len(rest) - 1)
-            if len(kinds) == len(ids) == kinds.count(_M) + kinds.count(_D):
+            candidates = _left(shape, shape.units.sub(b"", view))
+            if candidates is not None:
                 break
         else:
             return None  # a line of another shape: the full parse decides
         if shape is not shapes[0]:
             shapes.reverse()
-        if not base and 2 * len(rest) > len(block):
-            return None  # not mostly pairs: reading every line, the rebuild is as fast
-        if len(rest) == 1:
-            continue
-        last = dict(zip(ids, kinds, strict=True))
-        for key in last.keys() & unread.keys():  # seen again in this block: its last event rules
-            del unread[key]
-        unread.update(dict.fromkeys(compress(last, map(_M.__eq__, last.values())), base))
-    if len(unread) > MAX_CANDIDATES:
+        for key in candidates:
+            at = buf.rfind(shape.message + key + b'"', 0, end)
+            if at >= owned:
+                continue  # its last line is the next block's: judged there
+            pending.pop(key, None)  # (re-inserted: the later line is the one that counts)
+            pending[key] = base + at
+        if len(pending) > MAX_CANDIDATES:
+            return None
+        if pending:
+            _deliver(pending, shape, buf, base, owned, end)
+    return _confirmed(fd, size, pending)
+
+
+def _left(shape: _Shape, rest: bytes) -> set[bytes] | None:
+    """The ids of the message lines the deletion left, or None if a line left is neither such a
+    message nor a whole receipt (or too many are left)."""
+    if rest.count(b"\n") > MAX_REST:
         return None
-    return _confirmed(fd, size, unread, shapes)
+    ids: set[bytes] = set()
+    for line in rest.split(b"\n")[1:-1]:
+        hit = shape.candidate.match(line)
+        if hit is not None:
+            ids.add(hit[1])
+        elif shape.whole.fullmatch(line + b"\n") is None:
+            return None
+    return ids
+
+
+def _deliver(
+    pending: dict[bytes, int], shape: _Shape, buf: bytearray, base: int, owned: int, end: int
+) -> None:
+    """Take out of `pending` each id a receipt line of the block's own delivers (one after the
+    id's line). Each is whole, so valid: a receipt line that is not was left by the deletion,
+    and `_left` refused the block."""
+    ids = b"|".join(re.escape(k) for k in pending)
+    finder = re.compile(re.escape(shape.receipt) + b"(" + ids + b')"')
+    for hit in finder.finditer(buf, 0, end):
+        at = hit.start()
+        if at >= owned:
+            break  # the next block's: read there
+        key = hit[1]
+        line_at = pending.get(key)
+        if line_at is None or base + at <= line_at:
+            continue  # delivered already, or a receipt before the line that waits
+        del pending[key]
+        if not pending:
+            break
 
 
 class _Blocks:
-    """(offset, block): complete lines of about `BLOCK` bytes each, a newline put in front (every
-    line then starts after one). A line longer than a block is read whole. The blocks are views
-    of one buffer, read into again for the next (each is done with before that): no megabyte is
-    copied or allocated per block, which is a fifth of the count's time."""
+    """(base, buffer, owned, end) for the file's complete lines, about `BLOCK` bytes a block:
+    `buffer[0]` is a newline put in front of the block (every line then starts after one), and
+    `buffer[i]` is the file's byte at `base - 1 + i`. The block's own lines are those starting
+    before index `owned` (the newline ending its last line); up to `end` follow more complete
+    lines (`SLACK` bytes of them), read for a lookahead only: the next block starts with them.
+    A line longer than a block is read whole. One buffer is read into again for each block (each
+    is done with before that): no megabyte is copied or allocated per block."""
 
     __slots__ = ("_buf", "_fd", "_off", "_size")
 
@@ -143,21 +191,23 @@ class _Blocks:
     def __iter__(self) -> _Blocks:
         return self
 
-    def __next__(self) -> tuple[int, memoryview]:
+    def __next__(self) -> tuple[int, bytearray, int, int]:
         off, size = self._off, self._size
         want = BLOCK
         while off < size:
-            n = min(want, size - off)
+            n = min(want + SLACK, size - off)
             if len(self._buf) < n + 1:
                 self._buf = bytearray(n + 1)
             buf = self._buf
             buf[0] = 10  # b"\n"
-            view = memoryview(buf)
-            got = _read_into(self._fd, view[1 : n + 1], off)
-            cut = buf.rfind(b"\n", 1, got + 1)  # the buffer's index of the block's last newline
-            if cut > 0:
-                self._off = off + cut
-                return off, view[: cut + 1]
+            got = _read_into(self._fd, memoryview(buf)[1 : n + 1], off)
+            last = buf.rfind(b"\n", 1, got + 1)  # the newline ending the last complete line
+            if last > 0:
+                owned = buf.rfind(b"\n", 1, min(want, got) + 1)
+                if owned <= 0:
+                    owned = last  # a line longer than the block: all that was read
+                self._off = off + owned
+                return off, buf, owned, last + 1
             if got < n or off + n >= size:
                 break  # a last line without its newline (or a file cut short): not read yet
             want *= 2
@@ -175,31 +225,13 @@ def _read_into(fd: int, view: memoryview, offset: int) -> int:
 _PREADV = getattr(os, "preadv", None)
 
 
-def _confirmed(fd: int, size: int, unread: dict[bytes, int], shapes: list[_Shape]) -> int | None:
-    """How many of the `unread` ids are unread in the file, or None if one is in doubt.
-
-    An id's last message line in the file is either the one the count saw last (then it must
-    parse as that message) or the message of a deleted pair (then the pair's receipt, later,
-    delivered it). Read with `pread`, as the count was: a file cut short meanwhile reads short."""
-    if not unread:
-        return 0
-    budget = 4 * size  # bytes searched back for the ids' lines: past that, rebuild instead
-    found = 0
-    for key, base in unread.items():
-        start = max(_rfind(fd, s.message + key + b'"', max(base - 1, 0), size) for s in shapes) + 1
-        budget -= size - start
-        if budget < 0:
+def _confirmed(fd: int, size: int, pending: dict[bytes, int]) -> int | None:
+    """How many `pending` ids are unread: each if its line parses as the message with that id,
+    else None (the full parse decides). Read with `pread`, as the count was."""
+    for key, at in pending.items():
+        line = _line(fd, at, size)
+        if line is None:
             return None
-        if start == 0:  # not after a newline: only the file's first line may be it
-            head = os.pread(fd, max(len(s.message) for s in shapes) + len(key), 0)
-            if base or not any(head.startswith(s.message[1:] + key + b'"') for s in shapes):
-                return None  # not where the count saw it: the file changed meanwhile
-        lines = _two_lines(fd, start, size)
-        if lines is None:
-            return None
-        line, both = lines
-        if both is not None and any(_whole(s.pair.match(both), len(both) - 1) for s in shapes):
-            continue  # a pair: its receipt follows it
         try:
             rec = jsonl.loads_line(line)
         except ValueError:
@@ -207,40 +239,21 @@ def _confirmed(fd: int, size: int, unread: dict[bytes, int], shapes: list[_Shape
         if not (
             isinstance(rec, dict)
             and rec.get("type") == "message"
-            and rec.get("id") == key.decode("utf-8", "surrogatepass")
+            and rec.get("id") == key.decode("ascii")
         ):
             return None  # not the message its bytes promised: the full parse decides
-        found += 1
-    return found
+    return len(pending)
 
 
-def _rfind(fd: int, needle: bytes, lo: int, hi: int) -> int:
-    """The offset of the last `needle` within [lo, hi) of the file, or -1."""
-    end = hi
-    while end > lo:
-        start = max(lo, end - BLOCK)
-        data = os.pread(fd, min(hi, end + len(needle) - 1) - start, start)
-        at = data.rfind(needle)
-        if at >= 0:
-            return start + at
-        end = start
-    return -1
-
-
-def _two_lines(fd: int, start: int, size: int) -> tuple[bytes, bytes | None] | None:
-    """The line at `start` (without its newline), and it with the next line after a newline put
-    in front (None if no complete next line); None if the line itself is not complete."""
+def _line(fd: int, start: int, size: int) -> bytes | None:
+    """The complete line at file offset `start`, without its newline; None if it is not
+    complete (the file changed meanwhile)."""
     data = b""
-    while True:
+    while start + len(data) < size:
         data += os.pread(fd, min(BLOCK, size - start - len(data)), start + len(data))
         end = data.find(b"\n")
-        after = data.find(b"\n", end + 1) if end >= 0 else -1
-        if after >= 0 or start + len(data) >= size:
+        if end >= 0:
+            return data[:end]
+        if not data:
             break
-    if end < 0:
-        return None
-    return data[:end], (b"\n" + data[: after + 1] if after >= 0 else None)
-
-
-def _whole(m: re.Match[bytes] | None, end: int) -> bool:
-    return m is not None and m.end() == end
+    return None

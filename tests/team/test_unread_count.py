@@ -87,39 +87,64 @@ def spaced(rec: dict[str, Any]) -> bytes:
 # ---- the shapes both writers produce ------------------------------------------------------------
 
 
-def history(n: int, unread_last: int, *, pairs: bool, encode: Any = compact) -> bytes:
-    """`n` messages; all but the last `unread_last` delivered, each receipt right after its
-    message (`pairs`) or in runs of three after the messages they deliver."""
+def history(n: int, unread_last: int, *, layout: str = "pairs", encode: Any = compact) -> bytes:
+    """`n` messages; all but the last `unread_last` delivered, as a member marking what it reads
+    writes them: each receipt right after its message ("pairs"), in runs of three after the
+    messages they deliver ("runs"), a burst of eight at a time ("bursts"), a burst's receipts in
+    the reverse order ("reversed"), a pair's receipts after the next pair's messages
+    ("interleaved"), or only every fifty messages ("late": beyond the count's lookahead)."""
     ids = [str(uuid.UUID(int=i + 1)) for i in range(n)]
+    run = {"pairs": 1, "runs": 3, "bursts": 8, "reversed": 5, "interleaved": 2, "late": 50}[layout]
     out: list[bytes] = []
     pending: list[str] = []
+    held: list[str] = []  # "interleaved": the receipts written after the next run's messages
     for i, mid in enumerate(ids):
         out.append(encode(message(mid, f'{i} unicode ✓ "quoted"\nline \\ back')))
         if i < n - unread_last:
             pending.append(mid)
-        if pairs or len(pending) == 3:
-            out += [encode(receipt(p)) for p in pending]
+        if len(pending) == run:
+            if layout == "interleaved":
+                pending, held = held, pending
+            out += [
+                encode(receipt(p)) for p in (pending[::-1] if layout == "reversed" else pending)
+            ]
             pending = []
-    out += [encode(receipt(p)) for p in pending]
+    out += [encode(receipt(p)) for p in held + pending]
     return b"".join(out)
 
 
+LAYOUTS = ["pairs", "runs", "bursts", "reversed", "interleaved"]
+
+
 @pytest.mark.parametrize("encode", [compact, spaced], ids=["compact", "spaced"])
-@pytest.mark.parametrize("pairs", [True, False], ids=["pairs", "runs"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("slack", [0, 300, 1 << 16])
 def test_writer_shapes_are_counted_exactly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encode: Any, pairs: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encode: Any, layout: str, slack: int
 ) -> None:
-    monkeypatch.setattr(unread, "BLOCK", 4096)  # many blocks, receipts across their edges
+    """Every order in which a member's marking leaves receipts is counted, whatever the blocks'
+    edges cut (many blocks; with no lookahead past them, a little, or the usual)."""
+    monkeypatch.setattr(unread, "BLOCK", 4096)
+    monkeypatch.setattr(unread, "SLACK", slack)
     path = tmp_path / "box.jsonl"
-    path.write_bytes(history(400, 7, pairs=pairs, encode=encode))
+    path.write_bytes(history(400, 7, layout=layout, encode=encode))
     assert reference(path.read_bytes()) == rebuilt(path) == 7
-    # mostly pairs: counted; receipts in runs: every line must be read, the rebuild does it
-    assert counted(path) == (7 if pairs else None)
+    assert counted(path) == 7
+
+
+def test_receipts_beyond_the_lookahead(tmp_path: Path) -> None:
+    """Receipts further away than the lookahead leave their messages waiting: a few are looked
+    up and counted right, more than MAX_CANDIDATES are left to the rebuild."""
+    path = tmp_path / "box.jsonl"
+    for n, expect in ((60, 0), (400, None)):
+        path.write_bytes(history(n, 0, layout="late"))
+        assert reference(path.read_bytes()) == rebuilt(path) == 0
+        assert counted(path) == expect
 
 
 def test_crlf_lines_and_a_torn_last_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(unread, "BLOCK", 1024)
-    data = history(100, 3, pairs=True).replace(b"\n", b"\r\n")
+    data = history(100, 3).replace(b"\n", b"\r\n")
     path = tmp_path / "box.jsonl"
     path.write_bytes(data + compact(message("torn"))[:-9])  # a writer died mid-line
     assert counted(path) == reference(path.read_bytes()) == 3
@@ -127,14 +152,14 @@ def test_crlf_lines_and_a_torn_last_line(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_a_history_with_nothing_unread(tmp_path: Path) -> None:
     path = tmp_path / "box.jsonl"
-    path.write_bytes(history(50, 0, pairs=True))
+    path.write_bytes(history(50, 0))
     assert counted(path) == 0
 
 
 def test_not_sure_is_none(tmp_path: Path) -> None:
     """Lines of another shape are the full parse's to judge: the count does not guess."""
     path = tmp_path / "box.jsonl"
-    base = history(20, 2, pairs=True)
+    base = history(20, 2)
     for odd in (
         b"\n",  # a blank line
         b'{"id":"x","type":"message"}\n',  # another key order
@@ -149,7 +174,7 @@ def test_not_sure_is_none(tmp_path: Path) -> None:
 
 def test_an_unread_line_that_is_not_json_is_left_to_the_parse(tmp_path: Path) -> None:
     path = tmp_path / "box.jsonl"
-    path.write_bytes(history(20, 0, pairs=True) + b'{"type":"message","id":"z","body":"\x01"}\n')
+    path.write_bytes(history(20, 0) + b'{"type":"message","id":"z","body":"\x01"}\n')
     assert counted(path) is None
     assert reference(path.read_bytes()) == 0
 
@@ -159,7 +184,7 @@ def test_a_pair_after_an_unread_copy_of_its_message_delivers_it(tmp_path: Path) 
     a, b = str(uuid.uuid4()), str(uuid.uuid4())
     lines = [message(a), message(b), message(a), receipt(a), message(b)]
     path = tmp_path / "box.jsonl"
-    path.write_bytes(history(30, 0, pairs=True) + b"".join(map(compact, lines)))
+    path.write_bytes(history(30, 0) + b"".join(map(compact, lines)))
     assert counted(path) == reference(path.read_bytes()) == 1
 
 
@@ -173,10 +198,15 @@ TEXT = st.text(
 
 @st.composite
 def lines(draw: st.DrawFn) -> bytes:
-    kind = draw(st.sampled_from(["message", "receipt", "pair", "odd"]))
+    kind = draw(st.sampled_from(["message", "receipt", "pair", "run", "odd"]))
     mid = draw(st.sampled_from(IDS))
     enc = draw(st.sampled_from([compact, spaced]))
-    if kind == "message":
+    if kind == "run":  # a burst of messages, then their receipts in some order
+        mids = draw(st.lists(st.sampled_from(IDS), min_size=2, max_size=10))
+        order = draw(st.permutations(mids))
+        line = b"".join(enc(message(m, draw(TEXT))) for m in mids)
+        line += b"".join(enc(receipt(m)) for m in order)
+    elif kind == "message":
         extras: list[dict[str, Any]] = [{}, {"auto": True}, {"verify": {"id": "c", "type": "x"}}]
         extra = draw(st.sampled_from(extras))
         line = enc(message(mid, draw(TEXT), **extra))
@@ -213,58 +243,65 @@ def lines(draw: st.DrawFn) -> bytes:
 @settings(
     max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(st.lists(lines(), max_size=40), st.binary(max_size=30), st.sampled_from([16, 64, 1 << 20]))
+@given(
+    st.lists(lines(), max_size=40),
+    st.binary(max_size=30),
+    st.sampled_from([16, 64, 1 << 20]),
+    st.sampled_from([0, 40, 1 << 16]),
+)
 def test_the_count_is_the_full_parse_or_none(
-    tmp_path: Path, body: list[bytes], tail: bytes, block: int
+    tmp_path: Path, body: list[bytes], tail: bytes, block: int, slack: int
 ) -> None:
-    old = unread.BLOCK
-    unread.BLOCK = block
+    old = unread.BLOCK, unread.SLACK
+    unread.BLOCK, unread.SLACK = block, slack
     try:
         path = tmp_path / "box.jsonl"
         path.write_bytes(b"".join(body) + tail.replace(b"\n", b""))  # maybe a torn last line
         got = counted(path)
         assert got is None or got == reference(path.read_bytes())
     finally:
-        unread.BLOCK = old
+        unread.BLOCK, unread.SLACK = old
 
 
 @pytest.mark.slow  # a property test
 @settings(
-    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    st.lists(st.tuples(st.integers(0, 30), st.sampled_from(["pair"] * 6 + ["message", "receipt"]))),
+    st.lists(
+        st.tuples(
+            st.integers(0, 30),
+            st.sampled_from(["pair"] * 6 + ["burst", "reversed", "message", "receipt"]),
+        )
+    ),
     st.sampled_from([compact, spaced]),
     st.sampled_from([64, 1 << 20]),
+    st.sampled_from([0, 200, 1 << 16]),
 )
-def test_writer_histories_of_pairs_are_counted(
-    tmp_path: Path, steps: list[tuple[int, str]], enc: Any, block: int
+def test_writer_histories_are_counted(
+    tmp_path: Path, steps: list[tuple[int, str]], enc: Any, block: int, slack: int
 ) -> None:
-    """What the writers produce when members mark what they read (mostly pairs, with messages
-    left unread, late receipts and repeated ids among them) is counted, and counted right."""
-    old = unread.BLOCK
-    unread.BLOCK = block
+    """What the writers produce when members mark what they read (pairs, bursts marked in
+    order or not, with messages left unread, late receipts and repeated ids among them) is
+    counted, and counted right: with at most ~40 ids, never left to the rebuild."""
+    old = unread.BLOCK, unread.SLACK
+    unread.BLOCK, unread.SLACK = block, slack
     try:
         out: list[bytes] = []
-        paired = 0
         for n, what in steps:
-            mid = str(uuid.UUID(int=n))
+            mids = [
+                str(uuid.UUID(int=n + k)) for k in range(5 if what in ("burst", "reversed") else 1)
+            ]
             if what != "receipt":
-                out.append(enc(message(mid, f"body {n} ✓")))
+                out += [enc(message(m, f"body {n} ✓")) for m in mids]
             if what != "message":
-                out.append(enc(receipt(mid)))
-            if what == "pair":
-                paired += len(out[-1]) + len(out[-2])
+                out += [enc(receipt(m)) for m in (mids[::-1] if what == "reversed" else mids)]
         data = b"".join(out)
         path = tmp_path / "box.jsonl"
         path.write_bytes(data)
-        expect = reference(data)
-        got = counted(path)
-        assert got is None or got == expect
-        if 3 * paired >= 2 * len(data) and block > len(data) and expect <= unread.MAX_CANDIDATES:
-            assert got == expect  # one block, mostly pairs: never left to the rebuild
+        assert counted(path) == reference(data)
     finally:
-        unread.BLOCK = old
+        unread.BLOCK, unread.SLACK = old
 
 
 # ---- the fixtures, and the Mailbox ---------------------------------------------------------------
@@ -304,7 +341,7 @@ def test_unread_count_without_an_index_counts_and_writes_nothing(tmp_path: Path)
         d.chmod(0o700)
     shutil.copyfile(TS_FIXTURES / "config.json", team_dir / "config.json")
     box = team_dir / "mailbox" / "worker-2.jsonl"
-    box.write_bytes(history(300, 4, pairs=True))  # past mailbox.SMALL: the count is used
+    box.write_bytes(history(300, 4))  # past mailbox.SMALL: the count is used
     assert box.stat().st_size > mailbox.SMALL
     for f in (team_dir / "config.json", box):
         f.chmod(0o600)
@@ -313,7 +350,7 @@ def test_unread_count_without_an_index_counts_and_writes_nothing(tmp_path: Path)
     assert mailbox.Mailbox(team, "worker-2").unread_count() == 4
     assert snapshot_tree(root) == before
     # the same with a spaced history, and one the count is not sure of (the rebuild answers)
-    box.write_bytes(history(300, 4, pairs=True, encode=spaced) + b"\n" + compact(message("x")))
+    box.write_bytes(history(300, 4, encode=spaced) + b"\n" + compact(message("x")))
     before = snapshot_tree(root)
     assert mailbox.Mailbox(team, "worker-2").unread_count() == 5
     assert snapshot_tree(root) == before
@@ -324,5 +361,5 @@ def test_without_preadv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(unread, "_PREADV", None)
     monkeypatch.setattr(unread, "BLOCK", 512)
     path = tmp_path / "box.jsonl"
-    path.write_bytes(history(60, 3, pairs=True) + compact(message("torn"))[:30])
+    path.write_bytes(history(60, 3) + compact(message("torn"))[:30])
     assert counted(path) == reference(path.read_bytes()) == 3
