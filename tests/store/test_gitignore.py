@@ -4,19 +4,18 @@ under a `.omp/` the user made (`/state/`): git never sees omp's state, and the p
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from omp.errors import OmpError
 from omp.store.fs import GITIGNORE_MODE, IGNORE_ALL, IGNORE_STATE, write_gitignore
 from omp.store.paths import StatePaths
+from tests.helpers import failing_writes, umask
 
 GIT_ENV = {
     "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -86,26 +85,8 @@ def test_a_gitignore_the_user_put_there_is_never_overwritten(tmp_path: Path) -> 
 
 @pytest.fixture
 def umask_022() -> Iterator[None]:
-    old = os.umask(0o022)
-    try:
+    with umask(0o022):
         yield
-    finally:
-        os.umask(old)
-
-
-def _failing_write(monkeypatch: pytest.MonkeyPatch, *, times: int = 1) -> list[int]:
-    """Make the next `times` `os.write` calls fail as a full disk does; the calls made."""
-    real = os.write
-    calls: list[int] = []
-
-    def write(fd: int, data: Any) -> int:
-        calls.append(fd)
-        if len(calls) <= times:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real(fd, data)
-
-    monkeypatch.setattr(os, "write", write)
-    return calls
 
 
 def test_the_writer_creates_the_file_with_gits_mode(tmp_path: Path, umask_022: None) -> None:
@@ -155,7 +136,7 @@ def test_a_failed_write_leaves_no_file_behind(
 ) -> None:
     """An empty or half-written `.gitignore` would pass for the whole one forever after (it is
     never overwritten): the writer removes what it made."""
-    calls = _failing_write(monkeypatch)
+    calls = failing_writes(monkeypatch, times=1)
     if required:
         with pytest.raises(OmpError) as err:
             write_gitignore(tmp_path, IGNORE_ALL, required=True)
@@ -172,7 +153,7 @@ def test_the_state_tree_works_without_its_gitignore(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Best-effort there: a send that happens to make the tree must not fail for the file."""
-    calls = _failing_write(monkeypatch, times=99)
+    calls = failing_writes(monkeypatch, times=99)
     paths = StatePaths(tmp_path)
     paths.ensure(paths.team("t").dir)
     assert len(calls) == 2  # `.omp/`'s `*`, then (none there) `state/`'s `/state/`

@@ -16,7 +16,7 @@ from omp.errors import OmpError
 from omp.workspace import create
 from omp.workspace.create import Provision
 from omp.workspace.repo import changes, worktrees
-from tests.helpers import REPO, child_env
+from tests.helpers import REPO, child_env, failing_writes
 from tests.workspace.gitrepo import checkout_snapshot, commit_file, g, write
 
 # Real git in temporary repositories: dozens of git processes a test (the quick loop skips them).
@@ -82,12 +82,10 @@ def test_a_worktrees_dir_git_would_see_refuses_the_worktree(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Its `.gitignore` is required (`storage_error`), before git makes anything."""
-    from tests.workspace.test_worktrees_dir import failing_write
-
     write(repo / ".omp" / "config.toml", "[team]\n")  # the user's `.omp/`: only ours hides it
     path = create.worktree_dir(repo, "t", "w1", under=create.worktrees_dir(repo))
     real_write = os.write
-    failing_write(monkeypatch, times=99)
+    failing_writes(monkeypatch, times=99)
     with pytest.raises(OmpError) as err:
         create.create_worktree(repo, path, "omp/t/w1", "HEAD")
     assert err.value.code == "storage_error"

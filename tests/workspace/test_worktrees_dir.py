@@ -4,42 +4,23 @@ git could see would be swept into the leader's commits), where the state tree's 
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from omp.errors import OmpError
 from omp.store.fs import GITIGNORE_MODE, IGNORE_ALL
 from omp.workspace.create import IGNORE_WORKTREES, ensure_worktrees_dir
+from tests.helpers import failing_writes, umask
 
 
 @pytest.fixture(autouse=True)
 def umask_022() -> Iterator[None]:
-    old = os.umask(0o022)
-    try:
+    with umask(0o022):
         yield
-    finally:
-        os.umask(old)
-
-
-def failing_write(monkeypatch: pytest.MonkeyPatch, *, times: int) -> list[int]:
-    """The next `times` `os.write` calls fail as a full disk does; the calls made."""
-    real = os.write
-    calls: list[int] = []
-
-    def write(fd: int, data: Any) -> int:
-        calls.append(fd)
-        if len(calls) <= times:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real(fd, data)
-
-    monkeypatch.setattr(os, "write", write)
-    return calls
 
 
 def _mode(path: Path) -> int:
@@ -69,7 +50,7 @@ def test_an_omp_dir_the_user_made_is_left_without_one(tmp_path: Path) -> None:
 def test_the_omp_dirs_is_written_again_when_the_state_tree_could_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls = failing_write(monkeypatch, times=1)  # the state tree's own try fails, swallowed
+    calls = failing_writes(monkeypatch, times=1)  # the state tree's own try fails, swallowed
     ensure_worktrees_dir(tmp_path)
     assert len(calls) == 3
     assert (tmp_path / ".omp" / ".gitignore").read_bytes() == IGNORE_ALL
@@ -82,7 +63,7 @@ def test_a_gitignore_that_cannot_be_written_is_a_storage_error(
 ) -> None:
     if user_made:
         (tmp_path / ".omp").mkdir()
-    failing_write(monkeypatch, times=99)
+    failing_writes(monkeypatch, times=99)
     with pytest.raises(OmpError) as err:
         ensure_worktrees_dir(tmp_path)
     assert err.value.code == "storage_error"
