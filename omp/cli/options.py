@@ -233,8 +233,8 @@ def socket_name_problem(name: str) -> str | None:
     size = len(os.fsencode(os.path.join(where, name)))
     if size > SOCKET_PATH_MAX:
         return (
-            f"is too long: in {where}/ its socket path takes {size} bytes, and a unix socket's "
-            f"at most {SOCKET_PATH_MAX}"
+            f"is too long: its socket path in {where}/ takes {size} bytes, and a unix socket's "
+            f"path holds at most {SOCKET_PATH_MAX}"
         )
     return None
 
