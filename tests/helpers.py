@@ -333,6 +333,24 @@ def umask(mask: int) -> Iterator[None]:
         os.umask(old)
 
 
+def failing_writes(monkeypatch: pytest.MonkeyPatch, *, times: int) -> list[int]:
+    """The next `times` `os.write` calls fail as a full disk does (ENOSPC), later ones write;
+    the file descriptors of every call, for the test to see the write was tried."""
+    import errno
+
+    real = os.write
+    calls: list[int] = []
+
+    def write(fd: int, data: Any) -> int:
+        calls.append(fd)
+        if len(calls) <= times:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    return calls
+
+
 T = TypeVar("T")
 
 

@@ -74,13 +74,7 @@ def demo(
         help="The task the team splits.",
         callback=opt.text(),
     ),
-    socket: str = typer.Option(
-        None,
-        "--socket",
-        envvar="OMP_TMUX_SOCKET",
-        help="tmux server socket name (-L).",
-        callback=opt.path_text(),
-    ),
+    socket: str = opt.SocketOpt,
     timeout: float = typer.Option(
         60.0, "--timeout", help="Seconds to wait for the team.", callback=opt.seconds(positive=True)
     ),

@@ -122,13 +122,7 @@ def register(team_app: typer.Typer) -> None:
                 callback=opt.text(max_len=256),
             ),
         ] = None,
-        socket: str = typer.Option(
-            None,
-            "--socket",
-            envvar="OMP_TMUX_SOCKET",
-            help="tmux server socket name (-L) when the team's server is gone.",
-            callback=opt.text(max_len=256),
-        ),
+        socket: str = opt.SocketOpt,
         new_session: bool = opt.NewSessionOpt,
         ready_timeout: float = opt.ReadyTimeoutOpt,
         as_json: bool = JsonOpt,
@@ -136,7 +130,7 @@ def register(team_app: typer.Typer) -> None:
         """Start again every member whose pane died (all of them after a reboot).
 
         Each comes back in its worktree and, where its CLI allows, its own conversation; its
-        task stays its own."""
+        task stays its own. When the team's tmux server is gone, on --socket's server."""
         from omp.cli.output import progress
         from omp.cli.team_text import resume_text
 

@@ -13,7 +13,8 @@ traceback, never a NaN or an Infinity carried into a result:
   component over 255 bytes, 4095 in all);
 - `seconds`: a finite number of seconds in a range;
 - `count`: a whole number in a range;
-- `duration`: `prune --older-than`'s `7d`, finite and at most a century.
+- `duration`: `prune --older-than`'s `7d`, finite and at most a century;
+- `tmux_socket`: a tmux server's socket name, as `tmux -L` takes it (`SocketOpt`).
 """
 
 from __future__ import annotations
@@ -201,6 +202,68 @@ def choice(*allowed: str) -> Callback:
 
     return check
 
+
+SOCKET_PATH_MAX = 107  # bytes of a unix socket's path: `sun_path` is 108 with its NUL (Linux)
+
+
+def socket_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a tmux socket name (`tmux -L NAME`), or None when it can.
+
+    tmux puts the socket at `<TMUX_TMPDIR or /tmp>/tmux-<uid>/NAME` and takes NAME as it is, so
+    it must be one file name there: no `/` (tmux would try a directory below, or `../x` one
+    above), not `.` or `..`, not empty (omp would then quietly take the default server). The
+    whole path must fit a unix socket address, or tmux fails with "File name too long" after
+    omp has begun. No control or format character and no blank: the name is printed in `tmux -L
+    NAME attach` hints a person copies, and one that hides in a terminal is a mistake anyway;
+    and no leading `-`, which reads as an option on every command line it is printed into.
+    """
+    if not name:
+        return "is empty: give a tmux socket name (tmux -L NAME), or leave it out"
+    if "/" in name:
+        return "is a path: tmux -L takes a socket name, without '/'"
+    if name in (".", ".."):
+        return "names a directory, not a tmux socket"
+    if name.startswith("-"):
+        return "starts with '-', which reads as an option"
+    if any(not ch.isprintable() or ch.isspace() for ch in name):
+        return "holds a blank, control or format character"
+    from omp.tmux.client import socket_file_for
+
+    where = os.path.realpath(os.path.dirname(socket_file_for(name)))
+    size = len(os.fsencode(os.path.join(where, name)))
+    if size > SOCKET_PATH_MAX:
+        return (
+            f"is too long: its socket path in {where}/ takes {size} bytes, and a unix socket's "
+            f"path holds at most {SOCKET_PATH_MAX}"
+        )
+    return None
+
+
+def tmux_socket() -> Callback:
+    """A tmux server's socket name (`socket_name_problem`), from `--socket` or its variable."""
+
+    @_checked
+    def check(ctx: Any, param: Any, value: Any) -> Any:
+        if value is None:
+            return None
+        text(max_len=PATH_MAX)(ctx, param, value)
+        why = socket_name_problem(value)
+        if why is not None:  # (click names the variable beside the option itself)
+            _refuse(param, why, value)
+        return value
+
+    return check
+
+
+# `launch`, `resume`, `demo` and `shutdown --force`: the tmux server, by its socket name.
+SocketOpt: Any = typer.Option(
+    None,
+    "--socket",
+    envvar="OMP_TMUX_SOCKET",
+    metavar="NAME",
+    help="The tmux server by its socket name, as tmux -L NAME takes it.",
+    callback=tmux_socket(),
+)
 
 # `launch` and `add-worker`: where new workers work (docs/worktrees.md).
 WorkspaceOpt: Any = typer.Option(

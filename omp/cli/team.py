@@ -60,13 +60,7 @@ def launch(
         help="Team name (default <agent>-<time>).",
         callback=opt.text(max_len=256),
     ),
-    socket: str = typer.Option(
-        None,
-        "--socket",
-        envvar="OMP_TMUX_SOCKET",
-        help="tmux server socket name (-L).",
-        callback=opt.path_text(),
-    ),
+    socket: str = opt.SocketOpt,
     new_session: bool = opt.NewSessionOpt,
     nudge_leader: bool = typer.Option(
         False, "--nudge-leader", help="Also type unread-mail nudges into the leader's pane."
@@ -256,15 +250,9 @@ def shutdown(
         False,
         "--force",
         help="Also for a team whose config cannot be read: kill only the panes omp can prove "
-        "it started for this team.",
+        "it started for this team (searching --socket's server too).",
     ),
-    socket: str = typer.Option(
-        None,
-        "--socket",
-        envvar="OMP_TMUX_SOCKET",
-        help="With --force: a tmux socket to search.",
-        callback=opt.path_text(),
-    ),
+    socket: str = opt.SocketOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Kill the team's worker panes (and its session if omp made it); keep all mail and state."""

@@ -1,8 +1,9 @@
 """Private, fail-closed file access.
 
-Directories are 0700 and files 0600. A symlinked or foreign-owned path under the state tree is
-refused with `unsafe_path` and never followed or repaired: omp state may sit in a shared checkout,
-and a planted symlink must not turn an append into a write somewhere else.
+Directories are 0700 and files 0600 (a `.gitignore` aside: git's file, see `GITIGNORE_MODE`).
+A symlinked or foreign-owned path under the state tree is refused with `unsafe_path` and never
+followed or repaired: omp state may sit in a shared checkout, and a planted symlink must not turn
+an append into a write somewhere else.
 
 Permissions are checked on every access, not only at creation. Inside a `.omp/state` tree (the
 `state` directory included) a directory or file that other users may write is refused: omp
@@ -161,35 +162,67 @@ def ensure_dir(path: Path, *, base: Path) -> Path:
             except OSError as exc:
                 raise storage_error(cur, exc) from exc
             else:
+                # `.omp/.gitignore`, written when omp creates `.omp/` (`*`) or, when the user
+                # made `.omp/` first (a `config.toml` written before the first launch, as the
+                # docs do), `.omp/state/` (`/state/`: the user's settings there stay visible to
+                # git): nothing of omp's then shows in `git status` or is swept into an agent's
+                # `git add -A`, and the project's own `.gitignore` is never touched. Swallowed on
+                # failure: this runs on every caller's path (an agent's send may be the one that
+                # makes the tree), state works without it, and raising would not bring it back
+                # (the directory exists now, so no later call writes it); that call's own writes
+                # report a full disk themselves.
                 if cur.parent == base and part == OMP_DIR:
-                    _write_gitignore(cur, IGNORE_ALL)
+                    write_gitignore(cur, IGNORE_ALL)
                 elif part == STATE_DIR and cur.parent == base / OMP_DIR:  # `.omp/` is the user's
-                    _write_gitignore(cur.parent, IGNORE_STATE)
+                    write_gitignore(cur.parent, IGNORE_STATE)
             check_entry(cur, want_dir=True)
     return path
 
 
 IGNORE_ALL = b"# omp's state, worktrees and logs: never committed\n*\n"
 IGNORE_STATE = b"# omp's state: never committed (the settings beside it are yours)\n/state/\n"
+# Not FILE_MODE: a `.gitignore` is git's file, not omp's state. Its text is no secret, and git
+# reads it as whoever runs git in the checkout; under a `.omp/` the user made (the `/state/`
+# case) that may be someone else in a shared checkout, whose git would otherwise warn "unable to
+# access" and show `.omp/state/`, and it is meant to be committed with the settings beside it.
+# Where omp made the directory (0700) the mode changes nothing. The umask still applies.
+GITIGNORE_MODE = 0o644
 
 
-def _write_gitignore(omp_dir: Path, body: bytes) -> None:
-    """`.omp/.gitignore`, written when omp creates `.omp/` (`*`) or, when the user made `.omp/`
-    first (a `config.toml` written before the first launch, as the docs do), `.omp/state/`
-    (`/state/`: the user's settings there stay visible to git): nothing of omp's then shows in
-    `git status` or is swept into an agent's `git add -A`, and the project's own `.gitignore` is
-    never touched. Never over a `.gitignore` already there. Best-effort: state works without
-    it."""
+def write_gitignore(directory: Path, body: bytes, *, required: bool = False) -> bool:
+    """Give `directory` a `.gitignore` holding `body` unless it has one; True when written.
+
+    The one writer of omp's `.gitignore` files: `.omp/.gitignore` (see `ensure_dir`) and that of
+    `.omp/worktrees/` (`omp.workspace.create.ensure_worktrees_dir`). Whatever is there already
+    (the user's own file, a directory, a symlink) is never touched, never followed. A write that
+    fails leaves no file behind, so the next writer starts afresh. The error policy is the
+    caller's: by default a failure is swallowed (False), with `required` it is `storage_error`.
+    """
+    path = directory / GITIGNORE
     try:  # (no `contextlib.suppress`: contextlib is kept off the per-call path)
-        fd = os.open(
-            omp_dir / GITIGNORE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, FILE_MODE
-        )
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, GITIGNORE_MODE)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if required:
+            raise storage_error(path, exc) from exc
+        return False
+    try:
         try:
-            os.write(fd, body)
+            view = memoryview(body)
+            while view:
+                view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-    except OSError:
-        pass
+    except OSError as exc:
+        try:  # ours (O_EXCL): a partial file would pass for the whole one forever
+            os.unlink(path)
+        except OSError:
+            pass
+        if required:
+            raise storage_error(path, exc) from exc
+        return False
+    return True
 
 
 def open_file(path: Path, flags: int, *, create: bool = False) -> int:

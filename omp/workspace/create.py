@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from omp import procs
 from omp.errors import OmpError
+from omp.store.fs import IGNORE_ALL, write_gitignore
 from omp.store.names import team_name, worker_name
 from omp.store.paths import StatePaths
 from omp.workspace.git import abspath, git, nul_fields
@@ -78,32 +79,24 @@ def worktree_dir(root: Path, team: str, worker: str, *, under: Path | None = Non
     return (under or outside_worktrees_dir(root)) / team_name(team) / worker_name(worker)
 
 
-IGNORE_ALL = b"# omp: nothing in here belongs in the repository\n*\n"
-
-
-def _ignore_all(directory: Path) -> None:
-    """Give `directory` a `.gitignore` of `*` unless it has one (never overwritten)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(directory / ".gitignore", flags, 0o644)
-    except FileExistsError:
-        return
-    try:
-        os.write(fd, IGNORE_ALL)
-    finally:
-        os.close(fd)
+IGNORE_WORKTREES = b"# omp: nothing in here belongs in the repository\n*\n"
 
 
 def ensure_worktrees_dir(root: Path) -> Path:
     """Create `.omp/worktrees/` through the state tree's own door (which refuses symlinks and
     foreign owners), with a `.gitignore` of `*` in it, and in a `.omp/` made here (the state
-    tree gives a `.omp/` it creates one as well; whoever comes first writes it)."""
+    tree gives a `.omp/` it creates one as well; whoever comes first writes it).
+
+    Both are required here (`storage_error` when they cannot be written), unlike the state
+    tree's best-effort one: without them every worker's checkout shows in the leader's `git
+    status`, and an agent's `git add -A` there would take it in as an embedded repository.
+    This runs before each worktree is made in here, so a failure refuses the worktree."""
     where = worktrees_dir(root)
     fresh = not os.path.lexists(root / OMP_DIR)
     StatePaths(root).ensure(where)
     if fresh:
-        _ignore_all(root / OMP_DIR)
-    _ignore_all(where)
+        write_gitignore(root / OMP_DIR, IGNORE_ALL, required=True)
+    write_gitignore(where, IGNORE_WORKTREES, required=True)
     return where
 
 

@@ -16,7 +16,7 @@ from omp.errors import OmpError
 from omp.workspace import create
 from omp.workspace.create import Provision
 from omp.workspace.repo import changes, worktrees
-from tests.helpers import REPO, child_env
+from tests.helpers import REPO, child_env, failing_writes
 from tests.workspace.gitrepo import checkout_snapshot, commit_file, g, write
 
 # Real git in temporary repositories: dozens of git processes a test (the quick loop skips them).
@@ -76,6 +76,24 @@ def test_an_existing_omp_dir_without_a_gitignore_still_hides_the_worktrees(repo:
     assert not (repo / ".omp" / ".gitignore").exists()  # omp did not create this .omp/
     assert (repo / ".omp" / "worktrees" / ".gitignore").exists()
     assert g(repo, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+def test_a_worktrees_dir_git_would_see_refuses_the_worktree(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its `.gitignore` is required (`storage_error`), before git makes anything."""
+    write(repo / ".omp" / "config.toml", "[team]\n")  # the user's `.omp/`: only ours hides it
+    path = create.worktree_dir(repo, "t", "w1", under=create.worktrees_dir(repo))
+    real_write = os.write
+    failing_writes(monkeypatch, times=99)
+    with pytest.raises(OmpError) as err:
+        create.create_worktree(repo, path, "omp/t/w1", "HEAD")
+    assert err.value.code == "storage_error"
+    monkeypatch.setattr(os, "write", real_write)  # (not `undo`: it would drop the git isolation)
+    assert not path.exists()
+    assert [e.path for e in worktrees(repo)] == [repo]
+    assert g(repo, "branch", "--list", "omp/t/w1") == ""
+    assert not (repo / ".omp" / "worktrees" / ".gitignore").exists()
 
 
 def test_names_git_would_refuse_are_refused_before_anything_is_made(repo: Path) -> None:
