@@ -1,6 +1,6 @@
 """Private, fail-closed file access.
 
-Directories are 0700 and files 0600 (a `.gitignore` aside: git's file, see `GITIGNORE_MODE`).
+Directories are 0700 and files 0600.
 A symlinked or foreign-owned path under the state tree is refused with `unsafe_path` and never
 followed or repaired: omp state may sit in a shared checkout, and a planted symlink must not turn
 an append into a write somewhere else.
@@ -181,12 +181,6 @@ def ensure_dir(path: Path, *, base: Path) -> Path:
 
 IGNORE_ALL = b"# omp's state, worktrees and logs: never committed\n*\n"
 IGNORE_STATE = b"# omp's state: never committed (the settings beside it are yours)\n/state/\n"
-# Not FILE_MODE: a `.gitignore` is git's file, not omp's state. Its text is no secret, and git
-# reads it as whoever runs git in the checkout; under a `.omp/` the user made (the `/state/`
-# case) that may be someone else in a shared checkout, whose git would otherwise warn "unable to
-# access" and show `.omp/state/`, and it is meant to be committed with the settings beside it.
-# Where omp made the directory (0700) the mode changes nothing. The umask still applies.
-GITIGNORE_MODE = 0o644
 
 
 def write_gitignore(directory: Path, body: bytes, *, required: bool = False) -> bool:
@@ -200,7 +194,9 @@ def write_gitignore(directory: Path, body: bytes, *, required: bool = False) -> 
     """
     path = directory / GITIGNORE
     try:  # (no `contextlib.suppress`: contextlib is kept off the per-call path)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, GITIGNORE_MODE)
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, FILE_MODE
+        )  # git reads it as the user that runs git: private like all
     except FileExistsError:
         return False
     except OSError as exc:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from omp.errors import OmpError
-from omp.store.fs import GITIGNORE_MODE, IGNORE_ALL, IGNORE_STATE, write_gitignore
+from omp.store.fs import FILE_MODE, IGNORE_ALL, IGNORE_STATE, write_gitignore
 from omp.store.paths import StatePaths
 from tests.helpers import failing_writes, umask
 
@@ -89,12 +89,12 @@ def umask_022() -> Iterator[None]:
         yield
 
 
-def test_the_writer_creates_the_file_with_gits_mode(tmp_path: Path, umask_022: None) -> None:
+def test_the_writer_creates_the_file_private(tmp_path: Path, umask_022: None) -> None:
     assert write_gitignore(tmp_path, b"# x\n*\n") is True
     ignore = tmp_path / ".gitignore"
     assert ignore.read_bytes() == b"# x\n*\n"
     # git's file, not omp's state: readable by whoever runs git in the checkout (umask applies)
-    assert stat.S_IMODE(os.lstat(ignore).st_mode) == GITIGNORE_MODE == 0o644
+    assert stat.S_IMODE(os.lstat(ignore).st_mode) == FILE_MODE == 0o600
 
 
 def test_the_writer_leaves_whatever_is_there_untouched(tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ def test_the_state_trees_gitignore_is_the_shared_writers(tmp_path: Path, umask_0
     paths.ensure(paths.state)
     ignore = tmp_path / ".omp" / ".gitignore"
     assert ignore.read_bytes() == IGNORE_ALL
-    assert stat.S_IMODE(os.lstat(ignore).st_mode) == GITIGNORE_MODE
+    assert stat.S_IMODE(os.lstat(ignore).st_mode) == FILE_MODE
     user = tmp_path / "user"
     (user / ".omp").mkdir(parents=True)
     StatePaths(user).ensure(StatePaths(user).state)

@@ -230,9 +230,6 @@ def test_task_state_is_private(root: Path, capsys: pytest.CaptureFixture[str]) -
     modes = tree_modes(root / ".omp")
     assert modes, "no state written"
     for rel, mode in modes.items():
-        if rel == ".gitignore":  # git's file, not state: 0644 less the umask (fs.GITIGNORE_MODE)
-            assert not mode & 0o022, (rel, oct(mode))
-            continue
         want = 0o700 if (root / ".omp" / rel).is_dir() else 0o600
         assert mode == want, (rel, oct(mode))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from omp.errors import OmpError
-from omp.store.fs import GITIGNORE_MODE, IGNORE_ALL
+from omp.store.fs import FILE_MODE, IGNORE_ALL
 from omp.workspace.create import IGNORE_WORKTREES, ensure_worktrees_dir
 from tests.helpers import failing_writes, umask
 
@@ -33,7 +33,7 @@ def test_a_new_omp_dir_and_the_worktrees_dir_each_get_one(tmp_path: Path) -> Non
     # `.omp/`'s is the state tree's text, whichever of the two wrote it
     assert (tmp_path / ".omp" / ".gitignore").read_bytes() == IGNORE_ALL
     assert (where / ".gitignore").read_bytes() == IGNORE_WORKTREES
-    assert _mode(tmp_path / ".omp" / ".gitignore") == _mode(where / ".gitignore") == GITIGNORE_MODE
+    assert _mode(tmp_path / ".omp" / ".gitignore") == _mode(where / ".gitignore") == FILE_MODE
     before = (where / ".gitignore").stat().st_mtime_ns
     assert ensure_worktrees_dir(tmp_path) == where  # again: nothing rewritten
     assert (where / ".gitignore").stat().st_mtime_ns == before
