@@ -190,8 +190,9 @@ class Scenario:
     mid_turn_receipt_timeout: float = 120
     renudge_receipt_timeout: float = 60
     # every user message of the conversation is a line omp typed (Copilot's datetime header
-    # aside): the mid-turn test then sees exactly [trigger, nudge], each whole. The others add
-    # user messages of their own (context, reminders), so only the typed lines are counted.
+    # aside): the mid-turn test then sees exactly [trigger, nudge], each whole. For the others
+    # only the typed lines (trigger, nudge) are counted: their wires may carry user messages
+    # of the CLI's own, and they have only ever been held to the typed lines.
     only_typed_user_texts: bool = False
     # checks on the two-worker team once it is all done
     after_all_done: tuple[Callable[[AgentTeam], None], ...] = ()
@@ -199,8 +200,9 @@ class Scenario:
     after_mid_turn: tuple[Callable[[ScriptedModel], None], ...] = ()
 
 
-# Codex and Gemini: the mid-turn test keeps their turn busy with a long shell command only, for
-# longer, and gives their receipt and re-nudge more time.
+# Codex and Gemini, as their tests always had it: the mid-turn test keeps their turn busy with a
+# long shell command only (a slow model was never checked for them), for longer, and their
+# receipts get more time.
 SCENARIOS: dict[str, Scenario] = {
     "copilot": Scenario(
         "copilot",
