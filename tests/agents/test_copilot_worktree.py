@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.agents.clis import AgentTeam
+from tests.agents.scenario import launch_done, omp_results
 from tests.agents.scripted_model import ScriptedModel
-from tests.agents.test_copilot_team import launch_done, omp_results
 from tests.workspace.gitrepo import IDENTITY
 
 pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]

@@ -22,8 +22,8 @@ from omp.usage.process import tree
 from omp.usage.read import read_usage
 from omp.usage.totals import Tokens, UsageTotals
 from tests.agents.clis import AgentTeam, poll
+from tests.agents.scenario import launch_done
 from tests.agents.scripted_model import ScriptedModel, message_text
-from tests.agents.test_copilot_team import launch_done
 
 pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]
 

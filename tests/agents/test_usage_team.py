@@ -24,8 +24,8 @@ from omp.record import config as team_config
 from omp.store.paths import StatePaths
 from omp.usage.totals import Tokens
 from tests.agents.clis import AgentTeam, poll
+from tests.agents.scenario import launch_done
 from tests.agents.scripted_model import ScriptedModel, message_text
-from tests.agents.test_copilot_team import launch_done
 from tests.agents.test_usage_records import pane_pid
 
 pytestmark = [pytest.mark.agent_cli, pytest.mark.slow, pytest.mark.tmux]
