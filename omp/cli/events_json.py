@@ -19,6 +19,12 @@ where the top-level `type` string stands (a header line, `"type":"log"`, is skip
 parse path skips it). Every other line (escapes, blanks, floats, NaN, a torn or invalid line,
 a shape that failed the comparison) takes the parse path itself.
 
+A shape found to pass also becomes a pattern (`Shapes.add`): its structure and keys literally,
+`[^"\\\x00-\x1f]*` for each string value, any integer `json.dumps` writes back as it stands
+for each integer, the top-level `type` not `log`. A line the patterns match has that very shape
+but for its integers (its quotes fall where the shape's do), so it is passed through after one
+match, without splitting it; the rest are split as above.
+
 The text is then made safe as the parse path makes it (`json_safe`, `visible`): a no-op for
 ASCII without DEL, the usual block.
 """
@@ -26,20 +32,18 @@ ASCII without DEL, the usual block.
 from __future__ import annotations
 
 import json
+import re
 from operator import itemgetter
 
-from omp.cli import output
 from omp.record.history import LOG_HEADER
 from omp.store import jsonl
-from omp.textsafe import json_safe, visible
+from omp.textsafe import json_safe, unsafe_characters, visible
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    # structure -> (its keys getter, keys -> verdict)
-    Shapes = dict[bytes, tuple[Callable[[list[bytes]], Any], dict[Any, int]]]
 
 # `output.dumps` before its `json_safe`: the comparison is of what `json.dumps` wrote
 _RAW = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -53,11 +57,58 @@ _DIGITS = bytes.maketrans(b"23456789", b"11111111")
 _PARSE = -2
 _NO_TYPE = -1
 _HEADER = LOG_HEADER.encode()
+# A character the parse path's `json_safe` and `visible` would write otherwise: translating a
+# text costs a dictionary look-up a character, looking for one of them does not
+_UNSAFE = re.compile(f"[{re.escape(unsafe_characters())}]")
+# An integer in a passed shape's structure, and what matches any integer `json.dumps` writes back
+# as it stands (fewer digits than the 4,300 the parse takes)
+_INTEGER = re.compile(rb"(-?[0-9]+)")
+_ANY_INTEGER = rb"(?:0|-?[1-9][0-9]{0,999})"
+_VALUE = rb'[^"\\\x00-\x1f]*'  # a string value's text: what the parse takes as it stands
+
+
+# The patterns of passed shapes tried at once, at most (a log of many shapes: the rest are split)
+_MAX_PATTERNS = 32
+
+
+class Shapes:
+    """The verdicts kept across the blocks of one read."""
+
+    __slots__ = ("known", "match", "patterns")
+
+    def __init__(self) -> None:
+        # structure -> (its keys getter, keys -> verdict)
+        self.known: dict[bytes, tuple[Callable[[list[bytes]], Any], dict[Any, int]]] = {}
+        self.patterns: list[bytes] = []
+        self.match: Callable[[bytes], Any] = _no_match
+
+    def add(self, parts: list[bytes], verdict: int) -> None:
+        """The pattern of a shape that passes (`parts`: a line of it split on its quotes)."""
+        if len(self.patterns) >= _MAX_PATTERNS:
+            return
+        out = []
+        for i, p in enumerate(parts):
+            if i % 2 == 0:  # structure: its integers (a passed shape has no float) any integer
+                pieces = _INTEGER.split(p)
+                pieces[0::2] = [re.escape(x) for x in pieces[0::2]]
+                pieces[1::2] = [_ANY_INTEGER] * (len(pieces) // 2)
+                out.append(b"".join(pieces))
+            elif i == verdict:
+                out.append(b'(?!log")' + _VALUE)
+            elif parts[i + 1][:1] == b":":  # a key
+                out.append(re.escape(p))
+            else:
+                out.append(_VALUE)
+        self.patterns.append(b'"'.join(out))
+        self.match = re.compile(b"|".join(b"(?:%s)" % x for x in self.patterns)).fullmatch
+
+
+def _no_match(line: bytes) -> None:
+    return None
 
 
 def new_shapes() -> Shapes:
-    """The verdicts kept across the blocks of one read."""
-    return {}
+    return Shapes()
 
 
 def render(data: bytes, start: int, prefix: str, shapes: Shapes) -> tuple[bytes, int]:
@@ -69,45 +120,60 @@ def render(data: bytes, start: int, prefix: str, shapes: Shapes) -> tuple[bytes,
     lines.pop()  # after the last newline: nothing (blocks are whole lines)
     if not head_text.isascii():  # no team name holds such a character; then the parse path
         return _parse_path(lines, start, prefix)
-    head = head_text.encode()
+    head = head_text.encode().replace(b"%", b"%%")
+    passed = b'%s,"cursor":' + head + b'%d"}\n'  # a passed line, its closing brace cut
     plain = b"\\" not in data and len(data.translate(None, _CONTROLS)) == len(data)
-    utf8 = data.isascii()
+    utf8 = data.isascii() or _utf8(data)  # (one look at the block: then each line is)
     out: list[bytes] = []
-    shown = 0
+    add = out.append
+    known_shape = shapes.known.get
+    match = shapes.match
+    digits, header = _DIGITS, _HEADER
     end = start
     for line in lines:
         end += len(line) + 1
-        if (plain or _plain(line)) and (utf8 or _utf8(line)):
-            parts = line.split(b'"')
-            structure = b'"'.join(parts[0::2]).translate(_DIGITS)
-            known = shapes.get(structure)
-            if known is None:
-                known = shapes[structure] = (_keys_getter(parts), {})
-            keys = known[0](parts)
-            verdict = known[1].get(keys)
-            if verdict is None:
-                verdict, printed = _first_of_shape(line, parts, end, prefix, head)
-                known[1][keys] = verdict
-                if printed is not None:
-                    out.append(printed)
-                    shown += 1
+        if utf8 or _utf8(line):
+            if match(line) is not None:  # a shape that passes, not the header
+                add(passed % (line[:-1], end))
                 continue
-            if verdict >= _NO_TYPE:
-                if verdict >= 0 and parts[verdict] == _HEADER:
-                    continue  # the header line names the log: no event
-                out.append(b'%s,"cursor":%s%d"}\n' % (line[:-1], head, end))
-                shown += 1
-                continue
+            if plain or _plain(line):
+                parts = line.split(b'"')
+                structure = b'"'.join(parts[0::2]).translate(digits)
+                known = known_shape(structure)
+                if known is None:
+                    known = shapes.known[structure] = (_keys_getter(parts), {})
+                keys = known[0](parts)
+                verdict = known[1].get(keys)
+                if verdict is None:
+                    verdict, printed = _first_of_shape(line, parts, end, prefix, head_text)
+                    known[1][keys] = verdict
+                    if verdict != _PARSE:
+                        shapes.add(parts, verdict)
+                        match = shapes.match
+                    if printed is not None:
+                        add(printed)
+                    continue
+                if verdict >= 0:
+                    if parts[verdict] != header:  # the header line names the log: no event
+                        add(passed % (line[:-1], end))
+                    continue
+                if verdict == _NO_TYPE:
+                    add(passed % (line[:-1], end))
+                    continue
         printed = _parse_line(line, end, prefix)
         if printed is not None:
-            out.append(printed)
-            shown += 1
+            add(printed)
     blob = b"".join(out)
     if not blob.isascii() or b"\x7f" in blob:
         # What the parse path makes of the passed lines' text (its own lines stay as they are:
         # nothing left to escape in them, and their bytes are UTF-8)
-        blob = visible(json_safe(blob.decode("utf-8"))).encode("utf-8")
-    return blob, shown
+        blob = _made_safe(blob.decode("utf-8")).encode("utf-8")
+    return blob, len(out)
+
+
+def _made_safe(text: str) -> str:
+    """`visible(json_safe(text))`, without the translation when it would change nothing."""
+    return text if _UNSAFE.search(text) is None else visible(json_safe(text))
 
 
 def _plain(line: bytes) -> bool:
@@ -155,18 +221,15 @@ def _type_piece(parts: list[bytes]) -> int:
 
 
 def _first_of_shape(
-    line: bytes, parts: list[bytes], end: int, prefix: str, head: bytes
+    line: bytes, parts: list[bytes], end: int, prefix: str, head: str
 ) -> tuple[int, bytes | None]:
     """(the verdict for the shape of `line`, what the parse path prints of it)."""
     rec = _parse(line)
     if rec is None:
         return _PARSE, None
     rec["cursor"] = prefix + str(end)
-    same = _RAW.encode(rec).encode("utf-8", "surrogatepass") == b'%s,"cursor":%s%d"}' % (
-        line[:-1],
-        head,
-        end,
-    )
+    passed = b'%s,"cursor":%s%d"}' % (line[:-1], head.encode(), end)
+    same = _RAW.encode(rec).encode("utf-8", "surrogatepass") == passed
     verdict = _type_piece(parts) if same and not _float(parts) else _PARSE
     kind = rec.get("type")
     if verdict != _PARSE and (
@@ -190,8 +253,9 @@ def _parse(line: bytes) -> dict[str, Any] | None:
 
 
 def _printed(rec: dict[str, Any]) -> bytes:
-    """`_print(..., as_json=True)` of one event that carries its cursor."""
-    return visible(output.dumps(rec) + "\n").encode("utf-8", "replace")
+    """`_print(..., as_json=True)` of one event that carries its cursor: `visible` of
+    `output.dumps` (`json_safe` of `json.dumps`), encoded as `output.write_text` encodes."""
+    return _made_safe(_RAW.encode(rec) + "\n").encode("utf-8", "replace")
 
 
 def _parse_line(line: bytes, end: int, prefix: str) -> bytes | None:
