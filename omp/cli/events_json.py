@@ -69,6 +69,9 @@ _VALUE = rb'[^"\\\x00-\x1f]*'  # a string value's text: what the parse takes as 
 
 # The patterns of passed shapes tried at once, at most (a log of many shapes: the rest are split)
 _MAX_PATTERNS = 32
+# The shapes kept, at most: memory stays bounded whatever the log (a line of a shape beyond them
+# takes the parse path)
+_MAX_SHAPES = 4096
 
 
 class Shapes:
@@ -141,12 +144,15 @@ def render(data: bytes, start: int, prefix: str, shapes: Shapes) -> tuple[bytes,
                 structure = b'"'.join(parts[0::2]).translate(digits)
                 known = known_shape(structure)
                 if known is None:
-                    known = shapes.known[structure] = (_keys_getter(parts), {})
+                    known = (_keys_getter(parts), {})
+                    if len(shapes.known) < _MAX_SHAPES:
+                        shapes.known[structure] = known
                 keys = known[0](parts)
                 verdict = known[1].get(keys)
                 if verdict is None:
                     verdict, printed = _first_of_shape(line, parts, end, prefix, head_text)
-                    known[1][keys] = verdict
+                    if len(known[1]) < _MAX_SHAPES:
+                        known[1][keys] = verdict
                     if verdict != _PARSE:
                         shapes.add(parts, verdict)
                         match = shapes.match

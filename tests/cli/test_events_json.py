@@ -253,3 +253,19 @@ def test_one_line_parsed_per_shape(root: Path, monkeypatch: pytest.MonkeyPatch) 
     assert parsed.count("message") == 1 and parsed.count("attention") == 1
     assert parsed.count("note") == 5 and parsed.count("log") == 1
     assert parsed.count("member") == 2 and len(calls) == 1 + 2 + 1 + 1 + 5
+
+
+def test_the_same_bytes_when_few_shapes_are_kept(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the shapes and patterns it keeps (memory bounded whatever the log), a line takes the
+    parse path: the bytes stay the parse path's."""
+    tp = StatePaths(root).team("t")
+    for i in range(30):
+        history.record(tp, {"type": "note", f"k{i % 7}": i, "v": "é" * (i % 3)})
+        history.messages(tp, [{"id": f"m{i}", "from": "leader", "to": "w", "event": i}])
+    want = parse_path(root, 0, None)
+    for shapes, patterns in ((1, 1), (0, 0), (3, 2)):
+        monkeypatch.setattr(events_json, "_MAX_SHAPES", shapes)
+        monkeypatch.setattr(events_json, "_MAX_PATTERNS", patterns)
+        assert command(root, None) == want
