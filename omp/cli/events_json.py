@@ -57,12 +57,10 @@ _DIGITS = bytes.maketrans(b"23456789", b"11111111")
 _PARSE = -2
 _NO_TYPE = -1
 _HEADER = LOG_HEADER.encode()
-# A character the parse path's `json_safe` and `visible` would write otherwise: translating a
-# text costs a dictionary look-up a character, looking for one of them does not
-_UNSAFE = re.compile(f"[{re.escape(unsafe_characters())}]")
 # An integer in a passed shape's structure, and what matches any integer `json.dumps` writes back
-# as it stands (fewer digits than the 4,300 the parse takes)
-_INTEGER = re.compile(rb"(-?[0-9]+)")
+# as it stands (fewer digits than the 4,300 the parse takes). (Patterns are compiled on first use:
+# a poll with nothing new, the usual call, compiles none.)
+_INTEGER = rb"(-?[0-9]+)"
 _ANY_INTEGER = rb"(?:0|-?[1-9][0-9]{0,999})"
 _VALUE = rb'[^"\\\x00-\x1f]*'  # a string value's text: what the parse takes as it stands
 
@@ -92,7 +90,7 @@ class Shapes:
         out = []
         for i, p in enumerate(parts):
             if i % 2 == 0:  # structure: its integers (a passed shape has no float) any integer
-                pieces = _INTEGER.split(p)
+                pieces = re.split(_INTEGER, p)
                 pieces[0::2] = [re.escape(x) for x in pieces[0::2]]
                 pieces[1::2] = [_ANY_INTEGER] * (len(pieces) // 2)
                 out.append(b"".join(pieces))
@@ -178,8 +176,21 @@ def render(data: bytes, start: int, prefix: str, shapes: Shapes) -> tuple[bytes,
 
 
 def _made_safe(text: str) -> str:
-    """`visible(json_safe(text))`, without the translation when it would change nothing."""
-    return text if _UNSAFE.search(text) is None else visible(json_safe(text))
+    """`visible(json_safe(text))`, without the translation when it would change nothing: a
+    translation costs a dictionary look-up a character, looking for a character it would write
+    otherwise does not."""
+    if (text.isascii() and "\x7f" not in text) or not _unsafe(text):
+        return text
+    return visible(json_safe(text))
+
+
+_UNSAFE: list[re.Pattern[str]] = []  # compiled on first use
+
+
+def _unsafe(text: str) -> bool:
+    if not _UNSAFE:
+        _UNSAFE.append(re.compile(f"[{re.escape(unsafe_characters())}]"))
+    return _UNSAFE[0].search(text) is not None
 
 
 def _plain(line: bytes) -> bool:
