@@ -67,6 +67,8 @@ _VALUE = rb'[^"\\\x00-\x1f]*'  # a string value's text: what the parse takes as 
 
 # The patterns of passed shapes tried at once, at most (a log of many shapes: the rest are split)
 _MAX_PATTERNS = 32
+# Every how many blocks a log whose lines mostly take the parse path is tried again
+_PROBE = 8
 # The shapes kept, at most: memory stays bounded whatever the log (a line of a shape beyond them
 # takes the parse path)
 _MAX_SHAPES = 4096
@@ -75,13 +77,17 @@ _MAX_SHAPES = 4096
 class Shapes:
     """The verdicts kept across the blocks of one read."""
 
-    __slots__ = ("known", "match", "patterns")
+    __slots__ = ("blocks", "known", "match", "patterns", "poor")
 
     def __init__(self) -> None:
         # structure -> (its keys getter, keys -> verdict)
         self.known: dict[bytes, tuple[Callable[[list[bytes]], Any], dict[Any, int]]] = {}
         self.patterns: list[bytes] = []
         self.match: Callable[[bytes], Any] = _no_match
+        # Fewer than half the last block's lines passed (another writer's log: blanks, floats):
+        # the next blocks take the parse path at once, but every `_PROBE`th, which tries again
+        self.poor = False
+        self.blocks = 0
 
     def add(self, parts: list[bytes], verdict: int) -> None:
         """The pattern of a shape that passes (`parts`: a line of it split on its quotes)."""
@@ -119,8 +125,9 @@ def render(data: bytes, start: int, prefix: str, shapes: Shapes) -> tuple[bytes,
     head_text = _RAW.encode(prefix)[:-1]  # `"team:log:`: digits need no escape
     lines = data.split(b"\n")
     lines.pop()  # after the last newline: nothing (blocks are whole lines)
-    if not head_text.isascii():  # no team name holds such a character; then the parse path
-        return _parse_path(lines, start, prefix)
+    shapes.blocks += 1
+    if not head_text.isascii() or (shapes.poor and shapes.blocks % _PROBE):
+        return _parse_path(lines, start, prefix)  # (no team name holds such a character)
     head = head_text.encode().replace(b"%", b"%%")
     passed = b'%s,"cursor":' + head + b'%d"}\n'  # a passed line, its closing brace cut
     plain = b"\\" not in data and len(data.translate(None, _CONTROLS)) == len(data)
@@ -131,6 +138,7 @@ def render(data: bytes, start: int, prefix: str, shapes: Shapes) -> tuple[bytes,
     match = shapes.match
     digits, header = _DIGITS, _HEADER
     end = start
+    parsed = 0  # lines that took the parse path
     for line in lines:
         end += len(line) + 1
         if utf8 or _utf8(line):
@@ -164,9 +172,11 @@ def render(data: bytes, start: int, prefix: str, shapes: Shapes) -> tuple[bytes,
                 if verdict == _NO_TYPE:
                     add(passed % (line[:-1], end))
                     continue
+        parsed += 1
         printed = _parse_line(line, end, prefix)
         if printed is not None:
             add(printed)
+    shapes.poor = parsed * 2 > len(lines)
     blob = b"".join(out)
     if not blob.isascii() or b"\x7f" in blob:
         # What the parse path makes of the passed lines' text (its own lines stay as they are:

@@ -204,6 +204,13 @@ _HEADER = jsonl.encode({"type": "log", "log": "0123456789abcdef", "at": "2026-12
     since=0,
     block=300,
 )
+@example(  # blocks of mostly another writer's lines take the parse path, then are tried again
+    body=b'{"type": "x", "v": 1}\n' * 20 + b'{"type":"x","v":"a"}\n' * 30 + b"{}\n" * 9,
+    header=True,
+    torn=b"",
+    since=0,
+    block=50,
+)
 def test_the_bytes_of_the_parse_path_for_any_log(
     root: Path, body: bytes, header: bool, torn: bytes, since: int, block: int
 ) -> None:
