@@ -1,9 +1,14 @@
 """Benchmarks of a team's life after launch: the event log, delete and prune.
 
-    .venv/bin/python benchmarks/bench_lifecycle.py [--quick] [--runs N]
+    .venv/bin/python benchmarks/bench_lifecycle.py [--quick] [--runs N] [--before REV]
 
 (a) `omp team events T --since END --json` (nothing new) on a log of 100,000 events: what a
     leader polling with a cursor pays per call; and the whole log read once (time, peak RSS);
+    then `events --json` of the whole log, two logs of 100,000 events (all messages, and a mix
+    of omp's kinds: tasks with results beyond ASCII and on several lines, members, attention
+    with its `seq`), in the same rounds: now, the parse path (every line parsed and encoded
+    again, what `--follow` prints, which the output must equal byte for byte) and, with
+    `--before REV`, omp at that commit (`git archive` of its `omp/`);
 (b) what the event log adds to a message to or from the leader (`Mailbox.append_messages`, in
     process, median of 2,000): one more locked append;
 (c) `omp team prune --dry-run` over 20 shut-down teams (each with an archived run) and a real
@@ -50,11 +55,13 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-def timed(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
-    """(seconds, peak RSS in MiB) of one omp process."""
+def timed(
+    args: list[str], cwd: Path, env: dict[str, str], omp: list[str] | None = None
+) -> tuple[float, float]:
+    """(seconds, peak RSS in MiB) of one omp process (`omp`: how to start it)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [*OMP, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        [*(omp or OMP), *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - t0
@@ -85,6 +92,98 @@ def write_log(root: Path, team: str, n: int) -> int:
     return path.stat().st_size
 
 
+# `python -c` of omp's entry point from the tree named by argv[1] (every variant alike)
+LAUNCH = (
+    "import sys\n"
+    "sys.path.insert(0, sys.argv.pop(1))\n"
+    "{patch}"
+    "from omp.cli import main\n"
+    "sys.argv[0] = 'omp'\n"
+    "sys.exit(main())\n"
+)
+# `events --json` with every line parsed and encoded again: the reference the output must equal,
+# `history.iter_since`'s work and `_print(evs, as_json=True)`'s, a block at a time
+PARSE_PATH = (
+    "from omp.cli import events_json, output\n"
+    "from omp.store import jsonl\n"
+    "from omp.textsafe import visible\n"
+    "def parse_path(data, start, prefix, shapes):\n"
+    "    chunk = jsonl.Chunk(start=start, end=start)\n"
+    "    jsonl.parse_lines(data, start, chunk)\n"
+    "    evs = []\n"
+    "    for off, length, rec in chunk.records:\n"
+    "        if rec.get('type') != 'log':\n"
+    "            rec['cursor'] = prefix + str(off + length)\n"
+    "            evs.append(rec)\n"
+    "    text = ''.join(output.dumps(e) + '\\n' for e in evs)\n"
+    "    return visible(text).encode('utf-8', 'replace'), len(evs)\n"
+    "events_json.render = parse_path\n"
+)
+
+
+def write_mixed_log(root: Path, team: str, n: int) -> None:
+    """`n` events of omp's kinds as its writer encodes them (`jsonl.encode`)."""
+    from omp.store import jsonl
+
+    at = "2026-11-30T23:49:22.000Z"
+    out = []
+    for i in range(n):
+        k = i % 10
+        w = f"worker-{i % 8 + 1}"
+        ev: dict[str, object]
+        if k < 5:
+            ev = {"type": "message", "id": f"01M8{i:022d}", "from": w, "to": "leader"}
+            if k == 4:
+                ev["event"] = "task_done"
+        elif k < 8:
+            # a worker's result: beyond ASCII (an em dash), and every third on two lines
+            result = f"done {i} — tests pass" + ("\nsee notes.md" if k == 7 else "")
+            ev = {"type": "task", "taskId": str(i), "from": "in_progress", "to": "completed"}
+            ev.update(owner=w, result=result)
+        elif k == 8:
+            ev = {"type": "attention", "worker": w, "change": "started"}
+            ev.update(what="permission prompt", seq=i)
+        else:
+            ev = {"type": "member", "worker": w, "change": "online"}
+        out.append(jsonl.encode({**ev, "at": at}))
+    with open(StatePaths(root).team(team).dir / "events.jsonl", "ab") as f:
+        f.write(b"".join(out))
+
+
+def whole_log_rounds(
+    root: Path, env: dict[str, str], teams: list[str], trees: dict[str, tuple[Path, str]], runs: int
+) -> dict[tuple[str, str], float]:
+    """Median ms of `events T --json` per (team, variant), the variants interleaved round by
+    round (load hits all alike); each variant's output checked against the parse path's."""
+    times: dict[tuple[str, str], list[float]] = {}
+    for team in teams:
+        outs = {}
+        for name, (tree, patch) in trees.items():
+            cmd = [sys.executable, "-c", LAUNCH.format(patch=patch), str(tree)]
+            args = [*cmd, "team", "events", team, "--json"]
+            outs[name] = subprocess.run(args, cwd=root, env=env, capture_output=True).stdout
+        if outs["now"] != outs["parse path"]:
+            raise SystemExit(f"events {team} --json differs from the parse path")
+    for _ in range(runs):
+        for team in teams:
+            for name, (tree, patch) in trees.items():
+                cmd = [sys.executable, "-c", LAUNCH.format(patch=patch), str(tree)]
+                took, _ = timed(["team", "events", team, "--json"], root, env, cmd)
+                times.setdefault((team, name), []).append(took)
+    return {k: statistics.median(v) * 1000 for k, v in times.items()}
+
+
+def before_tree(rev: str, work: Path) -> Path:
+    """omp's package at commit `rev`, exported beside the benchmark's state."""
+    dest = work / "before"
+    dest.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "omp"], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
 def append_us(root: Path, team: str, n: int) -> tuple[float, float]:
     """Median µs of an append to a worker and to the leader, interleaved (same machine noise)."""
     tp = StatePaths(root).team(team)
@@ -104,6 +203,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="tiny sizes: proves it runs")
     ap.add_argument("--runs", type=int, default=0, help="process runs per timing")
+    ap.add_argument("--before", metavar="REV", help="also time `events --json` of omp at REV")
     opts = ap.parse_args()
     events = 1000 if opts.quick else 100_000
     runs = opts.runs or (3 if opts.quick else 15)
@@ -154,6 +254,27 @@ def main() -> None:
                 "yes" if rss < 100 else "no",
             )
         )
+        create_team(root, "mixed", 2)
+        write_mixed_log(root, "mixed", events)
+        trees = {"now": (ROOT, ""), "parse path": (ROOT, PARSE_PATH)}
+        if opts.before:
+            trees["before"] = (before_tree(opts.before, work), "")
+        medians = whole_log_rounds(root, env, ["big", "mixed"], trees, max(1, runs // 3))
+        for team, what in (("big", "all messages"), ("mixed", "omp's kinds mixed")):
+            now, ref = medians[(team, "now")], medians[(team, "parse path")]
+            old = (
+                f"before ({opts.before}) {medians[(team, 'before')]:.0f} ms, "
+                if opts.before
+                else ""
+            )
+            rows.append(
+                (
+                    f"a | `events --json` of {events:,} events, {what}: the same rounds",
+                    f"{old}parse path {ref:.0f} ms, now {now:.0f} ms (same bytes)",
+                    "—",
+                    "—",
+                )
+            )
         to_worker, to_leader = append_us(root, "empty", appends)
         added = to_leader - to_worker
         rows.append(

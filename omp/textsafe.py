@@ -40,6 +40,12 @@ _JSON_UNSAFE = {c: f"\\u{c:04x}" for c in (*_C1, *_BIDI)}  # json.dumps already 
 _DROP = dict.fromkeys(_UNSAFE)
 
 
+def unsafe_characters() -> str:
+    """Every character `visible` or `json_safe` writes as something else: a text holding none of
+    them comes out of both as it went in (a reader of much text can look before it translates)."""
+    return "".join(map(chr, sorted({*_UNSAFE, *_JSON_UNSAFE})))
+
+
 def visible(text: str) -> str:
     """`text` with every control character but newline and tab escaped, visibly."""
     return text.translate(_UNSAFE)

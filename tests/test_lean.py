@@ -168,3 +168,14 @@ def test_textsafe_tables_are_the_old_substitutions(text: str) -> None:
     assert textsafe.inline(text) == _OLD_INLINE.sub(_old_escape, text)
     assert textsafe.json_safe(text) == _OLD_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     assert textsafe.clean(text) == _OLD_UNSAFE.sub("", re.sub(textsafe._ESCAPES, "", text))
+
+
+@given(st.lists(_CHARS, max_size=20).map("".join))
+def test_unsafe_characters_are_what_visible_and_json_safe_change(text: str) -> None:
+    """A text without them passes both unchanged (`omp.cli.events_json` looks before it
+    translates); with one, one of them changes it."""
+    unsafe = set(textsafe.unsafe_characters())
+    kept = textsafe.visible(textsafe.json_safe(text)) == text
+    assert kept == (not unsafe & set(text))
+    for c in unsafe:
+        assert textsafe.visible(c) != c or textsafe.json_safe(c) != c

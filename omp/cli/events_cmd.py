@@ -33,11 +33,17 @@ def events_loop(
         cfg = team_config.load(project.team(team))
         log, offset = history.parse_cursor(since, cfg.name)
         seen = log  # the log read: named by the cursor, or by the events it gave
-        if as_json:  # the lines passed through as written (see `_print_lines`)
-            for data, chunk, lid in history.iter_chunks(cfg.paths, offset, log=log):
-                shown = _print_lines(data, chunk, history.make_cursor(cfg.name, lid, 0)[:-1])
+        if as_json:  # the parse path's bytes, most lines passed through (`events_json`)
+            from omp.cli import events_json
+
+            shapes = events_json.new_shapes()
+            for data, start, lid in history.iter_blocks(cfg.paths, offset, log=log):
+                prefix = history.make_cursor(cfg.name, lid, 0)[:-1]
+                blob, shown = events_json.render(data, start, prefix, shapes)
+                if blob:
+                    output.write_bytes(blob)
                 printed += shown
-                offset = chunk.end
+                offset = start + len(data)
                 if shown:
                     seen = lid
         for evs, end in history.iter_since(cfg.paths, offset, log=log):  # (all of it, for people)
@@ -97,57 +103,6 @@ def _print(evs: list[dict[str, object]], as_json: bool) -> None:
         output.write_text("".join(output.dumps(e) + "\n" for e in evs))
     else:
         output.write_text("".join(describe(e) + "\n" for e in evs))
-
-
-def _print_lines(data: bytes, chunk: Any, prefix: str) -> int:
-    """`_print(..., as_json=True)` of a block of the log without encoding its lines again, and
-    the number of events printed. A line as omp wrote it is already the JSON `output.dumps`
-    makes of it, so it is passed through with its cursor (`prefix` and the line's end offset)
-    added. The log's header line is skipped, as `history.iter_since` skips it. A line that
-    holds a `"cursor"` key of its own, or NaN or Infinity (which `output.dumps` refuses), or is
-    not an object with members, is encoded as before; and text beyond ASCII goes through the
-    same `json_safe` (or, not being UTF-8, the old way)."""
-    from omp.record.history import LOG_HEADER
-    from omp.textsafe import json_safe
-
-    head = output.dumps(prefix)[:-1].encode("utf-8")  # `"team:log:`: digits need no escape
-    odd = b"NaN" in data or b"Infinity" in data  # rare: then each line is looked at
-    out: list[bytes] = []
-    events: list[tuple[int, dict[str, Any]]] = []  # for the old way, if it is needed
-    for off, length, rec in chunk.records:
-        if rec.get("type") == LOG_HEADER:
-            continue  # it names the log; it is no event
-        at = off - chunk.start
-        line = data[at : at + length].rstrip()
-        end = off + length
-        events.append((end, rec))
-        if (
-            rec
-            and line.endswith(b"}")
-            and b'"cursor"' not in line
-            and not (odd and (b"NaN" in line or b"Infinity" in line))
-        ):
-            out.append(b'%s,"cursor":%s%d"}\n' % (line[:-1], head, end))
-        else:
-            rec["cursor"] = prefix + str(end)
-            out.append(output.dumps(rec).encode("utf-8", "surrogatepass") + b"\n")
-    if not out:
-        return 0
-    blob = b"".join(out)
-    if blob.isascii() and b"\x7f" not in blob:
-        output.write_bytes(blob)
-        return len(out)
-    try:
-        text = blob.decode("utf-8")
-    except UnicodeDecodeError:  # a lone surrogate: as `_print` shows it
-        dumped = []
-        for end, rec in events:
-            rec["cursor"] = prefix + str(end)
-            dumped.append(output.dumps(rec) + "\n")
-        output.write_text("".join(dumped))
-        return len(out)
-    output.write_bytes(json_safe(text).encode("utf-8"))
-    return len(out)
 
 
 def _verify_text(v: Any) -> str:

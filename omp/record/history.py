@@ -239,6 +239,19 @@ def iter_chunks(
     `offset`: `chunk.start` is where the bytes begin, `chunk.end` the offset after them. The
     lines are as written: the log's header line among them (`LOG_HEADER`), no cursors added.
     `log`: the fingerprint the cursor named; another log is refused. Read-only."""
+    for data, start, lid in iter_blocks(team, offset, block, log=log):
+        chunk = jsonl.Chunk(start=start, end=start)
+        jsonl.parse_lines(data, start, chunk)
+        yield data, chunk, lid
+
+
+def iter_blocks(
+    team: TeamPaths, offset: int, block: int = 1 << 20, *, log: str | None = None
+) -> Iterator[tuple[bytes, int, str]]:
+    """(bytes, the offset they start at, the log's fingerprint) a block at a time, from
+    `offset`, unparsed: each block is whole lines, each ending in its newline (a line longer
+    than the block comes whole; a last line still being written waits for its newline). `log`:
+    the fingerprint the cursor named; another log is refused. Read-only."""
     p = path(team)
     try:
         fd = fs.open_file(p, os.O_RDONLY)
@@ -256,17 +269,16 @@ def iter_chunks(
         pos = offset
         while pos < size:
             data = os.pread(fd, min(block, size - pos), pos)
-            chunk = jsonl.Chunk(start=pos, end=pos)
-            jsonl.parse_lines(data, pos, chunk)
-            if chunk.end == pos:  # one line longer than the block: take it whole
+            cut = data.rfind(b"\n") + 1
+            if not cut:  # one line longer than the block: take it whole
                 data = os.pread(fd, size - pos, pos)
-                jsonl.parse_lines(data, pos, chunk)
-                if chunk.end == pos:
+                cut = data.rfind(b"\n") + 1
+                if not cut:
                     break  # a last line still being written
             if lid == NO_LOG:  # its first line was completed since we looked
                 lid = _log_id(fd, size)
-            pos = chunk.end
-            yield data, chunk, lid
+            yield data[:cut], pos, lid
+            pos += cut
     finally:
         os.close(fd)
 
