@@ -26,13 +26,12 @@ only the unread count (`status`) counts such a history without rebuilding it: `o
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Iterator
 from itertools import accumulate
 
-from omp import clock, ids
+from omp import clock, ids, jsonlite
 from omp.errors import OmpError
 from omp.record import history
 from omp.store import fs, jsonl, locks
@@ -767,7 +766,7 @@ def _ids_in(fd: int, wanted: set[str]) -> set[str]:
     Only lines holding one of the ids, as a JSON string, are parsed: a block that holds none of
     them costs one byte search per id.
     """
-    keys = {m: json.dumps(m, ensure_ascii=False).encode() for m in wanted}
+    keys = {m: jsonlite.dumps(m, ensure_ascii=False).encode() for m in wanted}
     # an id with escapes or beyond ASCII may be spelled otherwise by another writer: parse all
     plain = all(k.isascii() and b"\\" not in k for k in keys.values())
     found: set[str] = set()

@@ -22,34 +22,32 @@ STDLIB = [
     "errno",
     "fcntl",
     "fnmatch",
-    "json",
-    "json.decoder",
-    "json.encoder",
-    "json.scanner",
     "ntpath",
     "pathlib",
     "warnings",
 ]
-# ... and omp's. Not: typing, datetime, tomllib, urllib, contextlib, shlex, dataclasses, inspect,
-# tempfile, subprocess, typer, libtmux (see omp/typelite.py and omp/cli/__init__.py).
+# ... and omp's. Not: json (omp/jsonlite.py), typing, datetime, tomllib, urllib, contextlib, shlex,
+# dataclasses, inspect, tempfile, subprocess, typer, libtmux (see omp/typelite.py and
+# omp/cli/__init__.py).
 OMP = [
     "omp", "omp.api", "omp.api.authorize", "omp.api.epilogue", "omp.api.operations",
     "omp.api.send", "omp.api.spec", "omp.cli", "omp.cli.api", "omp.cli.output", "omp.clock",
-    "omp.errors", "omp.identity", "omp.ids", "omp.mail", "omp.mail.delivery", "omp.mail.limits",
-    "omp.mail.mailbox", "omp.record", "omp.record.config", "omp.record.history", "omp.store",
-    "omp.store.fs", "omp.store.jsonl", "omp.store.locks", "omp.store.names", "omp.store.paths",
-    "omp.store.project_config", "omp.store.strictjson", "omp.store.tree", "omp.textsafe",
-    "omp.typelite",
+    "omp.errors", "omp.identity", "omp.ids", "omp.jsonlite", "omp.mail", "omp.mail.delivery",
+    "omp.mail.limits", "omp.mail.mailbox", "omp.record", "omp.record.config",
+    "omp.record.history", "omp.store", "omp.store.fs", "omp.store.jsonl", "omp.store.locks",
+    "omp.store.names", "omp.store.paths", "omp.store.project_config", "omp.store.strictjson",
+    "omp.store.tree", "omp.textsafe", "omp.typelite",
 ]  # fmt: skip
 WORKER_EXTRA = ["omp.tasks", "omp.tasks.presence"]  # a worker's call refreshes its heartbeat
 
 # The console script's wrapper, as pip writes it, with a report of the loaded modules at the
 # very end (omp ends its own process with os._exit: the report hooks into it).
 CHILD = """
-import json, os, sys
+import os, sys
 real_exit = os._exit
 def report(code):
     mods = sorted(sys.modules)
+    import json  # only now: whether the send loaded it is part of the report
     from pathlib import Path
     uri = Path("/a b").as_uri()  # the stand-in pathlib got for urllib's quoting still works
     sys.stderr.write("REPORT " + json.dumps({"modules": mods, "uri": uri, "code": code}) + "\\n")
