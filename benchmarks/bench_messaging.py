@@ -257,8 +257,8 @@ def bench_send(work: Path, root: Path, omp: list[str], sizes: Sizes) -> list[Row
     payload = {"team_name": "send", "from": "worker-1", "to": "worker-2", "body": "modules"}
     mods, stdlib = _modules_of(api_cmd(omp, "send-message", payload), env, root)
     public = [m for m in stdlib if not m.startswith("_")]
-    # pathlib as the console script imports it: without urllib (omp.cli._pathlib_without_urllib)
-    lean = "import re; from omp.cli import _pathlib_without_urllib as f; f(); "
+    # pathlib as the console script imports it: without urllib, fnmatch, re (omp.cli._lean_pathlib)
+    lean = "import re; from omp.cli import _lean_pathlib as f; f(); "
     plain = {
         "floor": [sys.executable, "-c", "pass"],
         "stdlib": [sys.executable, "-c", f"{lean}import {', '.join(stdlib)}"],

@@ -27,7 +27,6 @@ only the unread count (`status`) counts such a history without rebuilding it: `o
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator
 from itertools import accumulate
 
@@ -39,6 +38,7 @@ from omp.store.paths import TeamPaths
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
+    import re
     from typing import Any
 
 INDEX_VERSION = 1
@@ -90,6 +90,8 @@ def _block_res() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
 
 def _compile() -> None:
     if not _LINE:
+        import re  # here: a send never reads a whole block (`re` is ~5 ms where nothing loaded it)
+
         _LINE.append(re.compile(_shape()))
         _LINE.append(re.compile(_shape(blanks=False, after_newline=True)))
         _LINE.append(re.compile(_shape(after_newline=True)))
