@@ -69,7 +69,7 @@ def test_dumps_is_json_dumps(value: Any, args: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     "value",
     [{1, 2}, b"bytes", {"a": object()}, [math.nan], {"k": math.inf}, {(1, 2): 3}, -math.inf],
-    ids=repr,
+    ids=["set", "bytes", "object", "nan", "inf", "tuple-key", "-inf"],
 )
 @pytest.mark.parametrize("allow_nan", [True, False])
 def test_what_json_refuses_is_refused_alike(value: object, allow_nan: bool) -> None:

@@ -27,13 +27,15 @@ if TYPE_CHECKING:
 
 
 def _lean_pathlib() -> None:
-    """Import `pathlib` without three modules it loads for rare uses, each ~2-4 ms of the ~30 ms
-    an `omp team api` call may cost: `urllib.parse` (and the `ipaddress` it loads), for
-    `Path.as_uri`, and `fnmatch` and `re` (with the `enum` that `re` loads), for `Path.match`
-    and `glob`. pathlib gets stand-ins that import the real module when first used. The console
-    script of pip >= 25 and of uv imports nothing; older pip's imports `re` itself, which is then
-    used as it is. Only in the console script's own process (never when omp is imported as a
-    library), and only for modules not loaded yet (tests/cli/test_hot_path.py checks both)."""
+    """Import `pathlib` without the modules it loads for rare uses, ~6 ms of the ~30 ms an
+    `omp team api` call may cost: `urllib.parse` (and the `ipaddress` it loads, ~2 ms), for
+    `Path.as_uri`; `fnmatch` and `re` (with the `enum` that `re` loads, ~4 ms), for `Path.match`
+    and `glob`; `ntpath` (which tries five imports of Windows' `nt` on the way), for
+    `PureWindowsPath`; `warnings`, for two deprecated methods. pathlib gets stand-ins that import
+    the real module when first used. The console script of pip >= 25 and of uv imports nothing
+    first; older pip's imports `re` itself, which is then used as it is. Only in the console
+    script's own process (never when omp is imported as a library), and only for modules not
+    loaded yet (tests/cli/test_hot_path.py checks both)."""
     if "pathlib" in sys.modules:
         return
     stand_ins = {}
@@ -47,7 +49,7 @@ def _lean_pathlib() -> None:
             return real(bs, safe)
 
         parse.quote_from_bytes = quote_from_bytes  # type: ignore[attr-defined]
-    for name in ("fnmatch", "re"):  # `import re`: a module whose attributes are the real one's
+    for name in ("fnmatch", "ntpath", "re", "warnings"):  # `import re`: a module that forwards
         if name not in sys.modules:
             stand_ins[name] = _forwarding(name)
     sys.modules.update(stand_ins)

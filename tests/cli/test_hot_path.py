@@ -21,9 +21,7 @@ STDLIB = [
     "collections.abc",
     "errno",
     "fcntl",
-    "ntpath",
     "pathlib",
-    "warnings",
 ]
 # ... and omp's. Not: json (omp/jsonlite.py), typing, datetime, tomllib, urllib, contextlib, shlex,
 # dataclasses, inspect, tempfile, subprocess, typer, libtmux (see omp/typelite.py and
@@ -52,11 +50,12 @@ real_exit = os._exit
 def report(code):
     mods = sorted(sys.modules)
     import json  # only now: whether the send loaded it is part of the report
-    from pathlib import Path
+    from pathlib import Path, PureWindowsPath
     uri = Path("/a b").as_uri()  # urllib's quoting
     match = [Path("a/b.py").match("*.py"), Path("a/b.py").match("B.*"), Path("A").match("a")]
     found = sorted(p.name for p in Path(".omp").glob("*.t?ml"))  # fnmatch, re
-    report = {"modules": mods, "uri": uri, "match": match, "glob": found, "code": code}
+    win = str(PureWindowsPath("c:/a", "b"))  # ntpath
+    report = {"modules": mods, "uri": uri, "match": match, "glob": found, "win": win, "code": code}
     sys.stderr.write("REPORT " + json.dumps(report) + "\\n")
     sys.stderr.flush()
     real_exit(code)
@@ -112,6 +111,7 @@ def test_a_send_loads_exactly_these_modules(proj: Path) -> None:
     assert report["uri"] == "file:///a%20b"
     assert report["match"] == [True, False, False]
     assert report["glob"] == ["config.toml"]
+    assert report["win"] == "c:\\a\\b"
 
 
 def test_where_the_console_script_imports_nothing_a_send_loads_no_re(proj: Path) -> None:
@@ -120,6 +120,7 @@ def test_where_the_console_script_imports_nothing_a_send_loads_no_re(proj: Path)
     assert report["uri"] == "file:///a%20b"
     assert report["match"] == [True, False, False]
     assert report["glob"] == ["config.toml"]
+    assert report["win"] == "c:\\a\\b"
 
 
 def test_a_workers_send_adds_only_its_heartbeat(proj: Path) -> None:
