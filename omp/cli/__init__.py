@@ -16,10 +16,10 @@ Ctrl-C included, by letting the agent stop (exit 0): it must never hold an agent
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import ModuleType
     from typing import Any
 

@@ -10,7 +10,6 @@ stderr. A foreseeable failure (`OmpError`) prints its code and one line, never a
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
 
 from omp import jsonlite
 from omp.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, OmpError
@@ -18,6 +17,7 @@ from omp.textsafe import inline, json_safe, visible
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
     from typing import Any, NoReturn, TypeVar
 
     T = TypeVar("T")

@@ -27,7 +27,6 @@ only the unread count (`status`) counts such a history without rebuilding it: `o
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
 from itertools import accumulate
 
 from omp import clock, ids, jsonlite
@@ -39,10 +38,12 @@ from omp.store.paths import TeamPaths
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
     import re
+    from collections.abc import Callable, Iterator
     from typing import Any
 
+    Check = Callable[[int, "MailState"], None]
+
 INDEX_VERSION = 1
-Check = Callable[[int, "MailState"], None]
 _PROBE = 32  # bytes before the index offset that must still match: catches a replaced file
 KEEP_AFTER = 64 * 1024  # a read that parsed more than this past the index keeps what it learned
 

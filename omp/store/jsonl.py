@@ -14,7 +14,6 @@ killed in between reads the same lines again (at-least-once), never skips them.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 from omp import jsonlite
@@ -22,6 +21,7 @@ from omp.store import fs, locks, strictjson
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 

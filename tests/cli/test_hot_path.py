@@ -18,14 +18,13 @@ from tests.helpers import NO_LIMITS_TOML, child_env, isolate, make_project, make
 # as `_json` left out: they differ between builds) ...
 STDLIB = [
     "__future__",
-    "collections.abc",
     "errno",
     "fcntl",
     "pathlib",
 ]
-# ... and omp's. Not: json (omp/jsonlite.py), typing, datetime, tomllib, urllib, contextlib, shlex,
-# dataclasses, inspect, tempfile, subprocess, typer, libtmux (see omp/typelite.py and
-# omp/cli/__init__.py).
+# ... and omp's. Not: json (omp/jsonlite.py), collections.abc (its names are for mypy only),
+# typing, datetime, tomllib, urllib, contextlib, shlex, dataclasses, inspect, tempfile, subprocess,
+# typer, libtmux (see omp/typelite.py and omp/cli/__init__.py).
 OMP = [
     "omp", "omp.api", "omp.api.authorize", "omp.api.epilogue", "omp.api.operations",
     "omp.api.send", "omp.api.spec", "omp.cli", "omp.cli.api", "omp.cli.output", "omp.clock",
