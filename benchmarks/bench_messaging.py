@@ -257,8 +257,10 @@ def bench_send(work: Path, root: Path, omp: list[str], sizes: Sizes) -> list[Row
     payload = {"team_name": "send", "from": "worker-1", "to": "worker-2", "body": "modules"}
     mods, stdlib = _modules_of(api_cmd(omp, "send-message", payload), env, root)
     public = [m for m in stdlib if not m.startswith("_")]
-    # pathlib as the console script imports it: without urllib (omp.cli._pathlib_without_urllib)
-    lean = "import re; from omp.cli import _pathlib_without_urllib as f; f(); "
+    # pathlib as the console script imports it (omp.cli._lean_pathlib: without urllib, fnmatch,
+    # ntpath, warnings, and without re unless the script imported it first, as pip < 25's does)
+    first = "import re; " if "re" in stdlib else ""
+    lean = f"{first}from omp.cli import _lean_pathlib as f; f(); "
     plain = {
         "floor": [sys.executable, "-c", "pass"],
         "stdlib": [sys.executable, "-c", f"{lean}import {', '.join(stdlib)}"],
@@ -361,25 +363,34 @@ def bench_send(work: Path, root: Path, omp: list[str], sizes: Sizes) -> list[Row
 
 def _modules_of(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[list[str], list[str]]:
     """(omp modules, other top-level modules) the command loads beyond a bare interpreter: it
-    runs once, in a wrapper that lists them."""
+    runs once, in a wrapper that lists them. The console script itself runs in it (pip's wrapper
+    imports `re` before omp runs, pip >= 25's and uv's do not), or `python -m omp` without one."""
     listing = "print(' '.join(sorted(sys.modules)), file=sys.stderr)"
     bare = subprocess.run(
         [sys.executable, "-c", f"import sys; {listing}"], env=env, cwd=cwd, capture_output=True
     )
+    prefix = omp_command()
+    script = prefix[0] if len(prefix) == 1 else None
+    run_it = (  # the script as its own __main__, else the package's
+        "exec(compile(open(script).read(), script, 'exec'), {'__name__': '__main__'})"
+        if script
+        else "__import__('runpy').run_module('omp', run_name='__main__')"
+    )
     code = (  # omp ends its own process with os._exit: the listing hooks into it
-        "import os, sys, runpy\n"
+        "import os, sys\n"
         "real_exit = os._exit\n"
         f"def _exit(code):\n    {listing}\n    real_exit(code)\n"
         "os._exit = _exit\n"
-        "sys.argv = ['omp', *sys.argv[1:]]\n"
+        f"script = {script!r}\n"
+        "sys.argv = [script or 'omp', *sys.argv[1:]]\n"
         "try:\n"
-        "    runpy.run_module('omp', run_name='__main__')\n"
+        f"    {run_it}\n"
         "except SystemExit:\n"
         f"    {listing}\n"
         "    raise\n"
     )
     p = subprocess.run(
-        [sys.executable, "-c", code, *cmd[len(omp_command()) :]],
+        [sys.executable, "-c", code, *cmd[len(prefix) :]],
         env=env,
         cwd=cwd,
         capture_output=True,

@@ -12,10 +12,10 @@ Standard library only, and cheap to import: `omp team api` asks it on every call
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import NamedTuple
 else:
     from omp.typelite import NamedTuple

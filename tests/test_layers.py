@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent / "omp"
 
 # Lowest first. A module belongs to the longest prefix listed here.
 LAYERS: list[tuple[str, ...]] = [
-    ("omp", "omp.errors", "omp.clock", "omp.ids", "omp.textsafe", "omp.invocation",
+    ("omp", "omp.errors", "omp.clock", "omp.ids", "omp.textsafe", "omp.invocation", "omp.jsonlite",
      "omp.procs", "omp.demo_shell", "omp.identity", "omp.typelite"),
     ("omp.store",),
     ("omp.tmux",),

@@ -70,6 +70,66 @@ def test_named_tuple_is_typings() -> None:
     assert repr(classes[0](3)) == repr(Real(3)).replace("Real", "Lite")
 
 
+def _lite_class(name: str, fields: list[str], defaults: list[object]) -> Any:
+    """A typelite.NamedTuple subclass of these fields (the last ones with these defaults)."""
+    ns: dict[str, object] = {"__annotations__": dict.fromkeys(fields, "int")}
+    ns.update({"__module__": __name__, "__qualname__": name})
+    ns.update(zip(fields[len(fields) - len(defaults) :], defaults, strict=True))
+    meta: Any = type(typelite.NamedTuple)
+    return meta(name, (typelite.NamedTuple,), ns)
+
+
+def _behaviour(cls: Any, n: int) -> list[object]:
+    """What can be seen of a named tuple class of `n` fields."""
+    import copy
+    import inspect
+
+    seen: list[object] = [cls.__name__, cls.__doc__, cls._fields, cls._field_defaults]
+    seen += [cls.__match_args__, str(inspect.signature(cls)), cls.__new__.__doc__, cls.__slots__]
+    seen += [[getattr(cls, f).__doc__ for f in cls._fields], issubclass(cls, tuple)]
+    args = list(range(100, 100 + n))
+    p = cls(*args)
+    seen += [repr(p), tuple(p), p._asdict(), repr(p._replace(**{cls._fields[-1]: "z"}))]
+    seen += [repr(cls._make(args)), p == tuple(args), hash(p) == hash(tuple(args))]
+    seen += [repr(copy.copy(p)), repr(copy.deepcopy(p)), p.__getnewargs__()]  # as pickle does
+    seen += [
+        [getattr(p, f) for f in cls._fields],
+        repr(cls(**dict(zip(cls._fields, args, strict=True)))),
+    ]
+    for bad in (
+        lambda: cls._make(args[:-1]),
+        lambda: p._replace(nope=1),
+        lambda: cls(*args, 1),
+        lambda: cls(**{cls._fields[0]: 1}, nope=2),
+        lambda: setattr(p, cls._fields[0], 1),
+    ):
+        try:
+            bad()
+            seen.append("no error")
+        except (TypeError, ValueError, AttributeError) as exc:
+            seen.append((type(exc), str(exc)))
+    return seen
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 12, 13, 15])
+@pytest.mark.parametrize("n_defaults", [0, 1, 3])
+def test_named_tuples_of_any_size_are_collections_namedtuple(n: int, n_defaults: int) -> None:
+    """typelite builds the class without `collections.namedtuple` (up to 12 fields): the same."""
+    import collections
+
+    fields = [f"f{i}" for i in range(n)]
+    defaults: list[object] = [f"d{i}" for i in range(min(n_defaults, n))]
+    lite = _lite_class("Pt", fields, defaults)
+    real = collections.namedtuple("Pt", fields, defaults=defaults, module=__name__)  # type: ignore[misc]
+    assert _behaviour(lite, n) == _behaviour(real, n)
+    assert (lite._replace is typelite._replace) is (n <= 12)  # built without namedtuple
+
+
+def test_a_field_named_with_an_underscore_is_refused_as_namedtuple_does() -> None:
+    with pytest.raises(ValueError, match="cannot start with an underscore"):
+        _lite_class("Bad", ["_x"], [])
+
+
 def test_named_tuple_refuses_a_field_without_default_after_one_with() -> None:
     with pytest.raises(TypeError):
 

@@ -7,9 +7,12 @@ delays a nudge. Neither is imported by the read-only operations.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
 from omp.record.config import TeamConfig
+
+TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def beat(cfg: TeamConfig, who: str | None) -> None:

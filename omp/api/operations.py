@@ -14,8 +14,6 @@ in the order they are checked, its reply type (`omp.api.doc`) and a note. The ch
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from omp.api import authorize, epilogue, send
 from omp.api.send import EVENT_FIELDS
 from omp.api.spec import TEAM, Field, Operation, Reply, text_field
@@ -28,6 +26,7 @@ from omp.store.names import LEADER
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from omp.api.doc import (

@@ -14,14 +14,13 @@ This module is on the per-call path: no dataclasses, no inspect (plain classes w
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from omp.errors import OmpError
 from omp.store import names
 from omp.store.paths import StatePaths, TeamPaths, find_root
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, Generic, TypeVar
 
     R = TypeVar("R")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
+from omp import jsonlite
 from omp.cli import output
 from omp.errors import EXIT_OK, EXIT_USAGE, OmpError
 
@@ -146,7 +146,7 @@ def _load_input(raw: str) -> dict[str, Any]:
     elif raw.startswith("@"):  # no JSON object starts with '@'
         raw = _read_input_file(raw[1:])
     try:
-        obj = json.loads(raw)
+        obj = jsonlite.loads(raw)
     except RecursionError:  # deeper than the parser goes
         _too_deep()
     except ValueError as exc:

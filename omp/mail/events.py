@@ -31,7 +31,7 @@ from omp import clock
 from omp.errors import OmpError
 from omp.mail import limits, mailbox
 from omp.record.config import TeamConfig
-from omp.store.names import TASK_ID_RE
+from omp.store.names import is_task_id
 from omp.store.names import task_id as check_task_id
 from omp.store.paths import TeamPaths
 from omp.tasks import conversations, presence
@@ -127,7 +127,7 @@ def parse(inp: dict[str, Any], root: Path, cwd: str | None) -> EventFields:
     if tid is not None:
         check_task_id(tid)
     ref = inp.get("ref_message_id")
-    if ref is not None and (not isinstance(ref, str) or TASK_ID_RE.fullmatch(ref) is None):
+    if ref is not None and not is_task_id(ref):
         raise OmpError(
             "invalid_input",
             "ref_message_id must be a message id (1-64 letters, digits, '_' or '-')",

@@ -26,13 +26,10 @@ only the unread count (`status`) counts such a history without rebuilding it: `o
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from collections.abc import Callable, Iterator
 from itertools import accumulate
 
-from omp import clock, ids
+from omp import clock, ids, jsonlite
 from omp.errors import OmpError
 from omp.record import history
 from omp.store import fs, jsonl, locks
@@ -40,10 +37,13 @@ from omp.store.paths import TeamPaths
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
+    import re
+    from collections.abc import Callable, Iterator
     from typing import Any
 
+    Check = Callable[[int, "MailState"], None]
+
 INDEX_VERSION = 1
-Check = Callable[[int, "MailState"], None]
 _PROBE = 32  # bytes before the index offset that must still match: catches a replaced file
 KEEP_AFTER = 64 * 1024  # a read that parsed more than this past the index keeps what it learned
 
@@ -91,6 +91,8 @@ def _block_res() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
 
 def _compile() -> None:
     if not _LINE:
+        import re  # here: a send never reads a whole block (`re` is ~5 ms where nothing loaded it)
+
         _LINE.append(re.compile(_shape()))
         _LINE.append(re.compile(_shape(blanks=False, after_newline=True)))
         _LINE.append(re.compile(_shape(after_newline=True)))
@@ -767,7 +769,7 @@ def _ids_in(fd: int, wanted: set[str]) -> set[str]:
     Only lines holding one of the ids, as a JSON string, are parsed: a block that holds none of
     them costs one byte search per id.
     """
-    keys = {m: json.dumps(m, ensure_ascii=False).encode() for m in wanted}
+    keys = {m: jsonlite.dumps(m, ensure_ascii=False).encode() for m in wanted}
     # an id with escapes or beyond ASCII may be spelled otherwise by another writer: parse all
     plain = all(k.isascii() and b"\\" not in k for k in keys.values())
     found: set[str] = set()

@@ -30,7 +30,6 @@ carries a fingerprint of the first line, see `parse_cursor`):
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from omp import clock
@@ -41,6 +40,7 @@ from omp.store.paths import StatePaths, TeamPaths
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
     from typing import Any
 
 

@@ -13,24 +13,21 @@ killed in between reads the same lines again (at-least-once), never skips them.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable
 from pathlib import Path
 
+from omp import jsonlite
 from omp.store import fs, locks, strictjson
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
-
-# One encoder, built once: json.dumps with non-default arguments builds a new one per call.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def encode(record: dict[str, Any]) -> bytes:
     # JSON never holds a raw newline, so one record is always one line.
-    return (_ENCODER.encode(record) + "\n").encode()
+    return (jsonlite.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
 class locked:

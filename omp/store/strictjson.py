@@ -11,8 +11,7 @@ reader: one more bad line, skipped and kept).
 
 from __future__ import annotations
 
-import json
-from json.scanner import make_scanner
+from omp import jsonlite
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
@@ -44,9 +43,9 @@ def _number(literal: str) -> float:
     return value
 
 
-DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_number)
-# The decoder's own C scanner, without `json.loads`'s wrappers (typeshed types its argument oddly)
-SCAN = make_scanner(DECODER)  # type: ignore[arg-type]
+DECODER = jsonlite.Decoder(parse_constant=_constant, parse_float=_number)
+# The decoder's own C scanner, without `json.loads`'s wrappers
+SCAN = DECODER.scan
 
 
 def too_deep(obj: Any) -> bool:

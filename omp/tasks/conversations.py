@@ -32,7 +32,7 @@ from typing import Any
 from omp import clock
 from omp.errors import OmpError
 from omp.store import fs, locks, strictjson
-from omp.store.names import TASK_ID_RE
+from omp.store.names import is_task_id
 from omp.store.paths import TeamPaths, task_id_of_record
 
 SCHEMA = 1
@@ -248,7 +248,7 @@ def _dir_ok(team: TeamPaths) -> bool:
 
 def load(team: TeamPaths, task_id: str) -> Conversation | None:
     """The record of `task_id`, or None if there is none. `corrupt_record` if it is damaged."""
-    if TASK_ID_RE.fullmatch(task_id) is None or not _dir_ok(team):
+    if not is_task_id(task_id) or not _dir_ok(team):
         return None
     path = record_path(team, task_id)
     data = fs.read_bytes(path)

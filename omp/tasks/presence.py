@@ -21,7 +21,6 @@ the sweep (no `task_cancel_ack` in time), makes it inactive until its next own A
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from omp import clock
@@ -33,6 +32,7 @@ from omp.store.paths import TeamPaths
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
 LIVE_SECONDS = 45.0

@@ -135,7 +135,7 @@ def decode_cursor(cfg: TeamConfig, cursor: str) -> dict[str, Any]:
 
 def _decode(cfg: TeamConfig, cursor: str) -> tuple[dict[str, Any], int]:
     """(the task statuses, the last "needs you" episode reported) of a cursor."""
-    from omp.store.names import TASK_ID_RE
+    from omp.store.names import is_task_id
 
     example = f"{cfg.name}:{run_id(cfg)}:1=c,2=i"
     team, sep, rest = cursor.partition(":")
@@ -182,7 +182,7 @@ def _decode(cfg: TeamConfig, cursor: str) -> tuple[dict[str, Any], int]:
     out: dict[str, Any] = {}
     for part in parts:
         tid, eq, code = part.partition("=")
-        if not eq or TASK_ID_RE.fullmatch(tid) is None or not code.replace("_", "").isalpha():
+        if not eq or not is_task_id(tid) or not code.replace("_", "").isalpha():
             raise OmpError(
                 "invalid_cursor",
                 f"--since takes the cursor a previous wait printed (like {example}), got "

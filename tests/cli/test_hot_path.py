@@ -18,46 +18,49 @@ from tests.helpers import NO_LIMITS_TOML, child_env, isolate, make_project, make
 # as `_json` left out: they differ between builds) ...
 STDLIB = [
     "__future__",
-    "collections.abc",
     "errno",
     "fcntl",
-    "fnmatch",
-    "json",
-    "json.decoder",
-    "json.encoder",
-    "json.scanner",
-    "ntpath",
     "pathlib",
-    "warnings",
 ]
-# ... and omp's. Not: typing, datetime, tomllib, urllib, contextlib, shlex, dataclasses, inspect,
-# tempfile, subprocess, typer, libtmux (see omp/typelite.py and omp/cli/__init__.py).
+# ... and omp's. Not: json (omp/jsonlite.py), collections.abc (its names are for mypy only),
+# typing, datetime, tomllib, urllib, contextlib, shlex, dataclasses, inspect, tempfile, subprocess,
+# typer, libtmux (see omp/typelite.py and omp/cli/__init__.py).
 OMP = [
     "omp", "omp.api", "omp.api.authorize", "omp.api.epilogue", "omp.api.operations",
     "omp.api.send", "omp.api.spec", "omp.cli", "omp.cli.api", "omp.cli.output", "omp.clock",
-    "omp.errors", "omp.identity", "omp.ids", "omp.mail", "omp.mail.delivery", "omp.mail.limits",
-    "omp.mail.mailbox", "omp.record", "omp.record.config", "omp.record.history", "omp.store",
-    "omp.store.fs", "omp.store.jsonl", "omp.store.locks", "omp.store.names", "omp.store.paths",
-    "omp.store.project_config", "omp.store.strictjson", "omp.store.tree", "omp.textsafe",
-    "omp.typelite",
+    "omp.errors", "omp.identity", "omp.ids", "omp.jsonlite", "omp.mail", "omp.mail.delivery",
+    "omp.mail.limits", "omp.mail.mailbox", "omp.record", "omp.record.config",
+    "omp.record.history", "omp.store", "omp.store.fs", "omp.store.jsonl", "omp.store.locks",
+    "omp.store.names", "omp.store.paths", "omp.store.project_config", "omp.store.strictjson",
+    "omp.store.tree", "omp.textsafe", "omp.typelite",
 ]  # fmt: skip
 WORKER_EXTRA = ["omp.tasks", "omp.tasks.presence"]  # a worker's call refreshes its heartbeat
 
-# The console script's wrapper, as pip writes it, with a report of the loaded modules at the
-# very end (omp ends its own process with os._exit: the report hooks into it).
+# Where the console script does not import `re` (pip >= 25's wrapper, uv's), a send loads what
+# `functools` needs (pathlib imports it) and not `re`, `enum` or `fnmatch` (omp.cli._lean_pathlib).
+WITHOUT_RE = ["collections", "functools", "itertools", "keyword", "operator", "reprlib", "types"]
+
+# The console script's wrapper, as pip writes it (before pip 25: with `import re`), with a report
+# of the loaded modules at the very end (omp ends its own process with os._exit: the report hooks
+# into it). The report also uses what pathlib got stand-ins for: they still work.
 CHILD = """
-import json, os, sys
+import os, sys
 real_exit = os._exit
 def report(code):
     mods = sorted(sys.modules)
-    from pathlib import Path
-    uri = Path("/a b").as_uri()  # the stand-in pathlib got for urllib's quoting still works
-    sys.stderr.write("REPORT " + json.dumps({"modules": mods, "uri": uri, "code": code}) + "\\n")
+    import json  # only now: whether the send loaded it is part of the report
+    from pathlib import Path, PureWindowsPath
+    uri = Path("/a b").as_uri()  # urllib's quoting
+    match = [Path("a/b.py").match("*.py"), Path("a/b.py").match("B.*"), Path("A").match("a")]
+    found = sorted(p.name for p in Path(".omp").glob("*.t?ml"))  # fnmatch, re
+    win = str(PureWindowsPath("c:/a", "b"))  # ntpath
+    report = {"modules": mods, "uri": uri, "match": match, "glob": found, "win": win, "code": code}
+    sys.stderr.write("REPORT " + json.dumps(report) + "\\n")
     sys.stderr.flush()
     real_exit(code)
 os._exit = report
 sys.argv = ["omp", *sys.argv[1:]]
-import re
+WRAPPER
 from omp.cli import main
 try:
     main()
@@ -75,14 +78,17 @@ def proj(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def _loaded(proj: Path, *args: str) -> tuple[list[str], dict[str, object]]:
+def _loaded(
+    proj: Path, *args: str, wrapper: str = "import re"
+) -> tuple[list[str], dict[str, object]]:
     env = child_env(proj.parent / "home")
     floor = subprocess.run(
-        [sys.executable, "-c", "import re, sys; print(' '.join(sys.modules))"],
+        [sys.executable, "-c", f"{wrapper}; import sys; print(' '.join(sys.modules))"],
         env=env, capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
+    child = CHILD.replace("WRAPPER", wrapper)
     p = subprocess.run(
-        [sys.executable, "-c", CHILD, *args], cwd=proj, env=env, capture_output=True, text=True
+        [sys.executable, "-c", child, *args], cwd=proj, env=env, capture_output=True, text=True
     )
     line = next(x for x in p.stderr.splitlines() if x.startswith("REPORT "))
     report = json.loads(line[len("REPORT ") :])
@@ -102,6 +108,18 @@ def test_a_send_loads_exactly_these_modules(proj: Path) -> None:
     extra, report = _loaded(proj, *_send("leader", "worker-1"))
     assert extra == sorted(STDLIB + OMP)
     assert report["uri"] == "file:///a%20b"
+    assert report["match"] == [True, False, False]
+    assert report["glob"] == ["config.toml"]
+    assert report["win"] == "c:\\a\\b"
+
+
+def test_where_the_console_script_imports_nothing_a_send_loads_no_re(proj: Path) -> None:
+    extra, report = _loaded(proj, *_send("leader", "worker-1"), wrapper="pass")
+    assert extra == sorted(STDLIB + OMP + WITHOUT_RE)
+    assert report["uri"] == "file:///a%20b"
+    assert report["match"] == [True, False, False]
+    assert report["glob"] == ["config.toml"]
+    assert report["win"] == "c:\\a\\b"
 
 
 def test_a_workers_send_adds_only_its_heartbeat(proj: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,30 @@ def test_invalid_task_ids(tid: object) -> None:
     with pytest.raises(OmpError) as exc:
         names.task_id(tid)
     assert exc.value.code == "invalid_task_id"
+
+
+# The patterns the str-method checks stand for (omp/store/names.py checks without `re`).
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+TASK_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# Characters near the edges of the allowed sets, so most strings drawn are close calls
+CLOSE = st.text(
+    alphabet=st.sampled_from("aZ09._-/\\ \n\x00\u00e9\u0660\uff21Kk\u212a@[`{:"), max_size=70
+)
+
+
+@pytest.mark.parametrize("text", [*VALID, *(x for x in INVALID if isinstance(x, str))])
+def test_names_and_task_ids_agree_with_their_patterns(text: str) -> None:
+    assert names.is_valid_name(text) is (NAME_PATTERN.fullmatch(text) is not None)
+    assert names.is_task_id(text) is (TASK_ID_PATTERN.fullmatch(text) is not None)
+
+
+@given(st.one_of(CLOSE, st.text(max_size=70)))
+def test_names_and_task_ids_agree_with_their_patterns_on_any_text(text: str) -> None:
+    assert names.is_valid_name(text) is (NAME_PATTERN.fullmatch(text) is not None)
+    assert names.is_task_id(text) is (TASK_ID_PATTERN.fullmatch(text) is not None)
+    for long in (text * 10, "a" * 63 + text, "a" * 64 + text):
+        assert names.is_valid_name(long) is (NAME_PATTERN.fullmatch(long) is not None)
+        assert names.is_task_id(long) is (TASK_ID_PATTERN.fullmatch(long) is not None)
 
 
 # ---- the root ---------------------------------------------------------------------------------
