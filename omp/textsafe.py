@@ -54,7 +54,7 @@ def _tables() -> list[dict[int, str | None]]:
 def unsafe_characters() -> str:
     """Every character `visible` or `json_safe` writes as something else: a text holding none of
     them comes out of both as it went in (a reader of much text can look before it translates)."""
-    return "".join(map(chr, sorted({*_UNSAFE, *_JSON_UNSAFE})))
+    return "".join(map(chr, sorted({*_tables()[0], *_JSON_UNSAFE})))
 
 
 def visible(text: str) -> str:
