@@ -58,6 +58,7 @@ def outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
     return "value", repr(value)
 
 
+@pytest.mark.slow  # a property test; the close calls below stay in the quick loop
 @settings(max_examples=300)
 @given(VALUES, ARGS)
 def test_dumps_is_json_dumps(value: Any, args: dict[str, Any]) -> None:
@@ -120,6 +121,7 @@ CLOSE_CALLS = [
 ]
 
 
+@pytest.mark.slow  # a property test; the close calls below stay in the quick loop
 @settings(max_examples=300)
 @given(DOCS | st.text(max_size=20))
 def test_loads_is_json_loads(text: str) -> None:

@@ -177,6 +177,7 @@ def _lines(draw: st.DrawFn) -> bytes:
 _HEADER = jsonl.encode({"type": "log", "log": "0123456789abcdef", "at": "2026-12-01T00:00:00Z"})
 
 
+@pytest.mark.slow  # a property test; the two tests after it stay in the quick loop
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
