@@ -69,15 +69,15 @@ _VALUE = rb'[^"\\\x00-\x1f]*'  # a string value's text: what the parse takes as 
 _MAX_PATTERNS = 32
 # Every how many blocks a log whose lines mostly take the parse path is tried again
 _PROBE = 8
-# The shapes kept, at most: memory stays bounded whatever the log (a line of a shape beyond them
-# takes the parse path)
+# The structures and key sets kept, at most, all together: memory stays bounded whatever the log
+# (a line of a shape beyond them takes the parse path)
 _MAX_SHAPES = 4096
 
 
 class Shapes:
     """The verdicts kept across the blocks of one read."""
 
-    __slots__ = ("blocks", "known", "match", "patterns", "poor")
+    __slots__ = ("blocks", "kept", "known", "match", "patterns", "poor")
 
     def __init__(self) -> None:
         # structure -> (its keys getter, keys -> verdict)
@@ -88,6 +88,7 @@ class Shapes:
         # the next blocks take the parse path at once, but every `_PROBE`th, which tries again
         self.poor = False
         self.blocks = 0
+        self.kept = 0  # structures and key sets in `known`, at most _MAX_SHAPES
 
     def add(self, parts: list[bytes], verdict: int) -> None:
         """The pattern of a shape that passes (`parts`: a line of it split on its quotes)."""
@@ -151,14 +152,17 @@ def render(data: bytes, start: int, prefix: str, shapes: Shapes) -> tuple[bytes,
                 known = known_shape(structure)
                 if known is None:
                     known = (_keys_getter(parts), {})
-                    if len(shapes.known) < _MAX_SHAPES:
+                    if shapes.kept < _MAX_SHAPES:
                         shapes.known[structure] = known
+                        shapes.kept += 1
                 keys = known[0](parts)
                 verdict = known[1].get(keys)
                 if verdict is None:
+                    parsed += 1  # a shape's first line is parsed: a log of new shapes is poor
                     verdict, printed = _first_of_shape(line, parts, end, prefix, head_text)
-                    if len(known[1]) < _MAX_SHAPES:
+                    if shapes.kept < _MAX_SHAPES:
                         known[1][keys] = verdict
+                        shapes.kept += 1
                     if verdict != _PARSE:
                         shapes.add(parts, verdict)
                         match = shapes.match

@@ -277,3 +277,19 @@ def test_the_same_bytes_when_few_shapes_are_kept(
         monkeypatch.setattr(events_json, "_MAX_SHAPES", shapes)
         monkeypatch.setattr(events_json, "_MAX_PATTERNS", patterns)
         assert command(root, None) == want
+
+
+def test_a_log_of_new_shapes_goes_to_the_parse_path_and_keeps_little(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every line with keys of its own (another writer's log): each first-of-shape parse counts,
+    so such a block makes the next ones take the parse path at once; and the structures and key
+    sets kept are bounded all together, not per structure."""
+    monkeypatch.setattr(events_json, "_MAX_SHAPES", 10)
+    block = b"".join(b'{"type":"x","k%d":1}\n' % i for i in range(40))
+    shapes = events_json.new_shapes()
+    out, n = events_json.render(block, 0, "t:0123456789abcdef:", shapes)
+    assert n == 40
+    assert shapes.poor  # 40 lines, 40 parsed: the next blocks take the parse path
+    assert shapes.kept == 10  # one structure and nine key sets, not 10 key sets per structure
+    assert sum(len(v[1]) for v in shapes.known.values()) + len(shapes.known) == 10
