@@ -92,12 +92,32 @@ def ensure_worktrees_dir(root: Path) -> Path:
     status`, and an agent's `git add -A` there would take it in as an embedded repository.
     This runs before each worktree is made in here, so a failure refuses the worktree."""
     where = worktrees_dir(root)
-    fresh = not os.path.lexists(root / OMP_DIR)
+    omp_dir = root / OMP_DIR
+    fresh = _made_here(omp_dir)
     StatePaths(root).ensure(where)
-    if fresh:
-        write_gitignore(root / OMP_DIR, IGNORE_ALL, required=True)
-    write_gitignore(where, IGNORE_WORKTREES, required=True)
+    try:
+        if fresh:
+            write_gitignore(omp_dir, IGNORE_ALL, required=True)
+        write_gitignore(where, IGNORE_WORKTREES, required=True)
+    except OmpError:
+        if fresh:  # refused: what this call made goes with it (each only if still empty)
+            for made in (where, omp_dir):
+                with contextlib.suppress(OSError):
+                    os.rmdir(made)
+        raise
     return where
+
+
+def _made_here(omp_dir: Path) -> bool:
+    """Whether `.omp/` is (to be) omp's own for the worktrees: absent, or holding only an empty
+    `worktrees/` with no `.gitignore` beside it (what a call refused for a full disk left, if
+    its clean-up could not remove it). A `.omp/` of the user's keeps its settings visible."""
+    try:
+        return os.listdir(omp_dir) == [WORKTREES] and not os.listdir(omp_dir / WORKTREES)
+    except FileNotFoundError:
+        return not os.path.lexists(omp_dir)  # (a dangling symlink: the state tree refuses it)
+    except OSError:
+        return False
 
 
 class Provision(NamedTuple):

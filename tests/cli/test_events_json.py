@@ -288,7 +288,9 @@ def test_a_log_of_new_shapes_goes_to_the_parse_path_and_keeps_little(
     monkeypatch.setattr(events_json, "_MAX_SHAPES", 10)
     block = b"".join(b'{"type":"x","k%d":1}\n' % i for i in range(40))
     shapes = events_json.new_shapes()
-    out, n = events_json.render(block, 0, "t:0123456789abcdef:", shapes)
+    prefix = "t:0123456789abcdef:"
+    out, n = events_json.render(block, 0, prefix, shapes)
+    assert (out, n) == events_json._parse_path(block.split(b"\n")[:-1], 0, prefix)
     assert n == 40
     assert shapes.poor  # 40 lines, 40 parsed: the next blocks take the parse path
     assert shapes.kept == 10  # one structure and nine key sets, not 10 key sets per structure

@@ -70,3 +70,23 @@ def test_a_gitignore_that_cannot_be_written_is_a_storage_error(
     failed = tmp_path / ".omp" / ("worktrees" if user_made else "") / ".gitignore"
     assert err.value.detail["path"] == str(failed)
     assert not os.path.lexists(failed)  # nothing half-written left to pass for the whole file
+
+
+def test_a_refused_call_leaves_nothing_and_the_next_one_writes_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk refuses the worktrees directory with nothing left of it; once there is room,
+    the next call writes `.omp/.gitignore` too (the `.omp/` is still omp's own)."""
+    calls = failing_writes(monkeypatch, times=99)
+    with pytest.raises(OmpError):
+        ensure_worktrees_dir(tmp_path)
+    assert not os.path.lexists(tmp_path / ".omp")
+    calls[:] = [0] * 99  # the disk has room again: writes go through
+    where = ensure_worktrees_dir(tmp_path)
+    assert (tmp_path / ".omp" / ".gitignore").read_bytes() == IGNORE_ALL
+    assert (where / ".gitignore").read_bytes() == IGNORE_WORKTREES
+    # what a refused call could not clean up (an empty worktrees/ alone) still counts as omp's
+    other = tmp_path / "other"
+    (other / ".omp" / "worktrees").mkdir(parents=True)
+    ensure_worktrees_dir(other)
+    assert (other / ".omp" / ".gitignore").read_bytes() == IGNORE_ALL
