@@ -74,7 +74,7 @@ def demo(
         help="The task the team splits.",
         callback=opt.text(),
     ),
-    socket: str = opt.SocketOpt,
+    socket: str | None = opt.SocketOpt,
     timeout: float = typer.Option(
         60.0, "--timeout", help="Seconds to wait for the team.", callback=opt.seconds(positive=True)
     ),

@@ -122,7 +122,7 @@ def register(team_app: typer.Typer) -> None:
                 callback=opt.text(max_len=256),
             ),
         ] = None,
-        socket: str = opt.SocketOpt,
+        socket: str | None = opt.SocketOpt,
         new_session: bool = opt.NewSessionOpt,
         ready_timeout: float = opt.ReadyTimeoutOpt,
         as_json: bool = JsonOpt,

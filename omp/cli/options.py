@@ -239,15 +239,18 @@ def socket_name_problem(name: str) -> str | None:
     return None
 
 
-def tmux_socket() -> Callback:
-    """A tmux server's socket name (`socket_name_problem`), from `--socket` or its variable."""
+def tmux_socket(*, deferred: bool = False) -> Callback:
+    """A tmux server's socket name (`socket_name_problem`), from `--socket` or its variable.
+    `deferred`: only the text is checked here, the name by the command where it uses it
+    (`checked_socket`), so that a variable set for other commands does not stop one that
+    ignores it."""
 
     @_checked
     def check(ctx: Any, param: Any, value: Any) -> Any:
         if value is None:
             return None
         text(max_len=PATH_MAX)(ctx, param, value)
-        why = socket_name_problem(value)
+        why = None if deferred else socket_name_problem(value)
         if why is not None:  # (click names the variable beside the option itself)
             _refuse(param, why, value)
         return value
@@ -255,7 +258,17 @@ def tmux_socket() -> Callback:
     return check
 
 
-# `launch`, `resume`, `demo` and `shutdown --force`: the tmux server, by its socket name.
+def checked_socket(value: str | None) -> str | None:
+    """A `DeferredSocketOpt`'s value where the command uses it: refused as `SocketOpt` refuses."""
+    why = None if value is None else socket_name_problem(value)
+    if why is not None:
+        from omp.errors import OmpError
+
+        raise OmpError("invalid_input", f"Invalid value for '--socket' / 'OMP_TMUX_SOCKET': {why}")
+    return value
+
+
+# `launch`, `resume` and `demo`: the tmux server, by its socket name.
 SocketOpt: Any = typer.Option(
     None,
     "--socket",
@@ -263,6 +276,15 @@ SocketOpt: Any = typer.Option(
     metavar="NAME",
     help="The tmux server by its socket name, as tmux -L NAME takes it.",
     callback=tmux_socket(),
+)
+# `shutdown`, which uses it only with `--force`: the name is checked there (`checked_socket`).
+DeferredSocketOpt: Any = typer.Option(
+    None,
+    "--socket",
+    envvar="OMP_TMUX_SOCKET",
+    metavar="NAME",
+    help="The tmux server by its socket name, as tmux -L NAME takes it (used with --force).",
+    callback=tmux_socket(deferred=True),
 )
 
 # `launch` and `add-worker`: where new workers work (docs/worktrees.md).

@@ -60,7 +60,7 @@ def launch(
         help="Team name (default <agent>-<time>).",
         callback=opt.text(max_len=256),
     ),
-    socket: str = opt.SocketOpt,
+    socket: str | None = opt.SocketOpt,
     new_session: bool = opt.NewSessionOpt,
     nudge_leader: bool = typer.Option(
         False, "--nudge-leader", help="Also type unread-mail nudges into the leader's pane."
@@ -252,7 +252,7 @@ def shutdown(
         help="Also for a team whose config cannot be read: kill only the panes omp can prove "
         "it started for this team (searching --socket's server too).",
     ),
-    socket: str = opt.SocketOpt,
+    socket: str | None = opt.DeferredSocketOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Kill the team's worker panes (and its session if omp made it); keep all mail and state."""
@@ -263,6 +263,7 @@ def shutdown(
         from omp.team.shutdown import force_shutdown
         from omp.team.shutdown import shutdown as do_shutdown
 
+        where = opt.checked_socket(socket) if force else None  # (only --force searches it)
         try:
             cfg = _config(team)
         except OmpError as err:
@@ -273,7 +274,7 @@ def shutdown(
                     )
                 raise
             return cast(
-                "ShutdownReply", force_shutdown(_project().team(team_name(team)), socket=socket)
+                "ShutdownReply", force_shutdown(_project().team(team_name(team)), socket=where)
             )
         return cast("ShutdownReply", do_shutdown(cfg))
 

@@ -131,9 +131,20 @@ def test_every_socket_option_is_the_shared_one() -> None:
                 found[path] = p
     assert set(found) == set(COMMANDS)
     for path, p in found.items():
-        assert _own_callback(p) is opt.SocketOpt.callback, path
-        assert p.help == opt.SocketOpt.help and p.envvar == "OMP_TMUX_SOCKET", path
+        # shutdown uses the server only with --force, and checks the name there
+        shared = opt.DeferredSocketOpt if path == ("team", "shutdown") else opt.SocketOpt
+        assert _own_callback(p) is shared.callback, path
+        assert p.help == shared.help and p.envvar == "OMP_TMUX_SOCKET", path
         assert p.metavar == "NAME" and p.default is None, path
+
+
+def test_shutdown_without_force_is_not_stopped_by_a_variable_it_does_not_use(
+    world: tuple[Path, dict[str, str]],
+) -> None:
+    """OMP_TMUX_SOCKET set for other commands: a plain shutdown never reads the server by it."""
+    _, env = world
+    r = run_cli("team", "shutdown", "nosuch", "--json", env={**env, "OMP_TMUX_SOCKET": "a/b"})
+    assert r.rc == 1 and r.json["error"] == "unknown_team", r
 
 
 # ---- on every command ---------------------------------------------------------------------------
