@@ -179,6 +179,18 @@ def test_an_unread_line_that_is_not_json_is_left_to_the_parse(tmp_path: Path) ->
     assert reference(path.read_bytes()) == 0
 
 
+def test_a_second_id_key_is_read_as_the_rest_of_the_mailbox_reads_it(tmp_path: Path) -> None:
+    """Outside the contract (no JSON writer repeats a key; `reference` keeps the last, as JSON
+    does): a message line is trusted to carry one `id`, by the count and the rebuild alike, so
+    `status` agrees with every other reader of the mailbox."""
+    path = tmp_path / "box.jsonl"
+    odd = b'{"type":"message","id":"b","id":"a","body":"x"}\n' + compact(receipt("b"))
+    path.write_bytes(history(400, 0) + odd)
+    assert path.stat().st_size > mailbox.SMALL  # the rebuild reads it from the bytes too
+    assert counted(path) == rebuilt(path) == 0
+    assert reference(path.read_bytes()) == 1  # (what a full parse of every line would say)
+
+
 def test_a_pair_after_an_unread_copy_of_its_message_delivers_it(tmp_path: Path) -> None:
     """The count deletes pairs without looking at their ids; an id it ends with is looked up."""
     a, b = str(uuid.uuid4()), str(uuid.uuid4())
