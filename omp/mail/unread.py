@@ -50,7 +50,7 @@ from omp.store import jsonl
 
 BLOCK = 1 << 20
 SLACK = 1 << 16  # read past a block's end, so that a receipt a few lines on is in sight
-RUN = 8  # the longest run of messages followed by their receipts in order read in one pass
+RUN = 16  # the longest run of messages followed by their receipts in order read in one pass
 WINDOW = 16  # lines after a message within which the lookahead looks for its receipt (any order)
 MAX_CANDIDATES = 64  # more messages than this waiting: the usual rebuild (its cost does not grow)
 MAX_REST = 512  # more lines than this left by the deletion: another shape, or not worth it
@@ -97,13 +97,17 @@ class _Shape:
         self.whole = re.compile(rcpt[2:] + text + b"{1,128}" + tail + b"\n")  # with its newline
 
 
-_SHAPES: list[_Shape] = []
+_SPELLINGS = ((b":", b","), (b": ", b", "))  # (colon, comma): compact, then `json.dumps`'s
+_SHAPES: dict[int, _Shape] = {}
 
 
-def _shapes() -> list[_Shape]:
-    if not _SHAPES:  # compiled on first use: the per-call paths never need them
-        _SHAPES.extend((_Shape(b":", b","), _Shape(b": ", b", ")))
-    return _SHAPES
+def _shape(spelling: int) -> _Shape:
+    """One spelling's patterns, compiled on first use (~2-4 ms each): the per-call paths never
+    need them, and a file of one spelling never compiles the other's."""
+    shape = _SHAPES.get(spelling)
+    if shape is None:
+        shape = _SHAPES[spelling] = _Shape(*_SPELLINGS[spelling])
+    return shape
 
 
 def count(fd: int) -> int | None:
@@ -112,18 +116,19 @@ def count(fd: int) -> int | None:
     Reads the complete lines (a last line without its newline waits for it, as everywhere).
     Writes nothing."""
     size = os.fstat(fd).st_size
-    shapes = list(_shapes())  # the one the last block had first: a file keeps its spelling
+    spellings = [0, 1]  # the one the last block had first: a file keeps its spelling
     pending: dict[bytes, int] = {}  # a waiting id -> the file offset of its last message line
     for base, buf, owned, end in _Blocks(fd, size):
         view = memoryview(buf)[:end]
-        for shape in shapes:
+        for spelling in spellings:
+            shape = _shape(spelling)
             candidates = _left(shape, shape.units.sub(b"", view))
             if candidates is not None:
                 break
         else:
             return None  # a line of another shape: the full parse decides
-        if shape is not shapes[0]:
-            shapes.reverse()
+        if spelling != spellings[0]:
+            spellings.reverse()
         for key in candidates:
             at = buf.rfind(shape.message + key + b'"', 0, end)
             if at >= owned:

@@ -90,11 +90,11 @@ def spaced(rec: dict[str, Any]) -> bytes:
 def history(n: int, unread_last: int, *, layout: str = "pairs", encode: Any = compact) -> bytes:
     """`n` messages; all but the last `unread_last` delivered, as a member marking what it reads
     writes them: each receipt right after its message ("pairs"), in runs of three after the
-    messages they deliver ("runs"), a burst of eight at a time ("bursts"), a burst's receipts in
+    messages they deliver ("runs"), a burst of sixteen at a time ("bursts"), a burst's receipts in
     the reverse order ("reversed"), a pair's receipts after the next pair's messages
     ("interleaved"), or only every fifty messages ("late": beyond the count's lookahead)."""
     ids = [str(uuid.UUID(int=i + 1)) for i in range(n)]
-    run = {"pairs": 1, "runs": 3, "bursts": 8, "reversed": 5, "interleaved": 2, "late": 50}[layout]
+    run = {"pairs": 1, "runs": 3, "bursts": 16, "reversed": 5, "interleaved": 2, "late": 50}[layout]
     out: list[bytes] = []
     pending: list[str] = []
     held: list[str] = []  # "interleaved": the receipts written after the next run's messages
