@@ -117,6 +117,8 @@ def count(fd: int) -> int | None:
     Writes nothing."""
     size = os.fstat(fd).st_size
     spellings = [0, 1]  # the one the last block had first: a file keeps its spelling
+    if _first_is_spaced(fd):
+        spellings.reverse()  # (the other's patterns are then never compiled)
     pending: dict[bytes, int] = {}  # a waiting id -> the file offset of its last message line
     for base, buf, owned, end in _Blocks(fd, size):
         view = memoryview(buf)[:end]
@@ -140,6 +142,14 @@ def count(fd: int) -> int | None:
         if pending:
             _deliver(pending, shape, buf, base, owned, end)
     return _confirmed(fd, size, pending)
+
+
+def _first_is_spaced(fd: int) -> bool:
+    """Whether the file's first line is spelled as `json.dumps` spells it (`{"type": "...`)."""
+    return os.pread(fd, 10, 0) == _SPACED_HEAD
+
+
+_SPACED_HEAD = b'{"type": "'
 
 
 def _left(shape: _Shape, rest: bytes) -> set[bytes] | None:
