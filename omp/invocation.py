@@ -14,7 +14,6 @@ No imports beyond the standard library's cheapest: this runs on the `omp team ap
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from collections.abc import Mapping
 
@@ -54,7 +53,21 @@ def omp_argv(argv0: str | None = None, executable: str | None = None) -> list[st
 
 def omp_command(argv0: str | None = None, executable: str | None = None) -> str:
     """`omp_argv` as shell words (quoted only where a shell needs it)."""
-    return shlex.join(omp_argv(argv0, executable))
+    return " ".join(map(quote, omp_argv(argv0, executable)))
+
+
+# What `shlex.quote` leaves bare: ASCII letters, digits and `_@%+=:,./-`
+_BARE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
+
+
+def quote(word: str) -> str:
+    """`shlex.quote(word)`, without `shlex` (it compiles a regular expression as it loads, and
+    needs `re`: ~3 ms of `omp team status`, which names omp in its hints)."""
+    if not word:
+        return "''"
+    if _BARE.issuperset(word):
+        return word
+    return "'" + word.replace("'", "'\"'\"'") + "'"
 
 
 def team_command(raw: Mapping[str, Any] | None) -> str:

@@ -7,6 +7,9 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from omp import invocation
 
 
@@ -101,3 +104,11 @@ def test_version_is_answered_without_typer() -> None:
     from omp import __version__
 
     assert out.stdout.splitlines() == [f"omp {__version__}", "False"], out
+
+
+@given(
+    st.text() | st.sampled_from(["", "'", "a b", "/x/.venv/bin/omp", "é", "a'b\"c", "$HOME", "-"])
+)
+def test_quote_is_shlex_quote(word: str) -> None:
+    """`omp.invocation.quote` is `shlex.quote`, without loading `shlex` (and `re`) for status."""
+    assert invocation.quote(word) == shlex.quote(word)

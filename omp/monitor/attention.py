@@ -23,9 +23,8 @@ monitor's policy reads such a screen as not idle), so nudges wait until it is go
 
 from __future__ import annotations
 
-import shlex
-
 from omp import clock
+from omp.invocation import quote
 from omp.mail import mailbox
 from omp.record import history
 from omp.record.config import TeamConfig
@@ -67,8 +66,8 @@ def attach_command(cfg: TeamConfig, pane: str) -> str | None:
     session = cfg.raw.get("tmuxSession") or ident.get("sessionId")
     if not isinstance(socket, str) or not socket or not isinstance(session, str) or not session:
         return None
-    tmux = f"tmux -S {shlex.quote(socket)}"
-    return f"{tmux} select-pane -t {pane} && {tmux} attach -t {shlex.quote(session)}"
+    tmux = f"tmux -S {quote(socket)}"
+    return f"{tmux} select-pane -t {pane} && {tmux} attach -t {quote(session)}"
 
 
 # ---- the published view: team/<name>/attention.json ----------------------------------------

@@ -50,7 +50,7 @@ from omp.record.budget import generation
 from omp.record.config import TeamConfig
 from omp.store import fs
 from omp.store.names import LEADER
-from omp.usage.totals import ReadState, Tokens, Unreadable, UsageTotals
+from omp.usage.totals import KINDS, ReadState, Tokens, Unreadable, UsageTotals
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
@@ -207,8 +207,6 @@ def _member(
     procs: _Procs,
 ) -> Row:
     """Find (or re-find) the member's session, read its records on; `entry` is updated."""
-    from omp.usage.read import READERS
-
     role = "leader" if name == LEADER else "worker"
     agent = entry.get("agent")
     if not isinstance(agent, str) or not agent:  # the index is omp's cache: a bad value is redone
@@ -233,7 +231,7 @@ def _member(
     # does not hide the session the pane's process shows.
     if (
         (sess is None or not records)
-        and agent in READERS
+        and agent in KINDS
         and pid is not None
         and _due(entry, pid, now)
     ):
@@ -254,15 +252,16 @@ def _member(
         elif pid is None:
             how = "no pane and no session.json: its session is not known"
     # A session's subagents may write records of their own, found beside the session's.
-    from omp.usage.locate import session_files
+    if records:
+        from omp.usage.locate import session_files
 
-    for r in list(records):
-        if r.get("sub"):
-            continue
-        for extra in session_files(str(r.get("kind")), Path(str(r["path"])))[1:]:
-            _add(records, str(r.get("kind")), extra, sub=True)
+        for r in list(records):
+            if r.get("sub"):
+                continue
+            for extra in session_files(str(r.get("kind")), Path(str(r["path"])))[1:]:
+                _add(records, str(r.get("kind")), extra, sub=True)
     entry.update(agent=agent, how=how, records=records)
-    if agent is not None and agent not in READERS and not records:
+    if agent is not None and agent not in KINDS and not records:
         from omp.usage.read import unknown_kind
 
         bad = unknown_kind(agent)
@@ -375,15 +374,13 @@ NO_LEADER_HOOK = "no stop hook recorded the leader's session (workers/leader/ses
 
 def _leader_unknown(cfg: TeamConfig, agent: str | None, pid: int | None, last: str) -> str:
     """Why the leader's session is not known, when its pane was not looked at now."""
-    from omp.usage.read import READERS
-
     if pid is not None and last.startswith(NO_LEADER_HOOK):
         return last  # looked at lately (`_due`): what that look found
     if not cfg.pane_of(LEADER):
         return f"{NO_LEADER_HOOK}, and the team records no leader pane to look in"
     if agent is None:
         return f"{NO_LEADER_HOOK}, and the leader's agent is not known (launch --leader-agent)"
-    if agent not in READERS:
+    if agent not in KINDS:
         return f"{NO_LEADER_HOOK}, and omp cannot find {agent} sessions from a process"
     if pid is None:
         return f"{NO_LEADER_HOOK}, and its pane is not running in the team's window"

@@ -25,7 +25,6 @@ whole number >= 0 counts as 0. `max = N` grants exactly N continuations.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
@@ -148,6 +147,8 @@ def completed(reply: str | None, word: str, injected: str | None = None) -> bool
     if not reply:
         return False
     text = reply.replace(injected, "") if injected else reply
+    import re  # on first use: `omp team status` imports this module for its texts only
+
     w = re.escape(word)
     return re.search(rf"(?m)^[ \t]*(?:{w}|`{w}`|\*\*{w}\*\*)[ \t]*\r?$", text) is not None
 

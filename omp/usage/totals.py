@@ -25,6 +25,10 @@ else:
 FIELDS = ("calls", "input", "output", "cache_read", "cache_write")
 JSON_KEYS = ("calls", "input", "output", "cacheRead", "cacheWrite")
 RECENT = 256  # message ids `Tally.once` remembers
+# The agent CLIs whose session records omp reads (`omp.usage.read.READERS`, the same: a test keeps
+# them one), named here so that a view of a team whose members have no records to read (status
+# of a headless team, say) loads no reader, nor the JSON and regex modules they need
+KINDS = frozenset(("copilot", "claude", "codex", "gemini", "pi"))
 NOTHING: Mapping[str, Any] = MappingProxyType({})  # a state's empty default, never mutated
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from omp.stophook import sessions, workers
 from omp.store.paths import StatePaths, TeamPaths
@@ -164,3 +167,15 @@ def test_pi_workers_get_omps_extension(tmp_path: Path) -> None:
     assert flag == "--extension" and path.endswith(".ts")
     text = Path(path).read_text()
     assert text.startswith(MARKER) and '"/opt/omp/bin/omp hook stop"' in text
+
+
+@given(
+    st.text(max_size=210)
+    | st.text("abZ09._:-", min_size=195, max_size=205)
+    | st.sampled_from(["", "-a", ".a", "a b", "0f1e-9", "é", "a\n", "A" * 200, "A" * 201])
+)
+def test_a_session_id_is_what_the_pattern_said(value: str) -> None:
+    """`sessions.valid_id` (str methods) takes exactly what its pattern took."""
+    pattern = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
+    assert (sessions.valid_id(value) == value) is bool(pattern.fullmatch(value))
+    assert sessions.valid_id(value) in (None, value)

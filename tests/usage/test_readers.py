@@ -268,3 +268,11 @@ def test_totals_as_json() -> None:
     assert doc == {**tokens, "lastCall": doc["lastCall"], "models": {"claude-opus-5-5": tokens}}
     assert str(doc["lastCall"]).endswith("Z")
     assert epoch(doc["lastCall"]) == pytest.approx(got.last_call, abs=0.001)
+
+
+def test_the_kinds_named_without_loading_a_reader_are_the_readers() -> None:
+    """`omp.usage.totals.KINDS` (what a view checks before loading any reader) is READERS."""
+    from omp.usage.read import READERS
+    from omp.usage.totals import KINDS
+
+    assert set(READERS) == KINDS
