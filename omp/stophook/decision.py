@@ -26,7 +26,6 @@ whole number >= 0 counts as 0. `max = N` grants exactly N continuations.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
@@ -96,6 +95,8 @@ class Decision(NamedTuple):
 
 
 def _iso(now: float) -> str:
+    from datetime import UTC, datetime  # on use: `omp team status` imports this module too
+
     dt = datetime.fromtimestamp(now, UTC)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
@@ -188,6 +189,8 @@ def _crossed_since(state: Mapping[str, Any], crossed: Sequence[tuple[float, str]
     started = state.get("startedAt")
     since = None
     if isinstance(started, str):
+        from datetime import datetime
+
         try:
             since = datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp()
         except ValueError:

@@ -13,11 +13,11 @@ NamedTuples and plain dicts, no dataclasses: `status` may show these on its fast
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from types import MappingProxyType
 
 TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
 if TYPE_CHECKING:
+    from datetime import datetime
     from typing import Any, NamedTuple
 else:
     from omp.typelite import NamedTuple
@@ -242,11 +242,24 @@ def count(value: Any) -> int:
     return 0
 
 
+# `datetime.datetime`, imported on first use (~2 ms): a view of a team whose members have no
+# record to read never needs it
+_DATETIME: list[type[datetime]] = []
+
+
+def _datetime() -> type[datetime]:
+    if not _DATETIME:
+        from datetime import datetime
+
+        _DATETIME.append(datetime)
+    return _DATETIME[0]
+
+
 def epoch(value: Any) -> float | None:
     """An ISO 8601 time (`...Z` or with an offset) or epoch milliseconds, as epoch seconds."""
     if isinstance(value, str) and value:
         try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            return _datetime().fromisoformat(value.replace("Z", "+00:00")).timestamp()
         except ValueError:
             return None
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
@@ -259,6 +272,5 @@ def iso(when: float | None) -> str | None:
         return None
     from datetime import UTC
 
-    return (
-        datetime.fromtimestamp(when, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    )
+    at = _datetime().fromtimestamp(when, UTC)
+    return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -149,3 +149,4 @@ def test_status_of_a_team_the_typescript_tool_ran_loads_no_heavy_module(proj: Pa
     assert not {"typing", "dataclasses", "inspect", "omp.tasks.conversations"} & set(extra)
     # no usage reader (nor the json, zlib and shlex they need) for members with no record to read
     assert not {"omp.usage.read", "omp.usage.locate", "json", "zlib", "shlex"} & set(extra)
+    assert not {"datetime", "contextlib"} & set(extra)  # (used on their first call only)
