@@ -268,24 +268,21 @@ def checked_socket(value: str | None) -> str | None:
     return value
 
 
+def _socket_option(*, deferred: bool, note: str = "") -> Any:
+    return typer.Option(
+        None,
+        "--socket",
+        envvar="OMP_TMUX_SOCKET",
+        metavar="NAME",
+        help=f"The tmux server by its socket name, as tmux -L NAME takes it{note}.",
+        callback=tmux_socket(deferred=deferred),
+    )
+
+
 # `launch`, `resume` and `demo`: the tmux server, by its socket name.
-SocketOpt: Any = typer.Option(
-    None,
-    "--socket",
-    envvar="OMP_TMUX_SOCKET",
-    metavar="NAME",
-    help="The tmux server by its socket name, as tmux -L NAME takes it.",
-    callback=tmux_socket(),
-)
+SocketOpt: Any = _socket_option(deferred=False)
 # `shutdown`, which uses it only with `--force`: the name is checked there (`checked_socket`).
-DeferredSocketOpt: Any = typer.Option(
-    None,
-    "--socket",
-    envvar="OMP_TMUX_SOCKET",
-    metavar="NAME",
-    help="The tmux server by its socket name, as tmux -L NAME takes it (used with --force).",
-    callback=tmux_socket(deferred=True),
-)
+DeferredSocketOpt: Any = _socket_option(deferred=True, note=" (used with --force)")
 
 # `launch` and `add-worker`: where new workers work (docs/worktrees.md).
 WorkspaceOpt: Any = typer.Option(

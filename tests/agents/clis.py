@@ -109,7 +109,12 @@ def omp_argv() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "omp"]
 
 
-def poll(probe: Callable[[], T | Literal[False] | None], what: str, timeout: float = 90.0) -> T:
+POLL_TIMEOUT = 90.0  # seconds: the agents' default, a real CLI is slow to start under load
+
+
+def poll(
+    probe: Callable[[], T | Literal[False] | None], what: str, timeout: float = POLL_TIMEOUT
+) -> T:
     """`tests.helpers.poll` with the agents' longer default and `what` first."""
     return helpers.poll(probe, timeout, what)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from omp.agents import BUILTIN_PROFILES, classify_screen, input_region, squash
-from tests.agents.clis import SCREENS, AgentTeam, poll, tool_commands
+from tests.agents.clis import POLL_TIMEOUT, SCREENS, AgentTeam, poll, tool_commands
 from tests.agents.scripted_model import ScriptedModel, message_text
 from tests.agents.worker_policy import CLAIMED
 
@@ -85,6 +85,17 @@ def mail_from(team: AgentTeam, sender: str, to: str = "leader") -> list[dict[str
 
 def receipts(team: AgentTeam, who: str) -> set[str]:
     return {m["messageId"] for m in team.mailbox(who) if m.get("type") == "delivery-receipt"}
+
+
+def read_and_answered(
+    team: AgentTeam, mid: str, *, timeout: float = POLL_TIMEOUT
+) -> list[dict[str, Any]]:
+    """worker-1's receipt for message `mid` (within `timeout`), then its answer quoting the id
+    (its mail to the leader)."""
+    poll(lambda: mid in receipts(team, "worker-1"), f"receipt\n{team.debug()}", timeout=timeout)
+    return poll(
+        lambda: [m for m in mail_from(team, "worker-1") if mid in m["body"]], "the worker's answer"
+    )
 
 
 def launch_done(team: AgentTeam, workers: int) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from tests.agents.scenario import (
     launch_done,
     mail_from,
     omp_results,
-    receipts,
+    read_and_answered,
 )
 from tests.agents.scripted_model import ScriptedModel
 from tests.agents.worker_policy import NUDGE, TRIGGER, WorkerPolicy
@@ -104,10 +104,7 @@ def test_leader_message_is_read_and_answered(
     # typed and submitted, verified (no monitor runs: the send's own nudge)
     assert sent["ok"] is True and sent["nudge"] == "typed" and sent["nudged"] is True, sent
     mid = sent["messageId"]
-    poll(lambda: mid in receipts(team, "worker-1"), f"receipt\n{team.debug()}")
-    answer = poll(
-        lambda: [m for m in mail_from(team, "worker-1") if mid in m["body"]], "the worker's answer"
-    )
+    answer = read_and_answered(team, mid)
     assert answer[0]["to"] == "leader"
     nudges = [t for t in user_texts(scripted_model) if NUDGE.search(t)]
     assert len(nudges) == 1 and nudges[0].startswith(ONE_NUDGE), nudges
@@ -136,12 +133,7 @@ def test_message_sent_mid_turn_is_read_when_the_turn_ends(
     sent = team.api("send-message", {"from": "leader", "to": "worker-1", "body": "mid-turn"})
     assert sent["ok"] is True and sent["nudge"] == "deferred", sent
     mid = sent["messageId"]
-    poll(
-        lambda: mid in receipts(team, "worker-1"),
-        f"receipt\n{team.debug()}",
-        timeout=cli.mid_turn_receipt_timeout,
-    )
-    poll(lambda: [m for m in mail_from(team, "worker-1") if mid in m["body"]], "answer")
+    read_and_answered(team, mid, timeout=cli.mid_turn_receipt_timeout)
     poll(lambda: team.status()["allDone"], "allDone")
     # two typed user messages, each whole: the trigger, then one nudge after the task's turn
     # had ended; nothing was lost, doubled or merged into another input
@@ -174,12 +166,7 @@ def test_unread_mail_is_renudged_by_the_monitor(
     # the send's nudge, or the monitor's if it won the pane (the send then types none)
     assert sent["ok"] is True and nudge_went_out(sent), sent
     mid = sent["messageId"]
-    poll(
-        lambda: mid in receipts(team, "worker-1"),
-        f"receipt\n{team.debug()}",
-        timeout=cli.renudge_receipt_timeout,
-    )
-    poll(lambda: [m for m in mail_from(team, "worker-1") if mid in m["body"]], "answer")
+    read_and_answered(team, mid, timeout=cli.renudge_receipt_timeout)
     nudges = [t for t in user_texts(scripted_model) if NUDGE.search(t)]
     # one from the send (ignored), at least one more from the monitor (answered)
     assert len(nudges) >= 2, user_texts(scripted_model)
