@@ -49,16 +49,13 @@ if TYPE_CHECKING:
 # What a session id may look like before omp puts it on an agent's command line: the UUIDs and
 # ids the CLIs print, never a path or a shell word: `[A-Za-z0-9][A-Za-z0-9._:-]{0,199}`, checked
 # with str methods (a compiled pattern would load `re` on the way of `omp team status`)
-_ID_FIRST = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
-_ID_REST = _ID_FIRST | frozenset("._:-")
+_ID_CHARS = names.ALNUM + "._:-"
 FIELDS = ("agent", "sessionId", "transcriptPath", "cwd")
 SHUT_GRACE_S = 900.0  # a shut-down team still takes its leader's first record this long after
 
 
 def valid_id(value: object) -> str | None:
-    if isinstance(value, str) and 0 < len(value) <= 200 and value[0] in _ID_FIRST:
-        return value if _ID_REST.issuperset(value) else None
-    return None
+    return value if names.is_word(value, _ID_CHARS, 200) else None
 
 
 def read(team: TeamPaths, worker: str) -> dict[str, Any] | None:

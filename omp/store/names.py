@@ -13,20 +13,25 @@ if TYPE_CHECKING:
 # console script does not import it). The patterns they stand for, pinned by
 # tests/store/test_names_paths.py: a name `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`, a task id
 # `[A-Za-z0-9_-]{1,64}`.
-_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-_NAME_CHARS = _ALNUM + "._-"
-_TASK_ID_CHARS = _ALNUM + "_-"
+ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_NAME_CHARS = ALNUM + "._-"
+_TASK_ID_CHARS = ALNUM + "_-"
 MAX_NAME = 64
 LEADER = "leader"
 
 
-def is_valid_name(name: object) -> bool:
+def is_word(value: object, chars: str, max_len: int) -> TypeGuard[str]:
+    """`[A-Za-z0-9][<chars>]{0,max_len-1}` (`chars` holding ALNUM), checked with str methods."""
     return (
-        isinstance(name, str)
-        and 0 < len(name) <= MAX_NAME
-        and name[0] in _ALNUM
-        and not name.strip(_NAME_CHARS)  # nothing left: every character is one of them
+        isinstance(value, str)
+        and 0 < len(value) <= max_len
+        and value[0] in ALNUM
+        and not value.strip(chars)  # nothing left: every character is one of them
     )
+
+
+def is_valid_name(name: object) -> bool:
+    return is_word(name, _NAME_CHARS, MAX_NAME)
 
 
 def is_task_id(value: object) -> TypeGuard[str]:
