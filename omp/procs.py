@@ -259,5 +259,12 @@ def end_after(
         close()
     finally:
         ended = terminate(procs, grace=grace)
+        if match is not None:  # one started meanwhile (an agent relaunching itself): again
+            seen = {p.pid for p in procs}
+            late = [p for p in collect([], match) if p.pid not in seen]
+            if late:
+                more = terminate(late, grace=grace)
+                procs += late
+                ended = Ended(0, 0, ended.killed + more.killed, ended.left + more.left)
     # Count what was collected: most of it ends with its pane, before `terminate` looks.
     return ended._replace(found=len(procs), terminated=len(procs) - ended.killed - len(ended.left))
