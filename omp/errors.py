@@ -6,7 +6,7 @@ Exit codes: 0 ok, 1 the operation was refused or failed, 2 bad input or usage, 3
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from typing import Any
 

@@ -12,13 +12,11 @@ Standard library only, and cheap to import: `omp team api` asks it on every call
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import NamedTuple
-else:
-    from omp.typelite import NamedTuple
 
 # Every variable launch sets in a worker's pane that says "you are a worker".
 WORKER_VARS = ("OMP_WORKER", "OMP_TEAM", "OMP_LAUNCH_TOKEN", "OMP_TEAM_WORKER")

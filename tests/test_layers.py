@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent / "omp"
 
 # Lowest first. A module belongs to the longest prefix listed here.
 LAYERS: list[tuple[str, ...]] = [
-    ("omp", "omp.errors", "omp.clock", "omp.ids", "omp.textsafe", "omp.invocation", "omp.jsonlite",
-     "omp.procs", "omp.demo_shell", "omp.identity", "omp.typelite"),
+    ("omp", "omp.errors", "omp.clock", "omp.ids", "omp.textsafe", "omp.invocation",
+     "omp.procs", "omp.demo_shell", "omp.identity"),
     ("omp.store",),
     ("omp.tmux",),
     ("omp.agents", "omp.skills", "omp.workspace", "omp.usage", "omp.notify"),

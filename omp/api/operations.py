@@ -24,7 +24,7 @@ from omp.record.config import TeamConfig
 from omp.store import names
 from omp.store.names import LEADER
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any

@@ -20,6 +20,8 @@ reply (a worker's heartbeat, a monitor that runs) is `omp.api.epilogue`.
 
 from __future__ import annotations
 
+from typing import NamedTuple, cast
+
 from omp.api import authorize, epilogue
 from omp.api.spec import Reply
 from omp.errors import OmpError
@@ -29,15 +31,13 @@ from omp.record.config import TeamConfig
 from omp.store.names import LEADER
 from omp.store.paths import TeamPaths
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
-    from typing import Any, NamedTuple, cast
+    from typing import Any
 
     from omp.api.doc import BroadcastReply, NudgeFields, SendReply
     from omp.api.spec import Args
     from omp.mail.events import EventFields
-else:
-    from omp.typelite import NamedTuple, cast
 
 # send-message fields that make a message an event (see omp.mail.events, imported only for them)
 EVENT_FIELDS = ("event", "intent", "need_reply", "task_id", "ref_message_id", "detail")

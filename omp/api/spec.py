@@ -14,20 +14,18 @@ This module is on the per-call path: no dataclasses, no inspect (plain classes w
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
+
 from omp.errors import OmpError
 from omp.store import names
 from omp.store.paths import StatePaths, TeamPaths, find_root
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, Generic, TypeVar
+    from typing import Any
 
-    R = TypeVar("R")
-else:
-    from omp.typelite import Generic
-
-    R = None  # `Generic[R]` below is read by mypy; at run time it is the plain base
+R = TypeVar("R")
 
 MAX_BODY = 32 * 1024
 DEFAULT_LIMIT = 50

@@ -17,68 +17,17 @@ from __future__ import annotations
 
 import sys
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from types import ModuleType
     from typing import Any
 
     from typer import Typer
 
 
-def _lean_pathlib() -> None:
-    """Import `pathlib` without the modules it loads for rare uses, ~6 ms of the ~30 ms an
-    `omp team api` call may cost: `urllib.parse` (and the `ipaddress` it loads, ~2 ms), for
-    `Path.as_uri`; `fnmatch` and `re` (with the `enum` that `re` loads, ~4 ms), for `Path.match`
-    and `glob`; `ntpath` (which tries five imports of Windows' `nt` on the way), for
-    `PureWindowsPath`; `warnings`, for two deprecated methods. pathlib gets stand-ins that import
-    the real module when first used. The console script of pip >= 25 and of uv imports nothing
-    first; older pip's imports `re` itself, which is then used as it is. Only in the console
-    script's own process (never when omp is imported as a library), and only for modules not
-    loaded yet (tests/cli/test_hot_path.py checks both)."""
-    if "pathlib" in sys.modules:
-        return
-    stand_ins = {}
-    if "urllib.parse" not in sys.modules:
-        # `from urllib.parse import quote_from_bytes`: a function that imports the real one
-        stand_ins["urllib.parse"] = parse = type(sys)("urllib.parse")
-
-        def quote_from_bytes(bs: bytes, safe: str = "/") -> str:
-            from urllib.parse import quote_from_bytes as real
-
-            return real(bs, safe)
-
-        parse.quote_from_bytes = quote_from_bytes  # type: ignore[attr-defined]
-    for name in ("fnmatch", "ntpath", "re", "warnings"):  # `import re`: a module that forwards
-        if name not in sys.modules:
-            stand_ins[name] = _forwarding(name)
-    sys.modules.update(stand_ins)
-    try:
-        import pathlib  # noqa: F401
-    except ImportError:
-        pass  # another Python's pathlib wants more of them: imported normally below
-    finally:
-        for name, stand_in in stand_ins.items():
-            if sys.modules.get(name) is stand_in:
-                del sys.modules[name]
-
-
-def _forwarding(name: str) -> ModuleType:
-    """A module named `name` that imports the real one on its first attribute read."""
-    stand_in = type(sys)(name)
-
-    def __getattr__(attr: str) -> object:
-        __import__(name)  # the real module: the stand-in left sys.modules after pathlib's import
-        return getattr(sys.modules[name], attr)
-
-    stand_in.__dict__["__getattr__"] = __getattr__
-    return stand_in
-
-
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if argv is None:  # the console script (or `python -m omp`): this process is omp's own
-        _lean_pathlib()
         from omp.cli import output
 
         output.OWN_PROCESS = True

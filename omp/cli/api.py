@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
-from omp import jsonlite
 from omp.cli import output
 from omp.errors import EXIT_OK, EXIT_USAGE, OmpError
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, NoReturn
@@ -146,7 +146,7 @@ def _load_input(raw: str) -> dict[str, Any]:
     elif raw.startswith("@"):  # no JSON object starts with '@'
         raw = _read_input_file(raw[1:])
     try:
-        obj = jsonlite.loads(raw)
+        obj = json.loads(raw)
     except RecursionError:  # deeper than the parser goes
         _too_deep()
     except ValueError as exc:

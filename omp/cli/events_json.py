@@ -39,7 +39,7 @@ from omp.record.history import LOG_HEADER
 from omp.store import jsonl
 from omp.textsafe import json_safe, unsafe_characters, visible
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any

@@ -9,13 +9,13 @@ stderr. A foreseeable failure (`OmpError`) prints its code and one line, never a
 
 from __future__ import annotations
 
+import json
 import sys
 
-from omp import jsonlite
 from omp.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, OmpError
 from omp.textsafe import inline, json_safe, visible
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any, NoReturn, TypeVar
@@ -27,7 +27,7 @@ Result = dict[str, "Any"]
 
 def dumps(obj: Any) -> str:
     """JSON text, never NaN or Infinity (which no JSON parser must accept): ValueError then."""
-    text = jsonlite.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return json_safe(text)
 
 
@@ -40,7 +40,7 @@ def emit_json(obj: Mapping[str, Any]) -> None:
         data = (text + "\n").encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate read from a line another program wrote: escape it, stay valid JSON.
-        data = (jsonlite.dumps(obj, separators=(",", ":")) + "\n").encode("ascii")
+        data = (json.dumps(obj, separators=(",", ":")) + "\n").encode("ascii")
     write_bytes(data)
 
 

@@ -4,16 +4,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 from omp.cli.output import run
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
-    from typing import cast
-
     from omp.cli.replies import StatusReply
-else:
-    from omp.typelite import cast
 
 
 def status_once(team: str | None, *, as_json: bool) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from omp.invocation import hint
 from omp.textsafe import inline, visible
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from typing import Any
 

@@ -23,18 +23,16 @@ On the `omp team api` path: no dataclasses, no tmux import unless a pane is to b
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 from omp import clock
 from omp.record.config import TeamConfig
 from omp.store import fs
 from omp.store.names import LEADER
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import NamedTuple
-else:
-    from omp.typelite import NamedTuple
 
 UNREAD_REPEAT = 60.0  # seconds between nudges about the same unread mail
 UNREAD_REPEAT_ENV = "OMP_MONITOR_UNREAD_REPEAT_SECONDS"

@@ -37,7 +37,7 @@ from omp.store.paths import TeamPaths
 from omp.tasks import conversations, presence
 from omp.tasks.conversations import Conversation
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from typing import Any
 

@@ -16,17 +16,16 @@ Per project, `.omp/config.toml` may set any of:
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 from omp.errors import OmpError
 from omp.mail import mailbox
 from omp.store import project_config
 from omp.store.paths import StatePaths
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
-    from typing import Any, NamedTuple
-else:
-    from omp.typelite import NamedTuple
+    from typing import Any
 
 # Answers that always fit a full mailbox: refusing them would leave a requester waiting forever.
 ANSWER_EVENTS = frozenset({"task_done", "task_fail", "task_clarify_res", "task_cancel_ack"})

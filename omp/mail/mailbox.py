@@ -26,16 +26,17 @@ only the unread count (`status`) counts such a history without rebuilding it: `o
 
 from __future__ import annotations
 
+import json
 import os
 from itertools import accumulate
 
-from omp import clock, ids, jsonlite
+from omp import clock, ids
 from omp.errors import OmpError
 from omp.record import history
 from omp.store import fs, jsonl, locks
 from omp.store.paths import TeamPaths
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     import re
     from collections.abc import Callable, Iterator
@@ -769,7 +770,7 @@ def _ids_in(fd: int, wanted: set[str]) -> set[str]:
     Only lines holding one of the ids, as a JSON string, are parsed: a block that holds none of
     them costs one byte search per id.
     """
-    keys = {m: jsonlite.dumps(m, ensure_ascii=False).encode() for m in wanted}
+    keys = {m: json.dumps(m, ensure_ascii=False).encode() for m in wanted}
     # an id with escapes or beyond ASCII may be spelled otherwise by another writer: parse all
     plain = all(k.isascii() and b"\\" not in k for k in keys.values())
     found: set[str] = set()

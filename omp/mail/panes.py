@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from omp.record.config import TeamConfig
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import NamedTuple
 
     from omp.agents import AgentProfile
     from omp.mail.typein import Delivery
     from omp.tmux import PaneIdentity, PaneState, Tmux, TmuxIdentity
-else:
-    from omp.typelite import NamedTuple
 
 
 def tmux_identity(cfg: TeamConfig) -> TmuxIdentity | None:

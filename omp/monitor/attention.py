@@ -34,7 +34,7 @@ from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths
 from omp.textsafe import inline
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from typing import Any
 

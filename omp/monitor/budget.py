@@ -35,7 +35,7 @@ from omp.record import history
 from omp.record.config import TeamConfig
 from omp.store.names import LEADER
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from typing import Any
 

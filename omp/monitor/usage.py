@@ -44,6 +44,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from omp import clock
 from omp.record.budget import generation
@@ -52,11 +53,9 @@ from omp.store import fs
 from omp.store.names import LEADER
 from omp.usage.totals import KINDS, ReadState, Tokens, Unreadable, UsageTotals
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
-    from typing import Any, NamedTuple
-else:
-    from omp.typelite import NamedTuple
+    from typing import Any
 
 SCHEMA = 1
 RELOOK = 60.0  # seconds between looks at a pane's processes for a session already found

@@ -28,6 +28,7 @@ hook, `wait` and `status` read this file (read-only here: `read`, `crossed_since
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from omp import clock
 from omp.errors import OmpError
@@ -35,11 +36,9 @@ from omp.record.settings import team_settings
 from omp.store import fs, locks
 from omp.store.paths import StatePaths, TeamPaths
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
-    from typing import Any, NamedTuple
-else:
-    from omp.typelite import NamedTuple
+    from typing import Any
 
 SCHEMA = 1
 MAX_TOKENS = 10**15  # a number no session reaches: anything above is a typo

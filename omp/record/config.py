@@ -11,7 +11,7 @@ from omp.store import fs
 from omp.store.names import LEADER, is_valid_name, worker_name
 from omp.store.paths import StatePaths, TeamPaths
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from typing import Any
 

@@ -14,14 +14,12 @@ so that each accepts the others' keys and still refuses a typo (`invalid_config`
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from omp.store import project_config
 from omp.store.paths import StatePaths
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
-if TYPE_CHECKING:
-    from typing import NamedTuple
-else:
-    from omp.typelite import NamedTuple
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 
 
 class TeamSettings(NamedTuple):

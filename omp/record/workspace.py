@@ -28,16 +28,15 @@ Nothing here runs git: `omp.workspace` does, imported by the callers that need i
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from omp.errors import OmpError
 from omp.store import project_config
 from omp.store.paths import StatePaths
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
-    from typing import Any, NamedTuple
-else:
-    from omp.typelite import NamedTuple
+    from typing import Any
 
 WORKTREE, SHARED = "worktree", "shared"
 KINDS = (WORKTREE, SHARED)

@@ -26,15 +26,14 @@ whole number >= 0 counts as 0. `max = N` grants exactly N continuations.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
-    from typing import Any, NamedTuple
+    from typing import Any
 
     State = dict[str, Any]
 else:
-    from omp.typelite import NamedTuple
-
     State = dict
 
 

@@ -21,16 +21,16 @@ symlinks, foreign owners and the wrong kind of entry are refused there.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 from pathlib import Path
 
-from omp import jsonlite
 from omp.errors import OmpError
 from omp.store import strictjson
 from omp.store.tree import GITIGNORE, OMP_DIR, STATE_DIR, in_state_tree
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from typing import Any
 
@@ -320,7 +320,7 @@ def _temp_beside(path: Path) -> tuple[int, str]:
 
 
 def write_json_atomic(path: Path, obj: Any, *, pretty: bool = True) -> None:
-    text = jsonlite.dumps(obj, indent=2 if pretty else None, ensure_ascii=False)
+    text = json.dumps(obj, indent=2 if pretty else None, ensure_ascii=False)
     write_atomic(path, (text + "\n").encode())
 
 

@@ -13,13 +13,13 @@ killed in between reads the same lines again (at-least-once), never skips them.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
-from omp import jsonlite
 from omp.store import fs, locks, strictjson
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 def encode(record: dict[str, Any]) -> bytes:
     # JSON never holds a raw newline, so one record is always one line.
-    return (jsonlite.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
 class locked:

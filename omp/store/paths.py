@@ -30,18 +30,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 from omp.errors import OmpError
 from omp.store import fs
 from omp.store.names import recipient_name, team_name, worker_name
 from omp.store.tree import OMP_DIR, STATE_DIR, in_state_tree
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
-if TYPE_CHECKING:
-    from typing import NamedTuple
-else:
-    from omp.typelite import NamedTuple
-
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 __all__ = ["in_state_tree"]  # the test for the private part of the tree, named with the map
 
 ROOT_MARKERS = (OMP_DIR, ".git")

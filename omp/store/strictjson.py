@@ -11,9 +11,9 @@ reader: one more bad line, skipped and kept).
 
 from __future__ import annotations
 
-from omp import jsonlite
+import json
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from typing import Any
 
@@ -43,9 +43,9 @@ def _number(literal: str) -> float:
     return value
 
 
-DECODER = jsonlite.Decoder(parse_constant=_constant, parse_float=_number)
-# The decoder's own C scanner, without `json.loads`'s wrappers
-SCAN = DECODER.scan
+DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_number)
+# `(value, end)` of the JSON value that starts at an index, without `loads`'s wrappers
+SCAN = DECODER.raw_decode
 
 
 def too_deep(obj: Any) -> bool:

@@ -30,7 +30,7 @@ from omp.store import fs
 from omp.store.names import LEADER
 from omp.store.paths import TeamPaths
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Any

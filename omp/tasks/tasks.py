@@ -24,7 +24,7 @@ from omp.store import fs, jsonl, locks
 from omp.store.names import task_id as check_task_id
 from omp.store.paths import TeamPaths, task_id_of_lock, task_id_of_record
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from typing import Any
 

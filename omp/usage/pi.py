@@ -15,7 +15,7 @@ from __future__ import annotations
 from omp.usage.scan import Reader
 from omp.usage.totals import Tally, count
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from typing import Any
 

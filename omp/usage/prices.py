@@ -15,17 +15,16 @@ high, never low, which is the safe side for a budget.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from omp.errors import OmpError
 from omp.store import project_config
 from omp.store.paths import StatePaths
 from omp.usage.totals import Tokens
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
-    from typing import Any, NamedTuple
-else:
-    from omp.typelite import NamedTuple
+    from typing import Any
 
 KEYS = ("input", "output", "cache_read", "cache_write")
 

@@ -13,13 +13,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NamedTuple
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
-if TYPE_CHECKING:
-    from typing import NamedTuple
-else:
-    from omp.typelite import NamedTuple
-
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 PROC = Path("/proc")
 # The environment is read for these only (where each CLI keeps its records, and omp's own
 # variables naming a pane's team and worker): a process's environment holds API keys too.

@@ -20,14 +20,13 @@ import stat
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from omp.usage.totals import ReadState, Tally, Unreadable, UsageTotals
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
-    from typing import Any, NamedTuple
-else:
-    from omp.typelite import NamedTuple
+    from typing import Any
 
 _decode = json.JSONDecoder().decode  # json.loads without its per-call checks
 CHUNK = 8 << 20  # bytes read at a time: memory stays bounded on a huge record

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import NamedTuple
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from datetime import datetime
-    from typing import Any, NamedTuple
-else:
-    from omp.typelite import NamedTuple
+    from typing import Any
 
 FIELDS = ("calls", "input", "output", "cache_read", "cache_write")
 JSON_KEYS = ("calls", "input", "output", "cacheRead", "cacheWrite")

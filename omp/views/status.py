@@ -20,7 +20,7 @@ from omp.store import fs
 from omp.store.paths import StatePaths, TeamPaths
 from omp.tasks import presence, tasks
 
-TYPE_CHECKING = False  # typing's own costs ~3 ms a process (see omp/typelite.py)
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from typing import Any
 
