@@ -1,7 +1,7 @@
 """The docs do not drift from the code or from each other: the error table of docs/errors.md is the
 registry in omp/errors.py, every command shown exists with the options shown, every path and
 relative link points at something that exists. (`omp team api`'s table in docs/commands.md is
-checked by tests/team/test_api_spec.py.)"""
+checked by tests/api/test_api_spec.py.)"""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from omp.errors import OmpError
 from omp.store.paths import StatePaths
 from omp.tasks import tasks
 from tests.helpers import FIXTURES, isolate, make_project
-from tests.team.test_monitor_policy import (
+from tests.monitor.test_monitor_policy import (
     FakeClock,
     FakePane,
     FakeTmux,

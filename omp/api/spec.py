@@ -6,7 +6,7 @@ One declaration per operation (`Operation`, listed in `omp.api.operations.OPERAT
 - the reply type, a TypedDict of `omp.api.doc` named by the declaration (its keys, and
   which are optional, are the documented output);
 - the one-line summaries of `omp team api --help` and the table in docs/commands.md, built by
-  `omp.api.doc` (tests/team/test_api_spec.py compares the table with that page).
+  `omp.api.doc` (tests/api/test_api_spec.py compares the table with that page).
 
 This module is on the per-call path: no dataclasses, no inspect (plain classes with
 `__slots__`); what only documents lives in `omp.api.doc`, imported for `--help` and tests.

@@ -21,9 +21,9 @@ lifecycle module 81 / 103 ms (it loads libtmux's pane, window, session and optio
 the interpreter itself starts in 11 / 14 ms. At load ~7 the same rows read 45 / 97, 62 / 127,
 110 / 210 and 98 / 232 ms. A launch takes about a second (more per worker), so libtmux is
 noise there; on `omp team api`, called hundreds of times by agents at ~3x the interpreter floor,
-it would more than double every call. tests/test_tmux_lifecycle.py pins that the per-call paths
+it would more than double every call. tests/tmux/test_lifecycle.py pins that the per-call paths
 (the client's reads, typing, status, wait, the monitor) never import libtmux, and that libtmux's
-own untimed runner never runs; tests/team/test_events.py pins what an API call imports.
+own untimed runner never runs; tests/mail/test_events.py pins what an API call imports.
 
 `identity` holds the one tmux identity type (`TmuxIdentity`: a team's server incarnation,
 session and window, as config.json's `tmuxIdentity` records it; `PaneIdentity`: one pane of it).

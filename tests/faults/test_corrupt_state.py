@@ -29,7 +29,7 @@ import pytest
 
 from omp.errors import CODES, EXIT_INTERNAL
 from tests.helpers import REPO, child_env, make_project, make_team, run_cli, snapshot_tree
-from tests.team.test_monitor_policy import World, world  # noqa: F401 (a fixture)
+from tests.monitor.test_monitor_policy import World, world  # noqa: F401 (a fixture)
 
 TEAM = "t"
 STATE = Path(".omp") / "state"

@@ -18,7 +18,7 @@ from omp.team.shutdown import shutdown
 from omp.views.status import status
 from omp.views.wait import EXIT_GONE, wait
 from tests.helpers import child_env, isolate, make_project, make_team, run_cli
-from tests.team.test_monitor_policy import live_config
+from tests.monitor.test_monitor_policy import live_config
 
 
 @pytest.fixture

@@ -223,12 +223,12 @@ LAUNCH_1_SHELL = ("team", "launch", "1:shell", "write a haiku", "--name", "t")
 
 
 def test_every_printed_command_runs_from_a_worktree_pane(tmp_path: Path) -> None:
-    """tests/team/test_pane_commands.py's check, for a worker whose pane is in its worktree:
+    """tests/tmux/test_pane_commands.py's check, for a worker whose pane is in its worktree:
     identity, inbox, the refusal's commit commands and the leader's nudge all work there."""
     import re
     import subprocess
 
-    from tests.team.test_pane_commands import BARE_PATH, PRINTED, VENV_OMP, run_in_pane
+    from tests.tmux.test_pane_commands import BARE_PATH, PRINTED, VENV_OMP, run_in_pane
     from tests.workspace.gitrepo import IDENTITY
 
     if shutil.which("tmux") is None or shutil.which("git") is None:

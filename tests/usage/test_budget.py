@@ -27,7 +27,7 @@ from omp.store.paths import StatePaths
 from omp.usage.totals import Tokens
 from omp.views.wait import wait
 from tests.helpers import REPO, assert_reply, isolate, make_project, records
-from tests.team.test_monitor_policy import (
+from tests.monitor.test_monitor_policy import (
     READY,
     TOKEN,
     FakeClock,

@@ -18,7 +18,7 @@ from omp.stophook import sessions
 from omp.tmux import Tmux
 from omp.usage.totals import Tokens
 from tests.helpers import child_env, make_project, poll, run_omp, snapshot_tree
-from tests.team.test_monitor_tmux import make_live_team
+from tests.monitor.test_monitor_tmux import make_live_team
 from tests.usage import fixtures as fx
 from tests.usage.team import HOLDER, Team, worker_home
 

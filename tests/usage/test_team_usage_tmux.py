@@ -14,7 +14,7 @@ from omp.tmux import Tmux
 from omp.usage.read import read_usage
 from omp.usage.totals import UsageTotals
 from tests.helpers import child_env, make_project, poll, run_omp, snapshot_tree
-from tests.team.test_monitor_tmux import make_live_team
+from tests.monitor.test_monitor_tmux import make_live_team
 from tests.usage.team import HOLDER, Team, worker_home
 
 pytestmark = [pytest.mark.tmux, pytest.mark.slow]

@@ -22,7 +22,7 @@ from omp.tasks import tasks
 from omp.views import status as team_status
 from omp.views import wait as wait_mod
 from tests.helpers import FIXTURES, assert_reply, isolate, make_project
-from tests.team.test_monitor_policy import (
+from tests.monitor.test_monitor_policy import (
     FakeClock,
     FakePane,
     FakeTmux,

@@ -20,7 +20,7 @@ from omp.store import fs
 from omp.store.paths import StatePaths
 from omp.views.status import status
 from tests.helpers import call_api, isolate, make_project, poll, snapshot_tree
-from tests.team.test_monitor_policy import live_config
+from tests.monitor.test_monitor_policy import live_config
 
 TOKEN = "f" * 32
 

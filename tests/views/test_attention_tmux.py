@@ -25,8 +25,8 @@ from omp.tmux import Tmux
 from omp.views import status as team_status
 from omp.views import wait as wait_mod
 from tests.helpers import FIXTURES, child_env, make_project, poll, run_api, run_omp
-from tests.team.test_monitor_policy import TOKEN, own_lock
-from tests.team.test_monitor_tmux import make_live_team
+from tests.monitor.test_monitor_policy import TOKEN, own_lock
+from tests.monitor.test_monitor_tmux import make_live_team
 
 pytestmark = [pytest.mark.tmux, pytest.mark.slow]
 

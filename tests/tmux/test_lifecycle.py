@@ -18,9 +18,9 @@ from omp.errors import OmpError
 from omp.tmux import NO_SERVER, Tmux, TmuxIdentity
 from omp.tmux.lifecycle import OmpServer
 from tests.helpers import child_env, make_project, poll
-from tests.team.test_monitor_tmux import DEMO, make_live_team
+from tests.monitor.test_monitor_tmux import DEMO, make_live_team
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def shown(tmux: Tmux, pane: str) -> str:

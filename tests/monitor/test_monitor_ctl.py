@@ -23,8 +23,8 @@ from omp.store.paths import StatePaths
 from omp.tmux import Tmux
 from omp.views.status import status
 from tests.helpers import child_env, isolate, make_project, make_team, poll, snapshot_tree
-from tests.team.test_monitor_policy import FakeClock, FakePane, FakeTmux, live_config
-from tests.team.test_monitor_tmux import (
+from tests.monitor.test_monitor_policy import FakeClock, FakePane, FakeTmux, live_config
+from tests.monitor.test_monitor_tmux import (
     IDLE,
     kill_monitors,
     make_live_team,
