@@ -50,7 +50,8 @@ def board(root: Path, env: dict[str, str], team: str | None = None) -> Iterator[
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:"), (url, proc.stderr.read() if not url else "")
+        why = proc.stderr.read() if not url and proc.stderr is not None else ""
+        assert url.startswith("http://127.0.0.1:"), (url, why)
         yield url
     finally:
         proc.terminate()
