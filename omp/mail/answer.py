@@ -110,12 +110,15 @@ def read_prompt(profile: AgentProfile, lines: Sequence[str]) -> Prompt | None:
     if state != "needs_person":
         return None
     window = bottom_window(lines, profile.bottom_lines)
-    shown = [inline(ln) for ln in person_lines(profile, lines)]
     label = what or "needs you"
     # Options only on a dialog (a menu, a permission prompt): a notice's screen may hold a
     # numbered list that answers nothing (Gemini's tips above its prompt).
     options = parse_options(window) if match_dialog(profile, lines) is not None else []
-    return Prompt(label, shown, options if len(options) >= 2 else [], _ident(label, window))
+    if len(options) < 2:
+        options = []
+    asked = person_lines(profile, lines, 6 if options else 3)
+    shown = [inline(ln) for ln in asked if not (options and _OPTION.match(ln))][:3]
+    return Prompt(label, shown or [inline(ln) for ln in asked][:3], options, _ident(label, window))
 
 
 def pick(prompt: Prompt, choice: str) -> Option:

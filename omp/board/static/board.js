@@ -168,7 +168,7 @@
       const task = (st.tasks || []).find((t) => t.id === w.taskId);
       const taskText = w.taskId ? "#" + w.taskId + (task ? " " + task.status : "") : "";
       const usage = w.usage || {};
-      const tokens = typeof usage.total === "number" ? num(usage.total) : (usage.unreadable ? "unreadable" : "–");
+      const tokens = typeof usage.total === "number" ? num(usage.total) : (usage.unreadable ? "not read" : "–");
       const actions = el("div", { class: "options" });
       if (ws.branch) {
         actions.append(el("button", { type: "button", text: "Diff", "aria-label": "Diff of " + w.name, onclick: () => openDiff(w.name) }));
@@ -470,6 +470,9 @@
     clear(b);
     const line = "workers together: " + num(u.total) + " tokens";
     b.append(el("p", { text: line }));
+    if ((u.notCounted || []).length) {
+      b.append(el("p", { class: "note", text: "not read for " + u.notCounted.join(", ") + " (no session record of its agent found)" }));
+    }
     if (u.budget && typeof u.budget.tokens === "number") {
       const used = u.budget.used || 0;
       b.append(el("label", { for: "budget-meter", text: "Team budget: " + num(used) + " of " + num(u.budget.tokens) + " (" + (u.budget.percent ?? 0) + "%) " }),
