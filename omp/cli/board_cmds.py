@@ -76,8 +76,10 @@ def register(team_app: typer.Typer) -> None:
         ),
         as_json: bool = JsonOpt,
     ) -> None:
-        """Answer a worker's "needs you" prompt: choose one of the options omp read on its
-        screen. Typed only while that prompt is still there, then checked gone."""
+        """Answer a worker's "needs you" prompt with one of the options on its screen.
+
+        Typed only while that same prompt is still on the screen, then checked gone; without
+        CHOICE, the prompt and its options are shown and nothing is typed."""
 
         def body() -> AnswerReply:
             from omp.mail import answer as answering
@@ -96,7 +98,10 @@ def register(team_app: typer.Typer) -> None:
             None, help="The team shown first (default: the first live one).", callback=opt.text()
         ),
         port: int = typer.Option(
-            0, "--port", help="The port to listen on (default: a free one).", min=0, max=65535
+            0,
+            "--port",
+            help="The port to listen on (default: a free one).",
+            callback=opt.count(least=0, most=65535),
         ),
         host: str = typer.Option(
             "127.0.0.1",
@@ -108,10 +113,12 @@ def register(team_app: typer.Typer) -> None:
         ),
         open_browser: bool = typer.Option(False, "--open", help="Open the page in a browser."),
     ) -> None:
-        """A live web page of the project's teams: workers, screens, tasks, mail, tokens, diffs;
-        message, comment on a line, answer a prompt and merge from it (the omp[board] extra).
+        """A live web page of the project's teams, to watch and steer them (omp\\[board]).
 
-        Prints the page's URL (with its secret token) on the first line; serves until Ctrl-C."""
+        Workers, screens, tasks, mail, tokens, diffs; message a worker, comment on a line of its
+        diff, answer its prompt and merge its branch from the page. Prints the page's URL (with
+        its secret token) on the first line; serves until Ctrl-C. Needs the extra:
+        pip install 'omp\\[board]'."""
         from omp.cli import output
 
         def body() -> None:
