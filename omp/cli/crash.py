@@ -227,27 +227,42 @@ def _prune(d: Path) -> None:
             pass
 
 
+def _create(d: Path, stem: str, text: bytes) -> Path:
+    """A new file `<stem>[-n].log` in `d` holding `text` (one process may crash twice a
+    millisecond: a test's, or a program running omp's commands in-process)."""
+    for n in range(100):
+        path = d / (f"{stem}.log" if n == 0 else f"{stem}-{n}.log")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "wb") as f:
+            f.write(text)
+        return path
+    raise FileExistsError(f"{d}: {stem}.log and 99 more exist")
+
+
 def write(
     exc: BaseException,
     argv: Sequence[str] | None = None,
     env: Mapping[str, str] | None = None,
+    *,
+    when: float | None = None,
 ) -> tuple[Path | None, str]:
     """Write the crash log of `exc`: (its path, ""), or (None, why no place took it). Never
     raises."""
     try:
         env = os.environ if env is None else env
         argv = ["omp", *sys.argv[1:]] if argv is None else argv
-        now = time.time()
+        now = time.time() if when is None else when
         text = render(exc, argv, env, when=now).encode("utf-8", "replace")
-        name = time.strftime("crash-%Y%m%dT%H%M%SZ", time.gmtime(now)) + f"-{os.getpid()}.log"
+        stem = time.strftime("crash-%Y%m%dT%H%M%S", time.gmtime(now))
+        stem += f".{int(now * 1000) % 1000:03d}Z-{os.getpid()}"
         why = "no place to write it"
         for d in places(env):
             try:
                 _private_dir(d)
-                path = d / name
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(text)
+                path = _create(d, stem, text)
                 _prune(d)
                 return path, ""
             except OSError as err:

@@ -150,6 +150,18 @@ def test_a_log_that_cannot_even_be_rendered_is_not_a_second_crash(
     assert r.rc == 3 and r.json["crashLog"] is None and r.json["error"] == "internal"
 
 
+def test_two_crashes_at_once_get_two_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate(monkeypatch, tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    at = 1_800_000_000.5
+    first, _ = crash.write(RuntimeError("one"), ["omp"], when=at)
+    second, _ = crash.write(RuntimeError("two"), ["omp"], when=at)
+    assert first is not None and second is not None and first.parent == second.parent
+    assert first.name == f"crash-20270115T080000.500Z-{os.getpid()}.log"
+    assert second.name == f"crash-20270115T080000.500Z-{os.getpid()}-1.log"
+    assert "RuntimeError: two" in second.read_text(encoding="utf-8")
+
+
 def test_old_logs_are_pruned(root: Path, broken: None, capsys: pytest.CaptureFixture[str]) -> None:
     logs = root / ".omp" / "logs"
     logs.mkdir()
