@@ -94,8 +94,9 @@ def find_cli(agent: str, cache_bin: Path | None = None) -> tuple[Path | None, st
     why = "; ".join(tried) or f"${cli.env_var} unset, {cache_bin} absent, none on PATH"
     name = "Copilot CLI" if agent == "copilot" else f"{agent} CLI"
     return None, (
-        f"{name} could not be installed (npm {cli.package}@{cli.version}; "
-        f"scripts/install-agent-clis.sh installs it): {why}"
+        f'{name} {cli.version} not found: run `eval "$(bash scripts/install-agent-clis.sh)"` '
+        f"to install the pinned agent CLIs (npm {cli.package}@{cli.version}) and run these tests "
+        f"({why})"
     )
 
 
