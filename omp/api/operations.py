@@ -20,7 +20,6 @@ from omp.api.spec import TEAM, Field, Operation, Reply, text_field
 from omp.errors import OmpError
 from omp.mail import mailbox
 from omp.record import config as team_config
-from omp.record.config import TeamConfig
 from omp.store import names
 from omp.store.names import LEADER
 
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
         TasksReply,
     )
     from omp.api.spec import Args, Result
+    from omp.record.config import TeamConfig
 
 
 # ---- messaging ----------------------------------------------------------------------------
@@ -52,7 +52,7 @@ def _mailbox_of(
     who = authorize.fence(cfg, worker)
     if not (removed_ok and authorize.was_removed(cfg, worker, None)):
         authorize.recipient(cfg, worker, "worker")
-    return cfg, mailbox.Mailbox(cfg.paths, worker), who
+    return cfg, mailbox.Mailbox(cfg.files, worker), who
 
 
 def _mailbox_list(a: Args) -> Reply[MailReply]:
@@ -121,7 +121,7 @@ def _claim_task(a: Args) -> Reply[ClaimReply]:
     who = authorize.fence(cfg, worker)
     _worker(cfg, worker)
     assert worker is not None
-    task, token = tasks.claim(cfg.paths, a["task_id"], worker)
+    task, token = tasks.claim(cfg.files, a["task_id"], worker)
     epilogue.beat(cfg, who)
     return Reply(
         {"ok": True, "task": task, "claimToken": token, "claim_token": token},
@@ -145,7 +145,7 @@ def _transition_task_status(a: Args) -> Reply[TaskReply]:
     # `who` is the named worker, or the pane's own worker when the call names none: either way
     # only that worker's task can move (the leader, with no worker identity, may name none).
     task = tasks.transition(
-        cfg.paths,
+        cfg.files,
         a["task_id"],
         worker=who,
         from_status=a["from"],

@@ -4,7 +4,7 @@
 it is dispatched here without importing typer (measured: typer costs 60-100 ms per process on this
 machine, more than the whole budget of an API call). So are the two commands a leader polls,
 `omp team status` and `omp team events`, in their plain forms, `omp hook stop`, which runs at
-every stop of every agent (omp/stophook/run.py), and `omp --version`. `FAST_PATHS` is that list;
+every stop of every agent (omp/cli/hook_stop.py), and `omp --version`. `FAST_PATHS` is that list;
 everything else goes through typer.
 
 One error path for all of them (`omp.cli.output.guarded`, around the fast paths too): an
@@ -65,7 +65,7 @@ def _api(rest: list[str]) -> None:
 
 
 def _hook_stop(rest: list[str]) -> None:
-    from omp.stophook.run import main as hook_main
+    from omp.cli.hook_stop import main as hook_main
 
     raise SystemExit(hook_main(rest))
 

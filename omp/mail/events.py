@@ -95,7 +95,7 @@ def given(inp: dict[str, Any]) -> bool:
 # ---- validation (before any file is touched) -----------------------------------------------
 
 
-def parse(inp: dict[str, Any], root: Path, cwd: str | None) -> EventFields:
+def parse(inp: dict[str, Any], root: str | os.PathLike[str], cwd: str | None) -> EventFields:
     event = inp.get("event")
     if event is not None:
         if not isinstance(event, str) or event not in EVENTS:
@@ -165,7 +165,7 @@ def parse(inp: dict[str, Any], root: Path, cwd: str | None) -> EventFields:
     )
 
 
-def check_detail(value: Any, root: Path, cwd: str | None) -> str:
+def check_detail(value: Any, root: str | os.PathLike[str], cwd: str | None) -> str:
     """An existing regular file inside the project: its absolute path (symlinks resolved)."""
     if not isinstance(value, str) or not value or "\x00" in value:
         raise OmpError("invalid_detail", "detail must be the path of a file", field="detail")
@@ -174,7 +174,7 @@ def check_detail(value: Any, root: Path, cwd: str | None) -> str:
         path = Path(cwd if cwd is not None else os.getcwd()) / path
     try:
         real = path.resolve(strict=True)
-        base = root.resolve(strict=True)
+        base = Path(root).resolve(strict=True)
     except (OSError, RuntimeError):
         raise OmpError(
             "invalid_detail", f"detail {value!r}: no such file", field="detail"

@@ -34,13 +34,15 @@ from omp import clock, ids
 from omp.errors import OmpError
 from omp.record import history
 from omp.store import fs, jsonl, locks
-from omp.store.paths import TeamPaths
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     import re
     from collections.abc import Callable, Iterator
     from typing import Any
+
+    from omp.store.layout import TeamFiles
+    from omp.store.paths import TeamPaths
 
     Check = Callable[[int, "MailState"], None]
 
@@ -309,13 +311,13 @@ def _count(value: Any) -> int:
 
 
 class Mailbox:
-    """One recipient's mailbox file and its index."""
+    """One recipient's mailbox file and its index (paths as strings: the per-call layer)."""
 
-    def __init__(self, team: TeamPaths, recipient: str) -> None:
-        self.team = team
+    def __init__(self, team: TeamPaths | TeamFiles, recipient: str) -> None:
+        self.team = team.files
         self.recipient = recipient
-        self.path = team.mailbox(recipient)
-        self.index_path = team.mailbox_index(recipient)
+        self.path = self.team.mailbox(recipient)
+        self.index_path = self.team.mailbox_index(recipient)
 
     # ---- reading (no writes) -------------------------------------------------------------
 
@@ -712,8 +714,7 @@ def recent_messages(fd: int, end: int, since: float) -> list[dict[str, Any]]:
     def want(rec: dict[str, Any]) -> bool:
         if not _is_message(rec):
             return True
-        ts = clock.parse_iso(str(rec.get("timestamp", "")))
-        return ts is None or ts >= since
+        return clock.at_or_after(rec.get("timestamp", ""), since) is not False
 
     return [r for r in _scan_back(fd, end, want) if _is_message(r)]
 

@@ -21,19 +21,22 @@ the sweep (no `task_cancel_ack` in time), makes it inactive until its next own A
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from omp import clock
 from omp.errors import OmpError
-from omp.record.config import TeamConfig
 from omp.store import fs
 from omp.store.names import LEADER
-from omp.store.paths import TeamPaths
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Any
+
+    from omp.record.config import TeamConfig
+    from omp.store.layout import TeamFiles
+    from omp.store.paths import TeamPaths
+
+    Team = TeamPaths | TeamFiles
 
 LIVE_SECONDS = 45.0
 # The monitor's look rewrites a live heartbeat at most this often: every scan would be churn.
@@ -83,15 +86,12 @@ class Heartbeat:
         # Only a heartbeat omp wrote is evidence of death: the TypeScript tool's task calls write
         # the pid of their own short-lived CLI process, which has exited by the time anyone reads
         # it. A foreign heartbeat still says when someone was active, never that a worker is gone.
-        source = obj.get("source")
-        ours = isinstance(source, str) and source in OMP_SOURCES
-        pid = obj.get("pid") if ours else None
-        pane = obj.get("pane_id")
+        ours = _ours(obj)
         state = obj.get("state") if ours else "live"
         inactive = obj.get("inactive") if ours else None
         return cls(
-            pid=pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None,
-            pane_id=pane if isinstance(pane, str) else None,
+            pid=_pid(obj),
+            pane_id=_pane(obj),
             state=state if state in ("live", "offline") else "live",
             updated_at=clock.parse_iso(str(obj.get("updated_at", ""))),
             inactive=inactive if isinstance(inactive, dict) else None,
@@ -99,18 +99,39 @@ class Heartbeat:
         )
 
 
-def heartbeat_path(team: TeamPaths, worker: str) -> Path:
-    return team.heartbeat(worker)
+def _ours(obj: dict[str, Any]) -> bool:
+    source = obj.get("source")
+    return isinstance(source, str) and source in OMP_SOURCES
 
 
-def read(team: TeamPaths, worker: str) -> Heartbeat | None:
-    """The worker's heartbeat, or None (missing, unparsable or unsafe: never seen). Read-only."""
+def _pid(obj: dict[str, Any]) -> int | None:
+    pid = obj.get("pid") if _ours(obj) else None
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+
+
+def _pane(obj: dict[str, Any]) -> str | None:
+    pane = obj.get("pane_id")
+    return pane if isinstance(pane, str) else None
+
+
+def heartbeat_path(team: Team, worker: str) -> str:
+    return team.files.heartbeat(worker)
+
+
+def _read_json(team: Team, worker: str) -> Any:
+    """The worker's heartbeat file as JSON, or None (missing, unparsable or unsafe)."""
+    files = team.files
     try:
-        if not team.project.check(team.worker_dir(worker)):
+        if not files.project.check(files.worker_dir(worker)):
             return None
-        return Heartbeat.from_json(fs.read_json(heartbeat_path(team, worker)))
+        return fs.read_json(heartbeat_path(files, worker))
     except (OmpError, OSError):
         return None
+
+
+def read(team: Team, worker: str) -> Heartbeat | None:
+    """The worker's heartbeat, or None (missing, unparsable or unsafe: never seen). Read-only."""
+    return Heartbeat.from_json(_read_json(team, worker))
 
 
 def pid_alive(pid: int) -> bool:
@@ -143,15 +164,16 @@ def classify(hb: Heartbeat | None, now: float, pane: str | None = None) -> str:
     return "stalled"
 
 
-def _worker_dir_ok(team: TeamPaths, worker: str) -> bool:
+def _worker_dir_ok(team: Team, worker: str) -> bool:
+    files = team.files
     try:
-        team.verify()  # not a team deleted (or made again) since the call loaded it
-        return team.project.check(team.worker_dir(worker))
+        files.verify()  # not a team deleted (or made again) since the call loaded it
+        return files.project.check(files.worker_dir(worker))
     except OmpError:
         return False
 
 
-def _write(team: TeamPaths, worker: str, hb: Heartbeat) -> bool:
+def _write(team: Team, worker: str, hb: Heartbeat) -> bool:
     # Never creates the directory: a heartbeat in flight must not resurrect a removed team.
     if not _worker_dir_ok(team, worker):
         return False
@@ -163,15 +185,17 @@ def _write(team: TeamPaths, worker: str, hb: Heartbeat) -> bool:
 
 
 def touch(cfg: TeamConfig, worker: str, now: float | None = None) -> bool:
-    """A worker's own writing API call: it is live now; a sweep's inactive mark is lifted."""
+    """A worker's own writing API call: it is live now; a sweep's inactive mark is lifted. On
+    the per-call layer: of the old heartbeat only its pid and pane are kept (no time parsed)."""
     if worker == LEADER or worker not in cfg.worker_names:
         return False
-    team = cfg.paths
+    team = cfg.files
     t = clock.now() if now is None else now
-    old = read(team, worker)
+    old = _read_json(team, worker)
+    old = old if isinstance(old, dict) else {}
     hb = Heartbeat(
-        pid=old.pid if old else None,
-        pane_id=(old.pane_id if old and old.pane_id else None) or cfg.pane_of(worker),
+        pid=_pid(old),
+        pane_id=_pane(old) or cfg.pane_of(worker),
         state="live",
         updated_at=t,
         source="api",

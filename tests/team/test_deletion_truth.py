@@ -246,7 +246,7 @@ def _makers() -> Iterator[tuple[str, str]]:
             fn = node.func
             name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
             if name in ("ensure", "ensure_dir", "mkdir", "makedirs"):
-                if rel == "omp/store/paths.py":
+                if rel in ("omp/store/paths.py", "omp/store/layout.py"):
                     continue  # the definitions of ensure / ensure_in themselves
                 yield rel, ast.get_source_segment(text, node) or ""
 
