@@ -41,7 +41,7 @@ def keep_monitor(cfg: TeamConfig, deferred: bool = False) -> Callable[[], None]:
                 return
             from omp.monitor import alive
 
-            state = alive.judge(cfg.paths.project)["state"]
+            state = alive.judge(cfg.files.project)["state"]
             if state in ("running", "starting") or (state != "dead" and not deferred):
                 return
             from omp.monitor import ctl

@@ -125,6 +125,18 @@ class ProjectFiles:
     def mode_file(self, mode: str) -> str:
         return join(self.state, f"{mode}{_JSON}")
 
+    @property
+    def monitor(self) -> str:
+        return join(self.state, "team-monitor")
+
+    @property
+    def monitor_owner(self) -> str:
+        return join(self.monitor, "owner.lock")
+
+    @property
+    def monitor_status(self) -> str:
+        return join(self.monitor, "status.json")
+
     def team(self, name: str) -> TeamFiles:
         return TeamFiles(self, join(self.teams, team_name(name)))
 

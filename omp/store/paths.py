@@ -172,15 +172,15 @@ class StatePaths(NamedTuple):
 
     @property
     def monitor(self) -> Path:
-        return self.state / "team-monitor"
+        return Path(self.files.monitor)
 
     @property
     def monitor_owner(self) -> Path:
-        return self.monitor / "owner.lock"
+        return Path(self.files.monitor_owner)
 
     @property
     def monitor_status(self) -> Path:
-        return self.monitor / "status.json"
+        return Path(self.files.monitor_status)
 
     @property
     def monitor_events(self) -> Path:
