@@ -225,7 +225,7 @@ def test_omp_imports_no_private_module_and_never_writes_sys_modules() -> None:
             for t in targets:
                 base = t.value if isinstance(t, ast.Subscript) else t
                 if ast.unparse(base) == "sys.modules":
-                    found.append(f"{rel}:{node.lineno}: writes sys.modules")
+                    found.append(f"{rel}:{t.lineno}: writes sys.modules")
             if isinstance(node, ast.Call) and ast.unparse(node.func).startswith("sys.modules."):
                 found.append(f"{rel}:{node.lineno}: {ast.unparse(node.func)}")
     assert found == []
