@@ -32,8 +32,8 @@ from itertools import accumulate
 
 from omp import clock, ids
 from omp.errors import OmpError
-from omp.record import history
 from omp.store import fs, jsonl, locks
+from omp.store.names import LEADER
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
@@ -471,7 +471,10 @@ class Mailbox:
             data = b"".join(jsonl.encode(r) for r in records)
             self._append(fd, state, data)
             unread = len(state.undelivered)
-        history.messages(self.team, records)  # the leader's side of it, for `omp team events`
+        if any(LEADER in (r.get("from"), r.get("to")) for r in records):
+            from omp.record import history  # the leader's side of it, for `omp team events`
+
+            history.messages(self.team, records)
         return unread
 
     def mark(self, message_ids: list[str]) -> dict[str, str | None]:
