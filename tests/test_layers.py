@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("omp.modes",),
     ("omp.tasks",),
     ("omp.mail",),
+    ("omp.conversations",),
     ("omp.monitor",),
     ("omp.team",),
     ("omp.views",),

@@ -181,7 +181,8 @@ DESCRIPTION_WIDTH = 120
 def _roster(a: Args) -> Reply[RosterReply]:
     """Every member but the caller: role, status, presence, one line about it. Read-only."""
     from omp import clock
-    from omp.tasks import presence, tasks
+    from omp.conversations import availability
+    from omp.tasks import tasks
     from omp.textsafe import one_line
 
     team = a["team_name"]
@@ -192,7 +193,7 @@ def _roster(a: Args) -> Reply[RosterReply]:
         authorize.recipient(cfg, worker, "worker")
     task_list = tasks.list_all(team)
     by_id = {t.get("id"): t for t in task_list}
-    states = presence.member_states(cfg, clock.now(), task_list=task_list)
+    states = availability.member_states(cfg, clock.now(), task_list=task_list)
     members: list[Member] = []
     for name in cfg.recipients:
         if name == me:

@@ -3,14 +3,14 @@
     parse  →  authorize  →  guard  →  store  →  notify
 
 1. parse: the declared fields were checked by `omp.api.spec`; here the event fields of a message
-   become `EventFields` (`omp.mail.events.parse`). Nothing is read from disk yet.
+   become `EventFields` (`omp.conversations.events.parse`). Nothing is read from disk yet.
 2. authorize: the team is loaded and the caller fenced (`omp.api.authorize`): a worker acts only
    as itself, and sender and recipients are members.
 3. guard: what may refuse the message before anything is written: a message to oneself, and the
    loop-breaking limits (`omp.mail.limits`), which are checked under the recipient's lock in the
    next stage because only there is the count they read stable.
 4. store: one append per recipient (`omp.mail.mailbox`), plus, for a message with an event, the
-   conversation record and any automatic reply (`omp.mail.events`, imported only then).
+   conversation record and any automatic reply (`omp.conversations.events`, imported only then).
 5. notify: the delivery policy for each recipient (`omp.mail.delivery`): type the unread count
    into an idle pane, or leave it to the monitor. Fail-open: the message is already safe.
 
@@ -34,11 +34,11 @@ if TYPE_CHECKING:
 
     from omp.api.doc import BroadcastReply, NudgeFields, SendReply
     from omp.api.spec import Args
-    from omp.mail.events import EventFields
+    from omp.conversations.events import EventFields
     from omp.record.config import TeamConfig
     from omp.store.layout import TeamFiles
 
-# send-message fields that make a message an event (see omp.mail.events, imported only for them)
+# send-message fields that make a message an event (omp.conversations.events: imported for them)
 EVENT_FIELDS = ("event", "intent", "need_reply", "task_id", "ref_message_id", "detail")
 
 
@@ -132,7 +132,7 @@ def parse(a: Args) -> Letter:
     team: TeamFiles = a["team_name"]
     fields = None
     if any(a.get(k) is not None for k in EVENT_FIELDS):
-        from omp.mail import events  # the conversation machinery, only for messages that need it
+        from omp.conversations import events  # only for messages that need it
 
         fields = events.parse(a, team.project.root, a.get("cwd"))
     return Letter(team, a["from"], a.get("to"), a["body"], fields)
@@ -172,7 +172,7 @@ def store(cfg: TeamConfig, admitted: Admitted) -> Stored:
     letter = admitted.letter
     if letter.fields is not None:
         assert letter.to is not None  # broadcast takes no event fields (its declaration)
-        from omp.mail import events
+        from omp.conversations import events
 
         # The conversation's rules are checked here, under its lock, where its state is stable.
         outcome = events.send(

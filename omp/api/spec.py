@@ -130,7 +130,7 @@ def flag_field(inp: Result, key: str, required: bool = False) -> bool:
 
 
 def raw_field(inp: Result, key: str, required: bool = False) -> Any:
-    """Passed on as given: checked by the operation (event fields, by `omp.mail.events.parse`)."""
+    """Passed on as given: checked by the operation (event fields: `omp.conversations.events`)."""
     return inp.get(key)
 
 

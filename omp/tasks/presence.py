@@ -13,9 +13,10 @@ Presence is classified when read, never by a write:
 - `stalled`: alive as far as anyone knows, but nothing for longer (mail waits; it does not bounce);
 - `unknown`: never seen (no heartbeat yet, or the leader, whose presence is not tracked).
 
-Status (`available`, `busy`, `inactive`) is derived from the files: an open task conversation or a
-claimed `in_progress` task makes a member busy; `offline` presence, or a worker marked inactive by
-the sweep (no `task_cancel_ack` in time), makes it inactive until its next own API call.
+Status (`available`, `busy`, `inactive`: whether a member may take a request) is the task
+conversations' question and lives with them (`omp.conversations.availability`); it reads presence
+from here. A worker marked inactive by the sweep (no `task_cancel_ack` in time) stays so until
+its next own API call (`touch`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from omp.store.names import LEADER
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
     from typing import Any
 
     from omp.record.config import TeamConfig
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 LIVE_SECONDS = 45.0
 # The monitor's look rewrites a live heartbeat at most this often: every scan would be churn.
 OBSERVE_REFRESH_SECONDS = 10.0
-STATUSES = ("available", "busy", "inactive")
 DEAD_PANES = frozenset({"dead", "gone"})
 OMP_SOURCES = frozenset({"api", "pane", "sweep"})  # the writers of a heartbeat omp trusts
 
@@ -272,99 +271,3 @@ def mark_inactive(cfg: TeamConfig, worker: str, reason: str, now: float) -> bool
     hb.inactive = {"reason": reason, "at": clock.iso(now)}
     hb.source = "sweep"
     return _write(team, worker, hb)
-
-
-# ---- status ---------------------------------------------------------------------------------
-
-
-class MemberState:
-    __slots__ = ("busy_with", "inactive_reason", "last_seen", "name", "presence", "status")
-
-    def __init__(
-        self,
-        name: str,
-        presence: str,
-        status: str,
-        busy_with: list[str] | None = None,  # conversation ids, "task:<id>" for claims
-        inactive_reason: str | None = None,
-        last_seen: float | None = None,
-    ) -> None:
-        self.name = name
-        self.presence = presence
-        self.status = status
-        self.busy_with = busy_with if busy_with is not None else []
-        self.inactive_reason = inactive_reason
-        self.last_seen = last_seen
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "status": self.status,
-            "presence": self.presence,
-            "busyWith": self.busy_with,
-            "lastSeen": clock.iso(self.last_seen) if self.last_seen is not None else None,
-        }
-        if self.inactive_reason:
-            out["inactiveReason"] = self.inactive_reason
-        return out
-
-
-def member_states(
-    cfg: TeamConfig,
-    now: float,
-    *,
-    names: Iterable[str] | None = None,
-    panes: Mapping[str, str] | None = None,
-    task_list: list[dict[str, Any]] | None = None,
-) -> dict[str, MemberState]:
-    """Presence and status of members (default: every worker and the leader). Read-only."""
-    from omp.tasks import tasks
-
-    team = cfg.paths
-    wanted = list(cfg.recipients if names is None else names)
-    busy: dict[str, list[str]] = {n: [] for n in wanted}
-    # A team without conversations (one the TypeScript tool ran) skips loading their machinery
-    # (`dataclasses` and `inspect`, ~8 ms of a `status`): without the directory there are none.
-    if os.path.lexists(team.conversations_dir):
-        from omp.tasks import conversations
-
-        for conv in conversations.open_conversations(team):
-            if conv.worker in busy:
-                busy[conv.worker].append(conv.task_id)
-    for t in tasks.list_all(team) if task_list is None else task_list:
-        owner = t.get("owner")
-        if t.get("status") == "in_progress" and isinstance(owner, str) and owner in busy:
-            busy[owner].append(f"task:{t.get('id')}")
-    out: dict[str, MemberState] = {}
-    for n in wanted:
-        hb = None if n == LEADER else read(team, n)
-        pres = classify(hb, now, (panes or {}).get(n))
-        reason = None
-        if pres == "offline":
-            status, reason = "inactive", "offline"
-        elif hb is not None and hb.inactive:
-            status, reason = "inactive", str(hb.inactive.get("reason", "marked inactive"))
-        elif busy[n]:
-            status = "busy"
-        else:
-            status = "available"
-        out[n] = MemberState(
-            n, pres, status, busy[n], reason, hb.updated_at if hb is not None else None
-        )
-    return out
-
-
-def describe(state: MemberState, now: float) -> str:
-    """One line for a pong: `worker-2: busy with <task>; live (seen 3s ago)`."""
-    text = f"{state.name}: {state.status}"
-    if state.status == "busy" and state.busy_with:
-        text += f" with {', '.join(state.busy_with)}"
-    if state.inactive_reason and state.inactive_reason != "offline":
-        text += f" ({state.inactive_reason})"
-    if state.presence == "unknown":
-        seen = "presence not tracked" if state.name == LEADER else "not seen yet"
-    elif state.last_seen is not None:
-        seen = f"{state.presence} (seen {max(0, int(now - state.last_seen))}s ago)"
-    else:
-        seen = state.presence
-    return f"{text}; {seen}"

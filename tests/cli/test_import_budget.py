@@ -43,7 +43,7 @@ STATUS_HEAVY = frozenset(
     {
         "dataclasses", "inspect", "tomllib", "tempfile", "shlex", "hashlib", "zlib", "asyncio",
         "argparse", "importlib.metadata", "typer", "click", "rich", "libtmux", "ulid", "psutil",
-        "omp.tasks.conversations", "omp.usage.read", "omp.usage.locate",
+        "omp.conversations.record", "omp.usage.read", "omp.usage.locate",
     }
 )  # fmt: skip
 

@@ -329,8 +329,9 @@ def test_a_writer_whose_team_goes_away_writes_nothing_and_says_so(
 
 def test_a_late_writer_never_makes_a_deleted_team_again(root: Path) -> None:
     """Every library writer, given the paths of a team that was deleted since."""
+    from omp.conversations import record as conversations
     from omp.record import history
-    from omp.tasks import conversations, presence, tasks
+    from omp.tasks import presence, tasks
 
     tp = team(root)
     cfg = team_config.load(tp)
