@@ -1,6 +1,7 @@
 """The options and arguments of omp's typer commands: every value a person types is checked
-here, once, before the command runs (the typer side only: the fast paths in omp/cli/__init__.py
-read their few options from argv themselves and check them in the domain).
+here, once, before the command runs. The commands with a fast path (`team status`, `team events`)
+declare their options once in `omp.cli.grammar`: `declared` builds their typer parameters from
+it; the fast path reads argv with the same declaration and checks the values in the domain.
 
 Each parameter of each command carries one of the callbacks below (`tests/cli/test_fuzz_commands.py`
 walks the command tree and fails on a parameter without one, then feeds every parameter odd
