@@ -71,13 +71,13 @@ def member_states(
     task_list: list[dict[str, Any]] | None = None,
 ) -> dict[str, MemberState]:
     """Presence and status of members (default: every worker and the leader). Read-only."""
-    team = cfg.paths
+    team = cfg.files
     wanted = list(cfg.recipients if names is None else names)
     busy: dict[str, list[str]] = {n: [] for n in wanted}
     if os.path.lexists(team.conversations_dir):  # else none: their machinery stays unloaded
         from omp.conversations import record
 
-        for conv in record.open_conversations(team):
+        for conv in record.open_conversations(cfg.paths):
             if conv.worker in busy:
                 busy[conv.worker].append(conv.task_id)
     for t in tasks.list_all(team) if task_list is None else task_list:

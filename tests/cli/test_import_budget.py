@@ -52,6 +52,7 @@ SEND = (33, 10)  # a send: 31 and 7 (json's four, __future__, errno, fcntl)
 WORKER_SEND = (35, 10)  # a worker's adds its heartbeat (omp.tasks, omp.tasks.presence)
 MAILBOX_LIST = (33, 10)
 CLAIM = (36, 10)  # a worker's claim: the task store besides (34)
+ROSTER = (42, 12)  # who is there: presence and tasks besides (37; datetime reads heartbeats' times)
 HOOK_STOP = (19, 9)  # no loop: 17 and 7 (json's four, __future__, errno, signal)
 STATUS = (48, 26)  # 44 and 21-22 (pathlib, typing, datetime and theirs)
 
@@ -159,6 +160,11 @@ def test_claiming_and_moving_a_task_stay_within_the_budget(proj: Path) -> None:
     move = {"worker": "worker-1", "task_id": "1", "claim_token": token, "result": "done"}
     move |= {"from": "in_progress", "to": "failed"}
     within(loaded(proj, *api("transition-task-status", **move)), CLAIM)
+
+
+def test_the_roster_and_the_task_list_stay_within_the_budget(proj: Path) -> None:
+    within(loaded(proj, *api("list-tasks")), CLAIM)
+    within(loaded(proj, *api("roster", worker="worker-1")), ROSTER, HEAVY - {"datetime"})
 
 
 def test_without_a_config_file_the_same(proj: Path) -> None:
