@@ -32,15 +32,17 @@ from itertools import accumulate
 
 from omp import clock, ids
 from omp.errors import OmpError
-from omp.record import history
 from omp.store import fs, jsonl, locks
-from omp.store.paths import TeamPaths
+from omp.store.names import LEADER
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     import re
     from collections.abc import Callable, Iterator
     from typing import Any
+
+    from omp.store.layout import TeamFiles
+    from omp.store.paths import TeamPaths
 
     Check = Callable[[int, "MailState"], None]
 
@@ -92,7 +94,7 @@ def _block_res() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
 
 def _compile() -> None:
     if not _LINE:
-        import re  # here: a send never reads a whole block (`re` is ~5 ms where nothing loaded it)
+        import re  # compiled here: a send never reads a whole block, and needs none of them
 
         _LINE.append(re.compile(_shape()))
         _LINE.append(re.compile(_shape(blanks=False, after_newline=True)))
@@ -309,13 +311,13 @@ def _count(value: Any) -> int:
 
 
 class Mailbox:
-    """One recipient's mailbox file and its index."""
+    """One recipient's mailbox file and its index (paths as strings: the per-call layer)."""
 
-    def __init__(self, team: TeamPaths, recipient: str) -> None:
-        self.team = team
+    def __init__(self, team: TeamPaths | TeamFiles, recipient: str) -> None:
+        self.team = team.files
         self.recipient = recipient
-        self.path = team.mailbox(recipient)
-        self.index_path = team.mailbox_index(recipient)
+        self.path = self.team.mailbox(recipient)
+        self.index_path = self.team.mailbox_index(recipient)
 
     # ---- reading (no writes) -------------------------------------------------------------
 
@@ -469,7 +471,10 @@ class Mailbox:
             data = b"".join(jsonl.encode(r) for r in records)
             self._append(fd, state, data)
             unread = len(state.undelivered)
-        history.messages(self.team, records)  # the leader's side of it, for `omp team events`
+        if any(LEADER in (r.get("from"), r.get("to")) for r in records):
+            from omp.record import history  # the leader's side of it, for `omp team events`
+
+            history.messages(self.team, records)
         return unread
 
     def mark(self, message_ids: list[str]) -> dict[str, str | None]:
@@ -712,8 +717,7 @@ def recent_messages(fd: int, end: int, since: float) -> list[dict[str, Any]]:
     def want(rec: dict[str, Any]) -> bool:
         if not _is_message(rec):
             return True
-        ts = clock.parse_iso(str(rec.get("timestamp", "")))
-        return ts is None or ts >= since
+        return clock.at_or_after(rec.get("timestamp", ""), since) is not False
 
     return [r for r in _scan_back(fd, end, want) if _is_message(r)]
 

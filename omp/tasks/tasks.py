@@ -14,19 +14,23 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
-from pathlib import Path
 
 from omp import clock
 from omp.errors import OmpError
 from omp.record import history
 from omp.store import fs, jsonl, locks
+from omp.store.layout import task_id_of_lock, task_id_of_record
 from omp.store.names import task_id as check_task_id
-from omp.store.paths import TeamPaths, task_id_of_lock, task_id_of_record
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
+
+    from omp.store.layout import TeamFiles
+    from omp.store.paths import TeamPaths
+
+    Team = TeamPaths | TeamFiles
 
 STATUSES = ("pending", "in_progress", "verifying", "completed", "failed", "interrupted")
 TERMINAL = frozenset({"completed", "failed", "interrupted"})
@@ -41,12 +45,12 @@ MOVES = {
 class guarded:  # (lower case: used as `with guarded(team):`, as the function it was)
     """The team's task guard held: its tasks directory exists, the lock file is flocked, and the
     team is still the one the caller loaded. A class, not `contextlib.contextmanager`: contextlib
-    costs ~1.3 ms on the way of `omp team status`, which imports this module and never locks."""
+    costs ~2 ms on the way of `omp team status`, which imports this module and never locks."""
 
     __slots__ = ("_fd", "_team")
 
-    def __init__(self, team: TeamPaths) -> None:
-        self._team = team
+    def __init__(self, team: Team) -> None:
+        self._team = team.files
         self._fd = -1
 
     def __enter__(self) -> None:
@@ -85,8 +89,9 @@ def problem(obj: Any, tid: str) -> str | None:
     return None
 
 
-def read(team: TeamPaths, tid: str) -> dict[str, Any] | None:
+def read(team: Team, tid: str) -> dict[str, Any] | None:
     """The task, or None when there is none; `invalid_task` (naming the file) when it is broken."""
+    team = team.files
     path = team.task(check_task_id(tid))
     try:
         obj = fs.read_json(path)
@@ -116,9 +121,10 @@ class TaskList(_Tasks):
     broken: list[dict[str, Any]]
 
 
-def read_all(team: TeamPaths) -> TaskList:
+def read_all(team: Team) -> TaskList:
     """Every task file, ordered by id (numeric ids numerically): valid ones, and broken ones aside.
     Read-only."""
+    team = team.files
     out = TaskList()
     out.broken = []
     try:
@@ -148,8 +154,9 @@ def read_all(team: TeamPaths) -> TaskList:
     return out
 
 
-def list_all(team: TeamPaths) -> list[dict[str, Any]]:
+def list_all(team: Team) -> list[dict[str, Any]]:
     """The valid tasks (see `read_all` for the broken ones too). Read-only."""
+    team = team.files
     return read_all(team)
 
 
@@ -172,11 +179,12 @@ def _sort_key(tid: str) -> tuple[int, int, str]:
     return (0, int(tid), "") if tid.isdigit() else (1, 0, tid)
 
 
-def _write(team: TeamPaths, task: dict[str, Any]) -> None:
+def _write(team: TeamFiles, task: dict[str, Any]) -> None:
     fs.write_json_atomic(team.task(task["id"]), task)
 
 
-def create(team: TeamPaths, tid: str, description: str) -> dict[str, Any]:
+def create(team: Team, tid: str, description: str) -> dict[str, Any]:
+    team = team.files
     task = {
         "id": check_task_id(tid),
         "description": description,
@@ -189,7 +197,7 @@ def create(team: TeamPaths, tid: str, description: str) -> dict[str, Any]:
     return task
 
 
-def _require(team: TeamPaths, tid: str) -> dict[str, Any]:
+def _require(team: TeamFiles, tid: str) -> dict[str, Any]:
     task = read(team, tid)
     if task is None:
         known = [t["id"] for t in list_all(team)]
@@ -202,14 +210,15 @@ def _require(team: TeamPaths, tid: str) -> dict[str, Any]:
     return task
 
 
-def settle_claims(team: TeamPaths) -> None:
+def settle_claims(team: Team) -> None:
     """Wait for every claim in progress to finish (take the guard, let it go): a claim that
     starts after this sees the roster as it is now (`claim` reads it under the guard)."""
+    team = team.files
     with guarded(team):
         pass
 
 
-def _require_member(team: TeamPaths, worker: str) -> None:
+def _require_member(team: TeamFiles, worker: str) -> None:
     """Under the guard: the worker must still be on the roster. `omp team remove-worker` changes
     the roster first and then settles the worker's tasks after `settle_claims`, so a claim never
     leaves a task in_progress with an owner who is not a member."""
@@ -232,7 +241,8 @@ def _require_member(team: TeamPaths, worker: str) -> None:
     )
 
 
-def claim(team: TeamPaths, tid: str, worker: str) -> tuple[dict[str, Any], str]:
+def claim(team: Team, tid: str, worker: str) -> tuple[dict[str, Any], str]:
+    team = team.files
     check_task_id(tid)
     with guarded(team):
         _require_member(team, worker)
@@ -266,7 +276,7 @@ def claim(team: TeamPaths, tid: str, worker: str) -> tuple[dict[str, Any], str]:
 
 
 def transition(
-    team: TeamPaths,
+    team: Team,
     tid: str,
     *,
     worker: str | None,
@@ -279,6 +289,7 @@ def transition(
     """Move a task as its claimant (or the leader) asks. `amend`, called under the guard once
     every check passed, may change the task before it is written (a completion that must be
     verified first becomes `verifying`) and returns what the history line adds, if anything."""
+    team = team.files
     check_task_id(tid)
     for s in (from_status, to_status):
         if s not in STATUSES:
@@ -357,10 +368,11 @@ def offline_result(worker: str) -> str:
     return f"interrupted: {worker} went offline"
 
 
-def reclaim(team: TeamPaths, tid: str, worker: str) -> dict[str, Any] | None:
+def reclaim(team: Team, tid: str, worker: str) -> dict[str, Any] | None:
     """Give a task the monitor interrupted because `worker` went offline back to that worker,
     still claimed by it with the same claim token (`omp team resume`: its work is where it left
     it). Any other task, or one that moved meanwhile, is left alone: None."""
+    team = team.files
     check_task_id(tid)
     with guarded(team):
         task = read(team, tid)
@@ -389,7 +401,7 @@ def reclaim(team: TeamPaths, tid: str, worker: str) -> dict[str, Any] | None:
 
 
 def omp_move(
-    team: TeamPaths,
+    team: Team,
     tid: str,
     *,
     expect: str,
@@ -407,6 +419,7 @@ def omp_move(
     its lock file is made again (the TypeScript tool's record of who holds it); a terminal one
     gets `finishedAt` and loses its lock; a completion is written to the owner's outbox.
     `amend` changes the task last, under the guard (a check started again records its run)."""
+    team = team.files
     check_task_id(tid)
     with guarded(team):
         task = read(team, tid)
@@ -439,9 +452,10 @@ def omp_move(
     return task
 
 
-def annotate(team: TeamPaths, tid: str, fields: dict[str, Any]) -> dict[str, Any] | None:
+def annotate(team: Team, tid: str, fields: dict[str, Any]) -> dict[str, Any] | None:
     """Add `fields` to a task without moving it (a merge records `mergedAt` and its commit);
     None when there is no such task."""
+    team = team.files
     check_task_id(tid)
     with guarded(team):
         task = read(team, tid)
@@ -452,7 +466,7 @@ def annotate(team: TeamPaths, tid: str, fields: dict[str, Any]) -> dict[str, Any
     return task
 
 
-def _outbox_path(team: TeamPaths, worker: str) -> Path:
+def _outbox_path(team: TeamFiles, worker: str) -> str:
     """The worker's outbox, checked before the task changes: a refused outbox changes nothing."""
     team.ensure_in(team.worker_dir(worker))
     path = team.outbox(worker)
@@ -472,8 +486,9 @@ def _outbox_line(task: dict[str, Any]) -> dict[str, Any]:
     return line
 
 
-def clear_locks(team: TeamPaths) -> int:
+def clear_locks(team: Team) -> int:
     """Remove every task lock (shutdown); returns how many."""
+    team = team.files
     n = 0
     if not team.project.check(team.tasks_dir):  # unsafe_path for a symlinked tasks directory
         return 0
@@ -484,7 +499,7 @@ def clear_locks(team: TeamPaths) -> int:
     for name in names:
         if task_id_of_lock(name) is not None:
             try:
-                os.unlink(team.tasks_dir / name)
+                os.unlink(os.path.join(team.tasks_dir, name))
                 n += 1
             except OSError:
                 pass
