@@ -34,7 +34,7 @@ API_LINE = re.compile(r"^\s*(?P<cmd>\S.*? team api (?P<op>[a-z-]+) --input '(?P<
 RESULT_FILE = re.compile(r"Write your full result to (/.*?)\s*$", re.M)
 # A worker in a worktree: where it works, and the line that commits its work there.
 WORKTREE = re.compile(r"^You work in (.+?), your own git worktree on branch (\S+) ", re.M)
-COMMIT_LINE = re.compile(r'^\s*(git -C .+ commit -m )"<what you did>"\s*$', re.M)
+COMMIT_LINE = re.compile(r'^\s*(\S.*\bgit .*commit -m )"<what you did>"\s*$', re.M)
 CLAIMED = '"claimToken":"'  # in claim-task's output (the inbox only names the placeholder)
 # Copilot and pi: `bash` {command}; Codex: `exec_command` {cmd}; Gemini: `run_shell_command`
 # {command}; Claude Code: `Bash` {command, description}.
