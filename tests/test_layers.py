@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("omp.stophook.run",),
     ("omp.tasks",),
     ("omp.mail",),
+    ("omp.backlog",),
     ("omp.monitor",),
     ("omp.team",),
     ("omp.views",),

@@ -166,7 +166,7 @@ def title(value: object, where: str, source: str) -> str:
     return text
 
 
-def _text(value: object, key: str, most: int, where: str, source: str) -> str | None:
+def text_field(value: object, key: str, most: int, where: str, source: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
@@ -176,7 +176,7 @@ def _text(value: object, key: str, most: int, where: str, source: str) -> str | 
     return value
 
 
-def _int(value: object, key: str, low: int, high: int, where: str, source: str) -> int:
+def int_field(value: object, key: str, low: int, high: int, where: str, source: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise invalid(
             f"{source}: {where}: {key} must be a whole number from {low} to {high}, got {value!r}",
@@ -229,8 +229,9 @@ def parse_toml(text: str, source: str) -> list[Spec]:
                 f"{source}: {where}: unknown key {unknown[0]!r}; keys: {', '.join(TOML_KEYS)}",
                 file=source,
             )
-        desc = _text(t.get("description"), "description", MAX_DESCRIPTION, where, source)
-        prio = _int(t.get("priority", 0), "priority", -MAX_PRIORITY, MAX_PRIORITY, where, source)
+        desc = text_field(t.get("description"), "description", MAX_DESCRIPTION, where, source)
+        low, high = -MAX_PRIORITY, MAX_PRIORITY
+        prio = int_field(t.get("priority", 0), "priority", low, high, where, source)
         out.append(
             Spec(
                 id=task_id(t.get("id", pos), where, source),
@@ -238,10 +239,10 @@ def parse_toml(text: str, source: str) -> list[Spec]:
                 description=desc or "",
                 blocked_by=_ids(t.get("blocked_by"), where, source),
                 agent=agent_name(t.get("agent"), where, source),
-                model=_text(t.get("model"), "model", 200, where, source),
-                verify=_text(t.get("verify"), "verify", MAX_COMMAND, where, source),
+                model=text_field(t.get("model"), "model", 200, where, source),
+                verify=text_field(t.get("verify"), "verify", MAX_COMMAND, where, source),
                 priority=prio,
-                retries=_int(t.get("retries", 0), "retries", 0, MAX_RETRIES, where, source),
+                retries=int_field(t.get("retries", 0), "retries", 0, MAX_RETRIES, where, source),
                 where=where,
             )
         )
@@ -359,7 +360,7 @@ def parse_github(text: str, source: str) -> tuple[list[Spec], set[str]]:
             done.add(tid)
             continue
         body = issue.get("body")
-        desc = _text(body, "body", MAX_DESCRIPTION, where, source) or ""
+        desc = text_field(body, "body", MAX_DESCRIPTION, where, source) or ""
         agent: str | None = None
         priority = 0
         labels = issue.get("labels")
@@ -371,7 +372,7 @@ def parse_github(text: str, source: str) -> tuple[list[Spec], set[str]]:
             if key.strip().lower() == "agent" and value.strip():
                 agent = agent_name(value.strip(), where, source)
             elif key.strip().lower() == "priority" and value.strip().lstrip("-").isdigit():
-                priority = _int(int(value), "priority", -MAX_PRIORITY, MAX_PRIORITY, where,
+                priority = int_field(int(value), "priority", -MAX_PRIORITY, MAX_PRIORITY, where,
                                 source)  # fmt: skip
         out.append(
             Spec(

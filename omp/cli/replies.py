@@ -377,7 +377,19 @@ class WaitReply(TypedDict):
 class LaunchedWorker(TypedDict):
     name: str
     paneId: str | None
-    taskId: str
+    taskId: str | None  # None: no task yet (launched without one; a backlog with none ready)
+
+
+class LaunchBacklog(TypedDict):
+    """A backlog launch (`--tasks`): its tasks and who starts with what."""
+
+    tasks: int
+    ready: int  # ready at the start (handed out at once, or waiting for a worker)
+    merge: str  # auto | manual
+    worktrees: bool  # a worktree and branch per task
+    target: str | None  # the branch each task starts from and is merged into
+    dir: str | None  # where the tasks' worktrees go
+    first: dict[str, str]  # worker -> its first task
 
 
 class LaunchReply(TypedDict):
@@ -390,6 +402,7 @@ class LaunchReply(TypedDict):
     config: str
     attach: str
     workspace: LaunchWorkspace
+    backlog: NotRequired[LaunchBacklog]
 
 
 class AddWorkerReply(TypedDict):
@@ -406,6 +419,7 @@ class CreateReply(TypedDict):
     team: str
     config: str
     workers: int
+    tasks: NotRequired[int]  # a backlog's tasks (`--tasks`)
 
 
 class ListRow(TypedDict):

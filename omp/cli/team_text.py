@@ -299,7 +299,14 @@ def workspace_lines(r: dict[str, Any]) -> str:
     """Launch's and add-worker's lines about where the new workers work (each ends in \\n)."""
     ws = r.get("workspace") or {}
     lines: list[str] = []
-    if ws.get("kind") == "worktree":
+    found = r.get("backlog")
+    bl: dict[str, Any] = found if isinstance(found, dict) else {}
+    if ws.get("kind") == "worktree" and bl.get("worktrees"):
+        lines.append(
+            f"  workspace: a git worktree per task, branch omp/{_cell(r['team'])}/task-<id> from "
+            f"{_cell(bl.get('target'))} as it is when the task starts"
+        )
+    elif ws.get("kind") == "worktree":
         base = _cell(str(ws.get("base") or "")[:12])
         lines.append(
             f"  workspace: a git worktree each, branch omp/{_cell(r['team'])}/<worker> from {base}"
@@ -323,6 +330,24 @@ def workspace_lines(r: dict[str, Any]) -> str:
             f"(limit {float(check.get('timeout') or 0):g} s)"
         )
     return "".join(line + "\n" for line in lines)
+
+
+def backlog_line(r: dict[str, Any]) -> str:
+    """Launch's line about a backlog (`--tasks`): how many tasks, who starts with what."""
+    bl = r.get("backlog")
+    if not isinstance(bl, dict):
+        return ""
+    first = ", ".join(f"{_cell(w)}: {_cell(t)}" for w, t in (bl.get("first") or {}).items())
+    merge = (
+        f"each merged into {_cell(bl.get('target'))} once done"
+        if bl.get("merge") == "auto" and bl.get("worktrees")
+        else "you merge (omp team merge)"
+        if bl.get("worktrees")
+        else "shared checkout"
+    )
+    return f"  backlog:  {bl.get('tasks')} task(s), {bl.get('ready')} ready at start; {merge}\n" + (
+        f"  first:    {first}\n" if first else ""
+    )
 
 
 def resume_text(r: dict[str, Any]) -> str:

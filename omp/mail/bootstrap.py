@@ -215,12 +215,20 @@ def task_mail(
         result="<one-line summary>",
     )
     commit = " (commit first: uncommitted work is refused)" if worktree else ""
+    again = ""
+    conflict = task.get("mergeConflict")
+    if isinstance(conflict, dict) and worktree is not None:
+        target = str(conflict.get("target") or "its target")
+        again = (
+            f"Its branch could not be merged ({conflict.get('why')}): first rebase it onto "
+            f"{target}: cd {shlex.quote(worktree[0])} && git rebase {shlex.quote(target)}\n"
+        )
     return (
         "omp hands you your next task.\n"
         f"Task ID: {tid}\n"
         f"Claim token: {token} (omp claimed the task for you: do not claim it)\n\n"
         f"## Task\n{task.get('description') or ''}\n"
-        f"{_workspace(worktree, verify, backlog or Backlog())}\n"
+        f"{_workspace(worktree, verify, backlog or Backlog())}{again}\n"
         f"## Finish{commit}\n   {done}\n"
         '   If you cannot finish, use "to":"failed" with the reason as result.\n'
         "Report progress to the leader with send-message as before; omp mails you the next task "

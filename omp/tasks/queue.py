@@ -34,6 +34,8 @@ TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off t
 if TYPE_CHECKING:
     from typing import Any
 
+    from omp.record.config import TeamConfig
+
     Task = dict[str, Any]
 
 BACKLOG_FIELDS = ("title", "blockedBy", "agent", "model", "verifyCommand", "priority", "retries")
@@ -105,14 +107,19 @@ def add(team: TeamPaths, new: list[Task], *, source: str = "tasks") -> list[Task
         try:
             for i, task in enumerate(new, start=1):
                 task["order"] = top + i
+                owner = task.get("owner")
+                if task.get("status") == "in_progress" and isinstance(owner, str):
+                    # claimed for its worker already (a launch's first tasks): its lock too
+                    locks.create_exclusive(team.task_lock(str(task["id"])), _lock_body(owner))
                 _write(team, task)
                 written.append(task)
         except BaseException:
             for task in written:  # all or nothing
-                try:
-                    os.unlink(team.task(str(task["id"])))
-                except OSError:
-                    pass
+                for path in (team.task(str(task["id"])), team.task_lock(str(task["id"]))):
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        pass
             raise
         for task in written:
             history.task(team, None, task)
@@ -121,6 +128,16 @@ def add(team: TeamPaths, new: list[Task], *, source: str = "tasks") -> list[Task
 
 def _lock_body(owner: str) -> bytes:
     return jsonl.encode({"owner": owner, "pid": os.getpid(), "claimedAt": clock.iso()})
+
+
+def claim_fields(task: Task, worker: str) -> Task:
+    """`task` claimed for `worker` (in memory): in progress, its owner, a new claim token."""
+    token = f"{worker}-{int(time.time() * 1000)}-{os.urandom(4).hex()}"
+    now = clock.iso()
+    task.update(status="in_progress", owner=worker, startedAt=now, claimToken=token,
+                handedOverAt=now)  # fmt: skip
+    task.pop("finishedAt", None)
+    return task
 
 
 def _take(team: TeamPaths, task: Task, worker: str, extra: dict[str, Any]) -> Task:
@@ -132,11 +149,7 @@ def _take(team: TeamPaths, task: Task, worker: str, extra: dict[str, Any]) -> Ta
         os.unlink(lock)  # a pending task holds no lock: one left by a claimer that died
         if not locks.create_exclusive(lock, _lock_body(worker)):
             raise OmpError("claim_race", f"task {tid}: could not take its lock")
-    token = f"{worker}-{int(time.time() * 1000)}-{os.urandom(4).hex()}"
-    now = clock.iso()
-    task.update(status="in_progress", owner=worker, startedAt=now, claimToken=token,
-                handedOverAt=now)  # fmt: skip
-    task.pop("finishedAt", None)
+    claim_fields(task, worker)
     _write(team, task)
     history.task(team, "pending", task, extra)
     return task
@@ -146,12 +159,16 @@ def roster(team: TeamPaths) -> list[Worker]:
     """The team's workers as the queue sees them (its config read now)."""
     from omp.record import config as team_config
 
-    cfg = team_config.load(team)
+    return workers_of(team_config.load(team))
+
+
+def workers_of(cfg: TeamConfig) -> list[Worker]:
     team_agent = cfg.raw.get("agent") or cfg.raw.get("role")
     out = []
+    names = set(cfg.worker_names)
     for w in cfg.workers:
         name = w.get("name")
-        if name not in cfg.worker_names:
+        if name not in names:
             continue
         agent = w.get("agent") or team_agent
         out.append(Worker(str(name), str(agent) if agent else None, _model_of(w)))
@@ -183,20 +200,27 @@ def handover(
     first: str | None = None,
     only: Sequence[str] | None = None,
     accept: Callable[[Task], bool] | None = None,
-    reserved: Sequence[str] = (),
 ) -> list[tuple[str, Task]]:
     """Give free workers ready tasks, each claimed for its worker in this one hold of the guard:
     (worker, its task now in progress). `first`: the worker served first (the one that just
     finished); `only`: serve these workers alone; `accept`: a task it refuses is not handed
-    over now (the caller cannot give it cheaply: the monitor will); `reserved`: workers that
-    are not free though they hold nothing (a task of their own still to be claimed)."""
+    over now (the caller cannot give it cheaply: the monitor will). A worker whose own task
+    (the one its config names, not a backlog task) is still to be claimed is not free."""
+    from omp.record import config as team_config
+
     out: list[tuple[str, Task]] = []
     with tasks.guarded(team):
-        everyone = roster(team)
         g = Graph(tasks.list_all(team))
         if not any(t.get("backlog") is True for t in g.tasks):
             return out
+        cfg = team_config.load(team)
+        everyone = workers_of(cfg)
         held = g.held()
+        reserved = set()
+        for entry in cfg.workers:
+            own = g.by_id.get(str(entry.get("taskId")))
+            if own is not None and own.get("status") == "pending" and not own.get("backlog"):
+                reserved.add(entry.get("name"))
         free = [
             w
             for w in everyone
@@ -287,14 +311,14 @@ def retry(team: TeamPaths, tid: str) -> Task:
                 task_id=tid,
                 status=before,
             )
-        _again(task, by_hand=True)
+        again(task, by_hand=True)
         _write(team, task)
         history.task(team, before, task, {"retry": "by hand"})
         _unlock(team, tid)
     return task
 
 
-def _again(task: Task, *, by_hand: bool) -> None:
+def again(task: Task, *, by_hand: bool) -> None:
     """What a task put back in the queue keeps (who tried it, how it ended) and drops."""
     tries = task.get("attempts")
     attempts = list(tries) if isinstance(tries, list) else []
@@ -330,7 +354,7 @@ def requeue_failed(team: TeamPaths) -> list[Task]:
             if task is None or not _retry_due(task):
                 continue
             before = str(task.get("status"))
-            _again(task, by_hand=False)
+            again(task, by_hand=False)
             _write(team, task)
             history.task(team, before, task, {"retry": task["retried"]})
             _unlock(team, str(task["id"]))

@@ -142,7 +142,9 @@ def test_checklist_refusals(tmp_path: Path) -> None:
 # ---- a GitHub issues export ------------------------------------------------------------------
 
 
-def issue(number: int, title: str, body: str = "", *labels: str, **extra: object) -> dict:
+def issue(
+    number: int, title: str, body: str = "", *labels: str, **extra: object
+) -> dict[str, object]:
     return {"number": number, "title": title, "body": body,
             "labels": [{"name": n} for n in labels], **extra}  # fmt: skip
 
