@@ -88,7 +88,7 @@ def give(cfg: TeamConfig, bl: Backlog | None, worker: str, task: dict[str, Any])
     record: dict[str, Any] | None = None
     if bl is not None and bl.worktrees:
         try:
-            record = task_worktrees.ensure(cfg, bl, task)
+            record = task_worktrees.checkout_for(cfg, bl, task)
         except OmpError as exc:
             queue.release(cfg.paths, tid, token, exc.message)
             return {"action": "handover_failed", "team": cfg.name, "taskId": tid,
@@ -132,10 +132,9 @@ def mail(cfg: TeamConfig, worker: str, body: str, intent: str, tid: str) -> str 
     msg = mailbox.new_message(LEADER, worker, body, {"auto": True, "intent": intent,
                                                      "backlogTask": tid})  # fmt: skip
     try:
-        mailbox.Mailbox(cfg.paths, worker).append_messages([msg])
+        mailbox.Mailbox(cfg.paths, worker).append_messages([msg])  # (its history line too)
     except OmpError:
         return None
-    history.messages(cfg.paths, [msg])
     try:
         from omp.mail import delivery
 

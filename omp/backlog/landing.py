@@ -357,3 +357,70 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def land_report(cfg: TeamConfig, tid: str | None, *, dry_run: bool = False) -> dict[str, Any]:
+    """`omp team merge TEAM --task ID` (or every landable task): the merge report `omp team
+    merge` prints. `merge_conflict` / `verify_failed` (exit 1) when a task could not land; it
+    went back to its worker (or the queue) with the way to rebase."""
+    from omp.workspace import repo
+
+    bl = settings.of(cfg) or Backlog()
+    top = repo.toplevel(cfg.paths.project.root)
+    target = bl.target or repo.current_branch(top) or ""
+    if tid is not None:
+        chosen = [tid]
+    else:
+        chosen = [str(t["id"]) for t in landable(cfg, tasks.list_all(cfg.paths), now=float("inf"))]
+    results: list[Row] = []
+    skipped: list[Row] = []
+    for one in chosen:
+        task = tasks.read(cfg.paths, one)
+        label = str((task or {}).get("owner") or f"task {one}")
+        wt = task_worktrees.of(task) if task else None
+        if dry_run:
+            why = _dry(task, one)
+            row = {"worker": label, "branch": wt.branch if wt else None, "taskId": one}
+            (skipped if why else results).append(
+                {**row, "why": why} if why else {**row, "status": "would_merge"}
+            )
+            continue
+        res = land(cfg, one)
+        results.append({"worker": label, **res, "taskId": one})
+    report: dict[str, Any] = {
+        "ok": True,
+        "team": cfg.name,
+        "target": target,
+        "checkout": str(repo.checkout_of(top, target) or "") if target else "",
+        "dryRun": dry_run,
+        "squash": False,
+        "results": results,
+        "skipped": skipped,
+        "merged": [r["worker"] for r in results if r.get("status") in ("fast_forward", "merged")],
+    }
+    bad = [r for r in results if r.get("status") in ("conflict", "verify_failed", "error")]
+    if bad:
+        r = bad[0]
+        code = "verify_failed" if r["status"] == "verify_failed" else "merge_conflict"
+        if r["status"] == "error":
+            code = str(r.get("error") or "git_failed")
+        raise OmpError(
+            code if code in ("merge_conflict", "verify_failed", "leader_dirty") else "git_failed",
+            f"task {r['taskId']} ({r.get('branch')}) did not merge into {target}: "
+            f"{r.get('message')}; it went back {r.get('back') or 'to its worker'} with the way to "
+            f"rebase. Merged: {', '.join(report['merged']) or 'nothing'}",
+            **{k: v for k, v in report.items() if k != "ok"},
+        )
+    return report
+
+
+def _dry(task: dict[str, Any] | None, tid: str) -> str | None:
+    if task is None:
+        return "no such task"
+    if task_worktrees.of(task) is None:
+        return "no branch of its own"
+    if task.get("mergedAt"):
+        return "merged already"
+    if task.get("status") != "completed":
+        return f"task {tid} is {task.get('status')}"
+    return None

@@ -148,7 +148,7 @@ def refresh(cfg: TeamConfig, bl: Backlog, task: dict[str, Any]) -> dict[str, Any
     return record
 
 
-def ensure(cfg: TeamConfig, bl: Backlog, task: dict[str, Any]) -> dict[str, Any]:
+def checkout_for(cfg: TeamConfig, bl: Backlog, task: dict[str, Any]) -> dict[str, Any]:
     """The worktree a task handed over now works in: its own if it has one (refreshed when
     nothing was done in it yet), else made now."""
     wt = of(task)

@@ -292,6 +292,8 @@ class TeamStatus(TypedDict):
     allDone: bool
     usage: TeamSpent | UsageUnreadable  # the workers' tokens together, and the budgets
     resume: ResumeHint | None  # None unless a member's pane is down and the team not shut down
+    # a backlog's states counted, what is ready, whether anything more can run
+    backlog: NotRequired[dict[str, Any] | None]
 
 
 class TeamError(TypedDict):
@@ -360,6 +362,8 @@ class WaitReply(TypedDict):
     tasks: NotRequired[dict[str, int]]  # tasks by status, when the team was looked at
     cursor: str
     brokenTasks: NotRequired[list[dict[str, Any]]]
+    # all_done in a backlog with tasks that can never run: id -> the failed tasks it waits for
+    stuck: NotRequired[dict[str, list[str]]]
     why: NotRequired[str]  # gone: why the team cannot move any more
     resume: NotRequired[str]  # gone: the command that starts its members again
     # attention: the episodes newer than the cursor, and budgets crossed whose message is unread
@@ -412,6 +416,7 @@ class AddWorkerReply(TypedDict):
     workers: list[LaunchedWorker]
     members: list[str]
     workspace: LaunchWorkspace
+    handedOver: NotRequired[list[dict[str, Any]]]  # a backlog team: the tasks they took at once
 
 
 class CreateReply(TypedDict):

@@ -106,9 +106,17 @@ def add(
     agent: str = typer.Option(
         None, "--agent", help="Only workers of this agent profile take it.", callback=opt.text()
     ),
-    priority: int = typer.Option(0, "--priority", help="Higher goes first (default 0)."),
+    priority: int = typer.Option(
+        0,
+        "--priority",
+        help="Higher goes first (default 0).",
+        callback=opt.count(least=-1_000_000, most=1_000_000),
+    ),
     retries: int = typer.Option(
-        0, "--retries", help="Hand it out again this many times if it fails (default 0)."
+        0,
+        "--retries",
+        help="Hand it out again this many times if it fails (default 0, at most 10).",
+        callback=opt.count(least=0, most=10),
     ),
     verify: str = typer.Option(
         None,

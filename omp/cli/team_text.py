@@ -55,6 +55,12 @@ def task_notes(task: dict[str, Any]) -> str:
         else:
             code = f" (exit {v['exit']})" if v.get("exit") is not None else ""
             notes.append(f"check {st.replace('_', ' ')}{code}, log {_cell(v.get('log'))}")
+    if task.get("blockedByFailed"):
+        notes.append("blocked by failed " + ", ".join(_cell(b) for b in task["blockedByFailed"]))
+    elif task.get("waitingFor"):
+        notes.append("waits for " + ", ".join(_cell(b) for b in task["waitingFor"]))
+    if task.get("branch") and not task.get("mergedAt"):
+        notes.append(_cell(task["branch"]))
     if task.get("mergedAt"):
         notes.append(
             f"merged {_cell(str(task.get('mergedCommit') or '')[:10])} into "
@@ -134,8 +140,10 @@ def status_text(result: dict[str, Any]) -> str:
                 )
                 continue
             res = f"  {_cell(task['result'])}" if task.get("result") else ""
+            if not res and task.get("title"):  # a backlog task: what it is, until its result
+                res = f"  {_cell(task['title'])}"
             lines.append(
-                f"    {_cell(task['id']):>3}  {_cell(task['status']):<11} "
+                f"    {_cell(task['id']):>3}  {_cell(task.get('state') or task['status']):<11} "
                 f"{_cell(task['owner']):<10}{res}{task_notes(task)}"
             )
         lines.append("  workers:")

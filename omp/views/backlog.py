@@ -129,3 +129,47 @@ def show(cfg: TeamConfig, tid: str) -> dict[str, Any]:
         ],
         "dependents": [str(t["id"]) for t in found if tid in graphs.blockers(t)],
     }
+
+
+def task_diff(cfg: TeamConfig, tid: str | None = None, *, stat: bool = False) -> dict[str, Any]:
+    """`omp team diff TEAM --task ID` (or every task with a branch of its own that is not merged
+    yet): the task's commits and diff since its base, as `omp team diff` shows a worker's."""
+    from omp.backlog import worktrees as task_worktrees
+    from omp.views.worktrees import MAX_DIFF, branch_row, target_of
+    from omp.workspace import review
+
+    found = tasks.list_all(cfg.paths)
+    if tid is not None:
+        chosen = [t for t in found if str(t.get("id")) == tid]
+        if not chosen:
+            raise OmpError("task_not_found", f"task {tid} not found in team {cfg.name}",
+                           task_id=tid)  # fmt: skip
+        if task_worktrees.of(chosen[0]) is None:
+            raise OmpError(
+                "invalid_input",
+                f"task {tid} has no branch of its own (it ran in a worker's checkout, or has not "
+                "started yet)",
+                task_id=tid,
+            )
+    else:
+        chosen = [t for t in found if task_worktrees.of(t) is not None and not t.get("mergedAt")]
+    top, current = target_of(cfg)
+    out: list[dict[str, Any]] = []
+    for t in chosen:
+        wt = task_worktrees.of(t)
+        assert wt is not None
+        if top is None:
+            raise OmpError("not_a_git_repo", f"{cfg.paths.project.root} is not in a git work tree")
+        own = t.get("workspace")
+        target = (own.get("target") if isinstance(own, dict) else None) or current
+        label = str(t.get("owner") or f"task {t.get('id')}")
+        row = branch_row(top, label, wt, target)
+        row["taskId"] = t.get("id")
+        row["title"] = title_of(t)
+        if row.get("head"):
+            text = review.diff_text(top, row["since"], row["head"], stat=stat)
+            if len(text) > MAX_DIFF:
+                text = text[:MAX_DIFF] + f"\n… (cut at {MAX_DIFF} characters)\n"
+            row["diff"] = text
+        out.append(row)
+    return {"ok": True, "team": cfg.name, "target": current, "stat": stat, "workers": out}

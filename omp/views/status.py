@@ -45,6 +45,12 @@ def _last_activity(team: TeamPaths, worker: str) -> str | None:
 def team_status(cfg: TeamConfig) -> dict[str, Any]:
     team = cfg.paths
     task_list = tasks.read_all(team)
+    graph = None
+    if any(t.get("backlog") is True for t in task_list):
+        from omp.tasks.graph import Graph
+        from omp.views import backlog
+
+        graph = Graph(task_list)
     views = pane_views(cfg)
     states = presence.member_states(
         cfg,
@@ -104,10 +110,13 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
                 "result": t.get("result"),
                 "description": t.get("description"),
                 **task_work(t),
+                # a backlog's: state, title, what blocks it, its branch (`omp.views.backlog`)
+                **(backlog.task_row(t, graph) if graph is not None else {}),
             }
             for t in task_list
         ]
         + task_list.broken,  # a broken task file is a row saying why, never a silent gap
+        **({"backlog": backlog.summary(task_list, graph)} if graph is not None else {}),
         "workers": workers,
         "allDone": bool(task_list)
         and not task_list.broken
