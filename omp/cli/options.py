@@ -299,9 +299,9 @@ TasksOpt: Any = typer.Option(
     None,
     "--tasks",
     metavar="FILE",
-    help="A backlog: tasks from a TOML file ([[task]] tables), a Markdown checklist or a GitHub "
-    "issues export (gh issue list --json number,title,body,labels); each worker is handed the "
-    "next ready task in turn (docs/backlog.md).",
+    help="A backlog: tasks from a TOML file (one task table each), a Markdown checklist or a "
+    "GitHub issues export (gh issue list --json number,title,body,labels); each worker is "
+    "handed the next ready task in turn (docs/backlog.md).",
     callback=path_text(),
 )
 MergeOpt: Any = typer.Option(

@@ -32,8 +32,11 @@ from omp.tasks.graph import Graph, Worker
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
     from omp.record.config import TeamConfig
-    from omp.team.launch import Launch, LaunchRequest
     from omp.team.worktrees import Plan
+
+    # `omp.team.launch.Launch` and its request (named loosely: launch imports this module)
+    Launch = Any
+    LaunchRequest = Any
 
 
 class BacklogStart:
