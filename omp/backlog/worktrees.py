@@ -189,6 +189,17 @@ def remove(cfg: TeamConfig, task: dict[str, Any], *, force: bool = False) -> boo
     return True
 
 
+def task_items(cfg: TeamConfig) -> list[tuple[str, Worktree]]:
+    """(`task <id>`, its worktree) of every task whose worktree is still on disk: what deleting
+    the team removes with the workers' (`omp.team.removal`), only where nothing is lost."""
+    out = []
+    for t in tasks.list_all(cfg.paths):
+        wt = of(t)
+        if wt is not None and os.path.lexists(wt.path):
+            out.append((f"task {t['id']}", wt))
+    return out
+
+
 def pane_home(bl: Backlog) -> Path:
     """Where a backlog worker's pane starts: the directory of the tasks' worktrees (each task's
     checkout is below it: an agent confined to its directory may use every one)."""

@@ -216,3 +216,39 @@ def test_the_queue_claims_under_the_guard(root: Path) -> None:
     one = queue.handover(paths)
     two = queue.handover(paths)
     assert len(one) == 2 and two == []  # nobody free: nothing handed twice
+
+
+def test_a_launch_with_a_bad_tasks_file_touches_nothing(root: Path) -> None:
+    (root / "bad.toml").write_text('[[task]]\ntitle = "a"\nblocked_by = [1]\n')
+    before = snapshot_tree(root)
+    out = run_cli("team", "launch", "2", "--agent", "demo", "--tasks", str(root / "bad.toml"),
+                  "--name", "x", "--json", cwd=root)  # fmt: skip
+    assert out.rc == 2 and out.json["error"] == "invalid_tasks", out
+    assert "blocked by itself" in out.json["message"]
+    assert snapshot_tree(root) == before
+    both = run_cli("team", "launch", "2", "some task", "--agent", "demo", "--tasks",
+                   str(root / "tasks.toml"), "--json", cwd=root)  # fmt: skip
+    assert both.rc == 2 and both.json["error"] == "usage"
+    merge = run_cli("team", "launch", "2", "--agent", "demo", "--merge", "auto", "--json",
+                    cwd=root)  # fmt: skip
+    assert merge.rc == 2 and merge.json["error"] == "usage"
+    assert snapshot_tree(root) == before
+
+
+def test_wait_returns_when_nothing_more_can_run(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    create(root)
+    handover.run(team(root))
+    complete(capsys, "1", "worker-1", to="failed")  # 2, 3, 4 wait for it
+    out = run_cli("team", "wait", "bl", "--timeout", "0.1", "--json", cwd=root)
+    assert out.json["event"] == "timeout"  # task 5 still runs (worker-2 holds it)
+    complete(capsys, "5", "worker-2")
+    out = run_cli("team", "wait", "bl", "--since", out.json["cursor"], "--timeout", "5",
+                  "--json", cwd=root)  # fmt: skip
+    assert out.json["event"] == "all_done" and out.json["allDone"] is True, out.json
+    assert out.json["stuck"] == {"2": ["1"], "3": ["1"], "4": ["1"]}
+    status = run_cli("team", "status", "bl", "--json", cwd=root).json["teams"][0]
+    assert status["backlog"]["finished"] is True
+    assert [t["state"] for t in status["tasks"]] == ["failed", "blocked", "blocked", "blocked",
+                                                     "done"]  # fmt: skip
