@@ -131,8 +131,9 @@ def read_all(team: TeamPaths) -> TaskList:
     except OSError:
         return out
     ids = [tid for n in names if (tid := task_id_of_record(n)) is not None]
+    base = team.tasks_dir  # (once: a backlog may hold a thousand tasks, each path costs)
     for tid in sorted(ids, key=_sort_key):
-        path = team.task(tid)
+        path = base / f"{tid}.json"
         try:
             obj = fs.read_json(path)  # an unsafe entry raises unsafe_path: refused, never followed
         except OmpError as exc:
