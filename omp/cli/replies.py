@@ -520,6 +520,7 @@ class DemoReply(LaunchReply):
     repo: str  # the throwaway repository the team worked in
     demoDir: str
     merge: MergeReply | ErrorReply | None  # the workers' branches merged, when all were done
+    tasks: NotRequired[list[dict[str, Any]]]  # `--backlog`: every task's row, as status shows it
 
 
 # ---- loops ------------------------------------------------------------------------------------

@@ -185,3 +185,34 @@ def test_a_task_per_worktree_merged_as_each_passes_its_check(server: Tmux, repo:
 def _raw_tasks(root: Path) -> list[dict[str, Any]]:
     tdir = root / ".omp/state/team/bl/tasks"
     return [json.loads(p.read_text()) for p in sorted(tdir.glob("*.json"))]
+
+
+def test_omp_demo_backlog_runs_six_tasks_to_their_merge(server: Tmux, tmp_path: Path) -> None:
+    import os
+
+    from tests.helpers import child_env, run_omp
+
+    cwd = tmp_path / "mine"
+    cwd.mkdir()
+    env = child_env(
+        Path(os.environ["HOME"]),
+        TMPDIR=str(tmp_path),
+        OMP_DEMO_WORK_SECONDS="0.3",
+        OMP_MONITOR_SCAN_SECONDS="0.5",
+        GIT_CONFIG_GLOBAL="/dev/null",
+        GIT_CONFIG_NOSYSTEM="1",
+    )
+    for key in list(env):
+        if key.startswith(("GIT_AUTHOR", "GIT_COMMITTER", "TMUX")):
+            del env[key]
+    assert server.socket_name is not None
+    out = run_omp("demo", "--backlog", "--socket", server.socket_name, "--json", cwd=cwd,
+                  env=env, timeout=240)  # fmt: skip
+    assert out.rc == 0, out.stdout + out.stderr
+    r = out.json
+    assert_reply(r, replies.DemoReply)
+    assert r["allDone"] and r["merge"] is None, r
+    assert [(t["id"], t["state"]) for t in r["tasks"]] == [(str(i), "done") for i in range(1, 7)]
+    repo = Path(r["repo"])
+    assert len(list((repo / "work").glob("*.md"))) == 6
+    assert g(repo, "status", "--porcelain") == ""  # nothing of the backlog in the repository
