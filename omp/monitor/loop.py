@@ -226,8 +226,8 @@ class Monitor:
         # team -> (the tasks directory's stat key, (all done, worker -> its task in progress))
         self._owned: dict[str, tuple[tuple[int, int, int], tuple[bool, dict[str, str]]]] = {}
         self._emitted: set[str] = set()  # notification keys this process queued
-        # team -> (tasks dir, config, live workers) when its backlog last had nothing to do
-        self._backlog_seen: dict[str, tuple[Any, ...]] = {}
+        # team -> ((tasks dir, config, live workers), when) its backlog last had nothing to do
+        self._backlog_seen: dict[str, tuple[tuple[Any, ...], float]] = {}
 
     # -- discovery --------------------------------------------------------------------------
 
@@ -502,7 +502,9 @@ class Monitor:
         team = t.cfg.paths
         wall = self.wall()
         key = (_stat_key(team.tasks_dir, wall), _stat_key(team.config, wall), tuple(live))
-        if None not in key and self._backlog_seen.get(t.name) == key:
+        seen = self._backlog_seen.get(t.name)
+        # unchanged, and looked at lately (a landing that failed is tried again after a while)
+        if None not in key and seen is not None and seen[0] == key and wall - seen[1] < 15:
             return
         from omp.backlog import tick
 
@@ -512,7 +514,7 @@ class Monitor:
             report.diagnostics.append(f"team {t.name}: backlog: {_why(exc)}")
             return
         if None not in key and not actions:
-            self._backlog_seen[t.name] = key
+            self._backlog_seen[t.name] = (key, wall)
         for action in actions:
             ctl.log_event(
                 self.paths, "backlog", now=self.clock(), token=self.token, team=t.name,

@@ -66,6 +66,7 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
     needs = {} if shut else _needs_you(cfg)
     workers = []
     branches = _branches(cfg)
+    held = graph.held() if graph is not None else {}
     for w in cfg.worker_names:
         view = views[w]
         info = cfg.worker(w) or {}
@@ -76,7 +77,8 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
                 "pane": view.state,
                 "deadStatus": view.dead_status,
                 "unread": mailbox.Mailbox(team, w).unread_count(),
-                "taskId": info.get("taskId"),
+                # a backlog worker's task is the one it holds now, not its first
+                "taskId": (held.get(w) if held else None) or info.get("taskId"),
                 "lastActivity": _last_activity(team, w),
                 "presence": states[w].presence,
                 "status": states[w].status,
