@@ -13,7 +13,7 @@ scan tries again; a worker never gets mail about a task it cannot work on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from omp.mail import bootstrap, mailbox
 from omp.record import history
 from omp.record.config import TeamConfig
 from omp.store.names import LEADER
+from omp.store.paths import TeamPaths
 from omp.tasks import queue
 
 Action = dict[str, Any]
@@ -61,6 +62,7 @@ def run(
     first: str | None = None,
     only: Sequence[str] | None = None,
     cheap: bool = False,
+    read: Callable[[TeamPaths], list[dict[str, Any]]] | None = None,
 ) -> list[Action]:
     """Hand ready tasks to free workers (see the module docstring); the actions taken.
     `cheap`: only what needs no new checkout (the completing call's)."""
@@ -71,7 +73,7 @@ def run(
         from omp.tasks import presence
 
         only = [w for w in cfg.worker_names if _state(presence.read(cfg.paths, w)) != "offline"]
-    picks = queue.handover(cfg.paths, first=first, only=only, accept=accept)
+    picks = queue.handover(cfg.paths, first=first, only=only, accept=accept, read=read)
     out: list[Action] = []
     for worker, task in picks:
         out.append(give(cfg, bl, worker, task))

@@ -21,6 +21,7 @@ from omp.backlog import handover, landing, settings
 from omp.backlog import worktrees as task_worktrees
 from omp.errors import OmpError
 from omp.record.config import TeamConfig
+from omp.store.paths import TeamPaths
 from omp.tasks import graph as graphs
 from omp.tasks import queue, tasks
 
@@ -38,10 +39,13 @@ def tick(
     live: Sequence[str] | None = None,
     spawn: Callable[[TeamConfig], None] = landing.spawn,
     prepare: int = PREPARE_PER_SCAN,
+    read: Callable[[TeamPaths], list[dict[str, Any]]] | None = None,
 ) -> list[Action]:
     """One scan's work for one team (see the module docstring); the actions taken. `live`: the
-    workers whose panes are alive (None: every worker)."""
-    found = tasks.list_all(cfg.paths)
+    workers whose panes are alive (None: every worker); `read`: how task records are read (the
+    monitor's `omp.tasks.queue.Reader` keeps them between scans)."""
+    read = read or tasks.list_all
+    found = read(cfg.paths)
     if not has_backlog(found):
         return []
     out: list[Action] = []
@@ -55,16 +59,22 @@ def tick(
             spawn(cfg)
             out.append({"action": "landing", "team": cfg.name,
                         "taskIds": [t["id"] for t in todo]})  # fmt: skip
-    out += handover.run(cfg, only=live)
+    out += handover.run(cfg, only=live, read=read)
     if bl is not None and bl.worktrees and prepare > 0:
-        out += prepare_next(cfg, bl, prepare)
+        out += prepare_next(cfg, bl, prepare, read=read)
     return out
 
 
-def prepare_next(cfg: TeamConfig, bl: settings.Backlog, most: int) -> list[Action]:
+def prepare_next(
+    cfg: TeamConfig,
+    bl: settings.Backlog,
+    most: int,
+    *,
+    read: Callable[[TeamPaths], list[dict[str, Any]]] | None = None,
+) -> list[Action]:
     """Make the worktrees of the first ready tasks that have none, as many as there are workers
     (each may need its next one), at most `most` now."""
-    g = graphs.Graph(tasks.list_all(cfg.paths))
+    g = graphs.Graph((read or tasks.list_all)(cfg.paths))
     wanted = g.queue()[: max(1, len(cfg.worker_names))]
     out: list[Action] = []
     for t in wanted:

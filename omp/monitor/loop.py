@@ -228,6 +228,7 @@ class Monitor:
         self._emitted: set[str] = set()  # notification keys this process queued
         # team -> ((tasks dir, config, live workers), when) its backlog last had nothing to do
         self._backlog_seen: dict[str, tuple[tuple[Any, ...], float]] = {}
+        self._task_reader: Any = None  # `omp.tasks.queue.Reader`, made on a backlog's first look
 
     # -- discovery --------------------------------------------------------------------------
 
@@ -508,8 +509,12 @@ class Monitor:
             return
         from omp.backlog import tick
 
+        if self._task_reader is None:
+            from omp.tasks.queue import Reader
+
+            self._task_reader = Reader(self.wall)
         try:
-            actions = tick.tick(t.cfg, live=live)
+            actions = tick.tick(t.cfg, live=live, read=self._task_reader)
         except Exception as exc:
             report.diagnostics.append(f"team {t.name}: backlog: {_why(exc)}")
             return

@@ -60,6 +60,11 @@ def is_done(task: Task) -> bool:
     )
 
 
+def sort_id(tid: str) -> tuple[int, int, str]:
+    """The store's order of ids: numbers numerically, then the others."""
+    return (0, int(tid), "") if tid.isdigit() else (1, 0, tid)
+
+
 def sort_key(task: Task) -> tuple[int, int, tuple[int, int, str]]:
     """The queue's order: higher priority first, then the order given, then the id."""
     prio = task.get("priority")
@@ -68,7 +73,7 @@ def sort_key(task: Task) -> tuple[int, int, tuple[int, int, str]]:
     return (
         -(prio if isinstance(prio, int) and not isinstance(prio, bool) else 0),
         order if isinstance(order, int) and not isinstance(order, bool) else 1 << 62,
-        (0, int(tid), "") if tid.isdigit() else (1, 0, tid),
+        sort_id(tid),
     )
 
 

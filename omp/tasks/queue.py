@@ -76,6 +76,66 @@ def new_task(
     return rec
 
 
+RACY_SECONDS = 1.5  # a file changed this recently is read again (a coarse mtime may hide it)
+
+
+class Reader:
+    """A team's task records (the valid ones, as `tasks.list_all`), read again only where a
+    file changed: one `lstat` a task for the rest. For a process that looks often (the
+    monitor): a backlog may hold a thousand tasks, and reading them all costs tens of ms. A
+    file's (inode, size, mtime_ns) changes with every write (they replace it), and one changed
+    in the last `RACY_SECONDS` is not trusted. Callers get copies: they may change them."""
+
+    def __init__(self, wall: Callable[[], float] = time.time) -> None:
+        self._wall = wall
+        self._cache: dict[str, tuple[tuple[int, int, int], Task]] = {}
+
+    def __call__(self, team: TeamPaths) -> list[Task]:
+        from omp.store.paths import task_id_of_record
+
+        base = team.tasks_dir
+        try:
+            if not team.project.check(base):
+                return []
+            names = os.listdir(base)
+        except OSError:
+            return []
+        now = self._wall()
+        fresh: dict[str, tuple[tuple[int, int, int], Task]] = {}
+        out: list[Task] = []
+        prefix = f"{team.project.root}\0{team.name}\0"
+        for name in names:
+            tid = task_id_of_record(name)
+            if tid is None:
+                continue
+            path = base / name
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            key = (st.st_ino, st.st_size, st.st_mtime_ns)
+            hit = self._cache.get(prefix + tid)
+            if hit is not None and hit[0] == key and now - st.st_mtime >= RACY_SECONDS:
+                task = hit[1]
+            else:
+                try:
+                    obj = fs.read_json(path)
+                except OmpError as exc:
+                    if exc.code != "corrupt_state":
+                        raise
+                    continue  # shown as broken by the read commands, skipped here
+                if not isinstance(obj, dict) or tasks.problem(obj, tid) is not None:
+                    continue
+                task = obj
+            fresh[prefix + tid] = (key, task)
+            out.append(dict(task))
+        for k in [k for k in self._cache if k.startswith(prefix)]:
+            del self._cache[k]
+        self._cache.update(fresh)
+        out.sort(key=lambda t: graphs.sort_id(str(t.get("id"))))
+        return out
+
+
 def _write(team: TeamPaths, task: Task) -> None:
     fs.write_json_atomic(team.task(str(task["id"])), task)
 
@@ -200,17 +260,19 @@ def handover(
     first: str | None = None,
     only: Sequence[str] | None = None,
     accept: Callable[[Task], bool] | None = None,
+    read: Callable[[TeamPaths], list[Task]] | None = None,
 ) -> list[tuple[str, Task]]:
     """Give free workers ready tasks, each claimed for its worker in this one hold of the guard:
     (worker, its task now in progress). `first`: the worker served first (the one that just
     finished); `only`: serve these workers alone; `accept`: a task it refuses is not handed
-    over now (the caller cannot give it cheaply: the monitor will). A worker whose own task
-    (the one its config names, not a backlog task) is still to be claimed is not free."""
+    over now (the caller cannot give it cheaply: the monitor will); `read`: how the records
+    are read (a `Reader`, in the monitor). A worker whose own task (the one its config names,
+    not a backlog task) is still to be claimed is not free."""
     from omp.record import config as team_config
 
     out: list[tuple[str, Task]] = []
     with tasks.guarded(team):
-        g = Graph(tasks.list_all(team))
+        g = Graph((read or tasks.list_all)(team))
         if not any(t.get("backlog") is True for t in g.tasks):
             return out
         cfg = team_config.load(team)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from omp.tasks.graph import Graph, Worker, choose, find_cycle, validate
@@ -78,3 +79,29 @@ def test_validate_and_cycles() -> None:
     assert validate([("1", ("1",), "a")]) == "a is blocked by itself"
     assert "cycle: 1 -> 2 -> 1" in str(validate([("1", ("2",), "a"), ("2", ("1",), "b")]))
     assert find_cycle({"a": ["b"], "b": ["c"], "c": []}) == []
+
+
+def test_the_monitors_reader_sees_every_change_and_keeps_the_rest(tmp_path: Path) -> None:
+    import os
+
+    from omp.store.paths import StatePaths
+    from omp.tasks import queue, tasks
+    from omp.team.setup import create_team
+
+    root = tmp_path / "proj"
+    (root / ".git").mkdir(parents=True)
+    create_team(root, "t", 2, task="x")
+    team = StatePaths(root).team("t")
+    now = [0.0]
+    reader = queue.Reader(lambda: now[0])
+    assert reader(team) == tasks.list_all(team)
+    now[0] = 4e9  # long after every write: the cache is trusted
+    got = reader(team)
+    got[0]["status"] = "changed by the caller"  # a copy: the cache keeps its own
+    tasks.claim(team, "1", "worker-1")  # a real write: a new file
+    seen = reader(team)
+    assert seen == tasks.list_all(team) and seen[0]["owner"] == "worker-1"
+    os.unlink(team.task("2"))
+    assert [t["id"] for t in reader(team)] == ["1"]
+    team.task("2").write_text("{broken")
+    assert [t["id"] for t in reader(team)] == ["1"]  # skipped, as list_all skips it
