@@ -80,12 +80,19 @@ def sort_key(task: Task) -> tuple[int, int, tuple[int, int, str]]:
 class Graph:
     """The tasks of one team, indexed once."""
 
-    __slots__ = ("by_id", "stuck_by", "tasks")
+    __slots__ = ("_stuck_by", "by_id", "tasks")
 
     def __init__(self, task_list: Iterable[Task]) -> None:
         self.tasks = list(task_list)
         self.by_id: dict[str, Task] = {str(t.get("id")): t for t in self.tasks}
-        self.stuck_by = self._stuck()
+        self._stuck_by: dict[str, list[str]] | None = None
+
+    @property
+    def stuck_by(self) -> dict[str, list[str]]:
+        """(computed on first use: choosing a task does not need it)"""
+        if self._stuck_by is None:
+            self._stuck_by = self._stuck()
+        return self._stuck_by
 
     def _stuck(self) -> dict[str, list[str]]:
         """pending task id -> the failed, cancelled or interrupted tasks that keep it from ever

@@ -104,13 +104,13 @@ class Reader:
         fresh: dict[str, tuple[tuple[int, int, int], Task]] = {}
         out: list[Task] = []
         prefix = f"{team.project.root}\0{team.name}\0"
+        where = str(base) + os.sep  # (strings: a Path per task costs more than its lstat)
         for name in names:
             tid = task_id_of_record(name)
             if tid is None:
                 continue
-            path = base / name
             try:
-                st = os.lstat(path)
+                st = os.lstat(where + name)
             except FileNotFoundError:
                 continue
             key = (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -119,7 +119,7 @@ class Reader:
                 task = hit[1]
             else:
                 try:
-                    obj = fs.read_json(path)
+                    obj = fs.read_json(base / name)
                 except OmpError as exc:
                     if exc.code != "corrupt_state":
                         raise
