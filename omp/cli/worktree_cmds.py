@@ -160,6 +160,14 @@ def register(team_app: typer.Typer) -> None:
                 from omp.store.names import task_id
 
                 tid = task_id(task) if task is not None else None
+                if into or squash or stop_on_conflict:
+                    from omp.errors import OmpError
+
+                    raise OmpError(
+                        "usage",
+                        "a backlog's tasks merge into the team's target one by one: --into, "
+                        "--squash and --stop-on-conflict do not apply to them",
+                    )
                 return cast("MergeReply", land_report(cfg, tid, dry_run=dry_run))
             report = merge_team(
                 cfg,
