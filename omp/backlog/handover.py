@@ -110,6 +110,11 @@ def give(cfg: TeamConfig, bl: Backlog | None, worker: str, task: dict[str, Any])
         backlog=backlog_words(bl),
     )
     mid = mail(cfg, worker, text, INTENT, tid)
+    if mid is None:  # a worker that cannot be told must not hold the task
+        why = f"the hand-over mail to {worker} could not be written"
+        queue.release(cfg.paths, tid, token, why)
+        return {"action": "handover_failed", "team": cfg.name, "taskId": tid, "worker": worker,
+                "error": "storage_error", "message": why}  # fmt: skip
     event: dict[str, Any] = {"type": "handover", "taskId": tid, "worker": worker}
     if record:
         event["branch"] = record.get("branch")
@@ -117,8 +122,7 @@ def give(cfg: TeamConfig, bl: Backlog | None, worker: str, task: dict[str, Any])
     action: Action = {"action": "handed_over", "team": cfg.name, "taskId": tid, "worker": worker}
     if record:
         action["branch"] = record.get("branch")
-    if mid is not None:
-        action["messageId"] = mid
+    action["messageId"] = mid
     return action
 
 
