@@ -222,13 +222,23 @@ def roster(team: TeamPaths) -> list[Worker]:
     return workers_of(team_config.load(team))
 
 
+JOINING = "joiningSince"  # a new worker not told to read its inbox yet (`omp.team.backlog`)
+JOINING_SECONDS = 600.0  # a launch that died before it cleared the mark: the worker may work
+
+
 def workers_of(cfg: TeamConfig) -> list[Worker]:
+    """The workers the queue may hand tasks to: not one still joining (its trigger not typed:
+    omp's mail and nudge must not reach its pane before it)."""
     team_agent = cfg.raw.get("agent") or cfg.raw.get("role")
     out = []
     names = set(cfg.worker_names)
+    now = time.time()
     for w in cfg.workers:
         name = w.get("name")
         if name not in names:
+            continue
+        since = clock.parse_iso(str(w.get(JOINING))) if w.get(JOINING) else None
+        if since is not None and now - since < JOINING_SECONDS:
             continue
         agent = w.get("agent") or team_agent
         out.append(Worker(str(name), str(agent) if agent else None, _model_of(w)))

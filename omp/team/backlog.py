@@ -17,6 +17,7 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from omp import clock
 from omp.backlog import settings as backlog_settings
 from omp.backlog import worktrees as task_worktrees
 from omp.backlog.files import Spec
@@ -28,6 +29,7 @@ from omp.record import history
 from omp.record.workspace import Worktree
 from omp.store.paths import StatePaths, TeamPaths
 from omp.tasks.graph import Graph, Worker
+from omp.tasks.queue import JOINING
 
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
@@ -143,6 +145,25 @@ class BacklogStart:
             e["taskId"] = str(rec["id"]) if rec is not None else None
             if self.settings.worktrees:
                 e["workspace"] = {"kind": "tasks", "dir": self.settings.dir}
+            if rec is None:
+                # no task in its inbox: the queue may hand it one only once it was told to read
+                # that inbox (else omp's mail and nudge could reach its pane first); `joined`
+                e[JOINING] = clock.iso()
+
+    def joined(self, team: TeamPaths, workers: list[str]) -> None:
+        """Their triggers were typed: the queue may hand them tasks now."""
+        from omp.record import config as team_config
+        from omp.team.membership import members_locked
+
+        with contextlib.suppress(OmpError), members_locked(team):
+            cfg = team_config.load(team)
+            changed = False
+            for e in cfg.workers:
+                if e.get("name") in workers and JOINING in e:
+                    del e[JOINING]
+                    changed = True
+            if changed:
+                team_config.write(team, cfg.raw)
 
     def inbox(
         self, launch: Launch, team: TeamPaths, w: dict[str, Any], teammates: list[str], omp: str

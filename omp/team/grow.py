@@ -259,6 +259,8 @@ class AddWorkers(Launch):
         if self.backlog is not None:  # they join the queue at once
             from omp.backlog import handover
 
+            self.backlog.joined(team, new)
+
             with contextlib.suppress(OmpError):
                 given = handover.run(team_config.load(team), only=new)
         return {

@@ -483,6 +483,8 @@ class Launch:
         self._write_state(team, raw, worker_names)
         self.recorded()
         self.wait_and_trigger(tmux, team, profile, panes)
+        if self.backlog is not None:
+            self.backlog.joined(team, worker_names)
         attach = _attach_hint(ident.socket_path, self.req.socket, sess, inside)
         return {
             "ok": True,

@@ -252,3 +252,22 @@ def test_wait_returns_when_nothing_more_can_run(
     assert status["backlog"]["finished"] is True
     assert [t["state"] for t in status["tasks"]] == ["failed", "blocked", "blocked", "blocked",
                                                      "done"]  # fmt: skip
+
+
+def test_a_worker_still_joining_is_handed_nothing(root: Path) -> None:
+    """A new worker's pane must get its trigger before omp's mail and nudge: until the launch
+    (or add-worker) clears the mark, the queue passes it by."""
+    from omp import clock
+    from omp.team.backlog import BacklogStart
+
+    create(root)
+    paths = StatePaths(root).team("bl")
+    cfg = team(root)
+    cfg.raw["workers"][0][queue.JOINING] = clock.iso()
+    team_config.write(paths, cfg.raw)
+    assert [a["worker"] for a in handover.run(team(root))] == ["worker-2"]
+    start = BacklogStart.joining(team(root))
+    assert start is not None
+    start.joined(paths, ["worker-1"])
+    assert queue.JOINING not in team(root).raw["workers"][0]
+    assert [a["worker"] for a in handover.run(team(root))] == ["worker-1"]
