@@ -38,6 +38,8 @@ WORKER_MAY_RUN: dict[Words, str] = {
     ("team", "events"): READ_ONLY,
     ("team", "wait"): READ_ONLY,
     ("team", "diff"): READ_ONLY,
+    ("team", "task", "list"): READ_ONLY,
+    ("team", "task", "show"): READ_ONLY,
     ("ralph", "status"): READ_ONLY,
     ("ultrawork", "status"): READ_ONLY,
     ("ultraqa", "status"): READ_ONLY,

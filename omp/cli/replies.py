@@ -320,6 +320,8 @@ class TeamStatus(TypedDict):
     allDone: bool
     usage: TeamSpent | UsageUnreadable  # the workers' tokens together, and the budgets
     resume: ResumeHint | None  # None unless a member's pane is down and the team not shut down
+    # a backlog's states counted, what is ready, whether anything more can run
+    backlog: NotRequired[dict[str, Any] | None]
 
 
 class TeamError(TypedDict):
@@ -388,6 +390,8 @@ class WaitReply(TypedDict):
     tasks: NotRequired[dict[str, int]]  # tasks by status, when the team was looked at
     cursor: str
     brokenTasks: NotRequired[list[dict[str, Any]]]
+    # all_done in a backlog with tasks that can never run: id -> the failed tasks it waits for
+    stuck: NotRequired[dict[str, list[str]]]
     why: NotRequired[str]  # gone: why the team cannot move any more
     resume: NotRequired[str]  # gone: the command that starts its members again
     # attention: the episodes newer than the cursor, and budgets crossed whose message is unread
@@ -405,7 +409,19 @@ class WaitReply(TypedDict):
 class LaunchedWorker(TypedDict):
     name: str
     paneId: str | None
-    taskId: str
+    taskId: str | None  # None: no task yet (launched without one; a backlog with none ready)
+
+
+class LaunchBacklog(TypedDict):
+    """A backlog launch (`--tasks`): its tasks and who starts with what."""
+
+    tasks: int
+    ready: int  # ready at the start (handed out at once, or waiting for a worker)
+    merge: str  # auto | manual
+    worktrees: bool  # a worktree and branch per task
+    target: str | None  # the branch each task starts from and is merged into
+    dir: str | None  # where the tasks' worktrees go
+    first: dict[str, str]  # worker -> its first task
 
 
 class LaunchReply(TypedDict):
@@ -418,6 +434,7 @@ class LaunchReply(TypedDict):
     config: str
     attach: str
     workspace: LaunchWorkspace
+    backlog: NotRequired[LaunchBacklog]
 
 
 class AddWorkerReply(TypedDict):
@@ -427,6 +444,7 @@ class AddWorkerReply(TypedDict):
     workers: list[LaunchedWorker]
     members: list[str]
     workspace: LaunchWorkspace
+    handedOver: NotRequired[list[dict[str, Any]]]  # a backlog team: the tasks they took at once
 
 
 class CreateReply(TypedDict):
@@ -434,6 +452,7 @@ class CreateReply(TypedDict):
     team: str
     config: str
     workers: int
+    tasks: NotRequired[int]  # a backlog's tasks (`--tasks`)
 
 
 class ListRow(TypedDict):
@@ -529,6 +548,7 @@ class DemoReply(LaunchReply):
     repo: str  # the throwaway repository the team worked in
     demoDir: str
     merge: MergeReply | ErrorReply | None  # the workers' branches merged, when all were done
+    tasks: NotRequired[list[dict[str, Any]]]  # `--backlog`: every task's row, as status shows it
 
 
 # ---- loops ------------------------------------------------------------------------------------

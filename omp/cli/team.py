@@ -102,6 +102,8 @@ def launch(
     ),
     workspace: str = opt.WorkspaceOpt,
     carry_changes: bool = opt.CarryOpt,
+    tasks: str = opt.TasksOpt,
+    merge: str = opt.MergeOpt,
     verify: str = typer.Option(
         None,
         "--verify",
@@ -148,6 +150,8 @@ def launch(
             carry_changes=carry_changes,
             verify=verify,
             verify_timeout=verify_timeout,
+            tasks_file=Path(tasks) if tasks is not None else None,
+            merge=merge,
         )
         return cast("LaunchReply", do_launch(req, progress=progress))
 
@@ -156,12 +160,13 @@ def launch(
         from omp.textsafe import inline
 
         omp = invocation()
-        from omp.cli.team_text import workspace_lines
+        from omp.cli.team_text import backlog_line, workspace_lines
 
         ws = ", ".join(f"{inline(w['name'])}({inline(str(w['paneId']))})" for w in r["workers"])
         return (
             f"team {r['team']} launched: {ws}\n"
             + workspace_lines(r)
+            + backlog_line(r)
             + f"  watch:    {omp} team status {r['team']} --watch\n"
             f"  attach:   {inline(r['attach'])}\n"
             f"  results:  {omp} team collect {r['team']}\n"
@@ -362,6 +367,7 @@ def create(
     task: str = typer.Option(
         "", "--task", help="Also write one pending task per worker.", callback=opt.text()
     ),
+    tasks: str = opt.TasksOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Write a team's config (and tasks) without tmux: for headless teams and scripts."""
@@ -369,7 +375,10 @@ def create(
     def body() -> CreateReply:
         from omp.team.setup import create_team
 
-        return cast("CreateReply", create_team(Path.cwd(), name, workers, task=task))
+        tasks_file = Path(tasks) if tasks is not None else None
+        return cast(
+            "CreateReply", create_team(Path.cwd(), name, workers, task=task, tasks_file=tasks_file)
+        )
 
     run(body, as_json=as_json, human=lambda r: f"created team {r['team']} ({r['config']})")
 
@@ -397,12 +406,13 @@ def _config(team: str | None) -> TeamConfig:
 
 
 def _register_monitor() -> None:
-    from omp.cli import board_cmds, lifecycle_cmds, monitor_cmds, worktree_cmds
+    from omp.cli import board_cmds, lifecycle_cmds, monitor_cmds, task_cmds, worktree_cmds
 
     monitor_cmds.register(app)
     lifecycle_cmds.register(app)
     worktree_cmds.register(app)
     board_cmds.register(app)  # `board` and `answer`: neither imports the board's web framework
+    task_cmds.register(app)
 
 
 _register_monitor()

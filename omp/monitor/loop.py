@@ -226,6 +226,9 @@ class Monitor:
         # team -> (the tasks directory's stat key, (all done, worker -> its task in progress))
         self._owned: dict[str, tuple[tuple[int, int, int], tuple[bool, dict[str, str]]]] = {}
         self._emitted: set[str] = set()  # notification keys this process queued
+        # team -> ((tasks dir, config, live workers), when) its backlog last had nothing to do
+        self._backlog_seen: dict[str, tuple[tuple[Any, ...], float]] = {}
+        self._task_reader: Any = None  # `omp.tasks.queue.Reader`, made on a backlog's first look
 
     # -- discovery --------------------------------------------------------------------------
 
@@ -380,6 +383,7 @@ class Monitor:
                 continue
             self._paneless.pop(t.name, None)
             report.live_teams += 1
+            self._backlog(t, [w for w, _, _ in panes if w != LEADER], report)
             self._maybe_all_done(t, report)
             try:
                 gate = bool(report.active_loops) and not self._all_done(t.cfg.paths)
@@ -489,6 +493,36 @@ class Monitor:
         for action in actions:
             ctl.log_event(
                 self.paths, "sweep", now=self.clock(), token=self.token, team=t.name,
+                action=action,
+            )  # fmt: skip
+
+    def _backlog(self, t: _Team, live: list[str], report: ScanReport) -> None:
+        """A backlog team's hand-overs, retries, landings and prepared worktrees
+        (`omp.backlog.tick`), run when its tasks, its config or its live workers changed (an
+        unchanged team costs two stats)."""
+        team = t.cfg.paths
+        wall = self.wall()
+        key = (_stat_key(team.tasks_dir, wall), _stat_key(team.config, wall), tuple(live))
+        seen = self._backlog_seen.get(t.name)
+        # unchanged, and looked at lately (a landing that failed is tried again after a while)
+        if None not in key and seen is not None and seen[0] == key and wall - seen[1] < 15:
+            return
+        from omp.backlog import tick
+
+        if self._task_reader is None:
+            from omp.tasks.queue import Reader
+
+            self._task_reader = Reader(self.wall)
+        try:
+            actions = tick.tick(t.cfg, live=live, read=self._task_reader)
+        except Exception as exc:
+            report.diagnostics.append(f"team {t.name}: backlog: {_why(exc)}")
+            return
+        if None not in key and not actions:
+            self._backlog_seen[t.name] = (key, wall)
+        for action in actions:
+            ctl.log_event(
+                self.paths, "backlog", now=self.clock(), token=self.token, team=t.name,
                 action=action,
             )  # fmt: skip
 

@@ -36,11 +36,12 @@ from omp.errors import OmpError
 from omp.mail import bootstrap, mailbox
 from omp.record import history
 from omp.record.config import TeamConfig
-from omp.record.workspace import team_verify, worktree_of
+from omp.record.workspace import DEFAULT_VERIFY_TIMEOUT, team_verify, worktree_of
 from omp.store.names import LEADER
 from omp.tasks import tasks
 
 MAX_ATTEMPTS = 3
+MAX_FAILED_CHECKS = 3  # a backlog task's check failing this often fails the task
 TAIL_LINES = 40
 MAX_LINE = 300  # characters of one log line in the mail
 Action = dict[str, Any]
@@ -60,15 +61,19 @@ def start(cfg: TeamConfig, task: dict[str, Any], *, restart: bool = False) -> di
     from omp.workspace import verify
 
     found = team_verify(cfg.raw)
+    own = task.get("verifyCommand")  # a backlog task's own check (`omp.backlog.files`)
+    if isinstance(own, str) and own.strip():
+        found = (own, found[1] if found else DEFAULT_VERIFY_TIMEOUT)
     if found is None:
         raise OmpError("invalid_config", f"team {cfg.name} has no verify command")
     command, timeout = found
     tid = str(task["id"])
     owner = task.get("owner") if isinstance(task.get("owner"), str) else None
     root = cfg.paths.project.root
+    own_tree = worktree_of(task)  # a backlog task's own worktree, else the worker's
     st = verify.start(
         cfg.paths.verify_dir(tid),
-        _cwd(cfg, owner),
+        Path(own_tree.path) if own_tree is not None else _cwd(cfg, owner),
         command,
         timeout,
         restart=restart,
@@ -241,17 +246,27 @@ def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Actio
         if gone is None:
             return None
         return {"action": "verify_failed", "team": cfg.name, "taskId": tid, "status": verdict}
+    # A backlog task whose check keeps failing fails (its dependents then show as blocked by
+    # it; `retries` may give it to another worker): the worker is free for the next task.
+    failures = int(task.get("verifyFailures") or 0) + 1
+    give_up = task.get("backlog") is True and failures >= MAX_FAILED_CHECKS
+    fields: dict[str, Any] = {"verify": record, "verifyFailures": failures}
+    if give_up:
+        fields["result"] = f"failed: its check failed {failures} times ({record.get('log')})"
     back = tasks.omp_move(
         team,
         tid,
         expect="verifying",
-        to="in_progress",
-        fields={"verify": record},
+        to="failed" if give_up else "in_progress",
+        fields=fields,
         check=same_run,
         extra={"verify": _summary(record)},
     )
     if back is None:
         return None
+    if give_up:
+        return {"action": "verify_gave_up", "team": cfg.name, "taskId": tid,
+                "failures": failures, "log": record.get("log")}  # fmt: skip
     action: Action = {
         "action": "verify_failed",
         "team": cfg.name,
@@ -281,8 +296,8 @@ def verifying_ids(cfg: TeamConfig) -> list[str]:
 def settle_team(cfg: TeamConfig, *, now: float | None = None) -> list[Action]:
     """The monitor's pass over one team: settle every task being verified. Cheap for a team
     that does not verify (one dictionary lookup)."""
-    if team_verify(cfg.raw) is None:
-        return []
+    if team_verify(cfg.raw) is None and not isinstance(cfg.raw.get("backlog"), dict):
+        return []  # (a backlog task may carry a check of its own)
     out: list[Action] = []
     for tid in verifying_ids(cfg):
         try:

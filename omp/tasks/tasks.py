@@ -32,8 +32,11 @@ if TYPE_CHECKING:
 
     Team = TeamPaths | TeamFiles
 
-STATUSES = ("pending", "in_progress", "verifying", "completed", "failed", "interrupted")
-TERMINAL = frozenset({"completed", "failed", "interrupted"})
+STATUSES = (
+    "pending", "in_progress", "verifying", "completed", "failed", "interrupted", "cancelled"
+)  # fmt: skip
+# `cancelled`: a backlog task the leader took off (`omp.tasks.queue.cancel`)
+TERMINAL = frozenset({"completed", "failed", "interrupted", "cancelled"})
 OUTBOX_EVENTS = {"completed": "task_complete", "failed": "task_failed"}
 # What transition-task-status may do; pending -> in_progress happens only through a claim,
 # which takes the lock and hands out the token.
@@ -256,6 +259,8 @@ def claim(team: Team, tid: str, worker: str) -> tuple[dict[str, Any], str]:
                 task_id=tid,
                 status=task.get("status"),
             )
+        if task.get("backlog") is True and (task.get("blockedBy") or task.get("agent")):
+            _backlog_gate(team, task, worker)
         lock = team.task_lock(tid)
         lock_body = jsonl.encode({"owner": worker, "pid": os.getpid(), "claimedAt": clock.iso()})
         for attempt in (1, 2):
@@ -273,6 +278,40 @@ def claim(team: Team, tid: str, worker: str) -> tuple[dict[str, Any], str]:
         _write(team, task)
         history.task(team, "pending", task)
     return task, token
+
+
+def _backlog_gate(team: Team, task: dict[str, Any], worker: str) -> None:
+    """A backlog task claimed by hand: refused while a task it is blocked by is not done
+    (`task_blocked`; `omp.tasks.graph`), or when it is for another agent (`wrong_agent`)."""
+    from omp.tasks import graph
+
+    tid = task.get("id")
+    waiting = []
+    for b in graph.blockers(task):
+        bt = read(team, b)
+        if bt is None or not graph.is_done(bt):
+            waiting.append(f"{b} ({bt.get('status') if bt else 'missing'})")
+    if waiting:
+        raise OmpError(
+            "task_blocked",
+            f"task {tid} is blocked by {', '.join(waiting)}: it can start once they are done "
+            "(and merged, for a task with a branch of its own); omp then hands it to a free worker",
+            task_id=tid,
+            blockedBy=graph.blockers(task),
+        )
+    agent = task.get("agent")
+    if isinstance(agent, str) and agent:
+        from omp.record import config as team_config
+
+        cfg = team_config.load(team)
+        mine = (cfg.worker(worker) or {}).get("agent") or cfg.raw.get("agent")
+        if mine != agent:
+            raise OmpError(
+                "wrong_agent",
+                f"task {tid} is for a {agent} worker; {worker} runs {mine or 'another agent'}",
+                task_id=tid,
+                agent=agent,
+            )
 
 
 def transition(

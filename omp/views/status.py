@@ -51,6 +51,12 @@ def team_status(
     is most of the cost of a worktree team's status); computed here otherwise."""
     team = cfg.paths
     task_list = tasks.read_all(team)
+    graph = None
+    if any(t.get("backlog") is True for t in task_list):
+        from omp.tasks.graph import Graph
+        from omp.views import backlog
+
+        graph = Graph(task_list)
     views = pane_views(cfg)
     states = availability.member_states(
         cfg,
@@ -66,6 +72,7 @@ def team_status(
     needs = {} if shut else _needs_you(cfg)
     workers = []
     branches = _branches(cfg) if branches is None else branches
+    held = graph.held() if graph is not None else {}
     for w in cfg.worker_names:
         view = views[w]
         info = cfg.worker(w) or {}
@@ -76,7 +83,8 @@ def team_status(
                 "pane": view.state,
                 "deadStatus": view.dead_status,
                 "unread": mailbox.Mailbox(team, w).unread_count(),
-                "taskId": info.get("taskId"),
+                # a backlog worker's task is the one it holds now, not its first
+                "taskId": (held.get(w) if held else None) or info.get("taskId"),
                 "lastActivity": _last_activity(team, w),
                 "presence": states[w].presence,
                 "status": states[w].status,
@@ -110,10 +118,13 @@ def team_status(
                 "result": t.get("result"),
                 "description": t.get("description"),
                 **task_work(t),
+                # a backlog's: state, title, what blocks it, its branch (`omp.views.backlog`)
+                **(backlog.task_row(t, graph) if graph is not None else {}),
             }
             for t in task_list
         ]
         + task_list.broken,  # a broken task file is a row saying why, never a silent gap
+        **({"backlog": backlog.summary(task_list, graph)} if graph is not None else {}),
         "workers": workers,
         "allDone": bool(task_list)
         and not task_list.broken
