@@ -115,6 +115,9 @@ CODES: dict[str, int] = {
     "merge_conflict": EXIT_REFUSED,
     "verify_failed": EXIT_REFUSED,
     "target_moved": EXIT_REFUSED,
+    "target_busy": EXIT_REFUSED,
+    "signing_failed": EXIT_REFUSED,
+    "nothing_committed": EXIT_REFUSED,
     "internal": EXIT_INTERNAL,
 }
 

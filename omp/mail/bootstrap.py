@@ -24,6 +24,23 @@ def api_command(omp: str, sub: str, **fields: str) -> str:
     return f"{omp} team api {sub} --input {shlex.quote(arg)} --json"
 
 
+def complete_command(
+    omp: str, team: str, task_id: str, worker: str, token: str = "<claimToken>"
+) -> str:
+    """The one line that completes a task: the inbox's, and the mail after a failed check or a
+    merge conflict (`omp.monitor.verifying`, `omp.team.merging`) give it the same way."""
+    return api_command(
+        omp,
+        "transition-task-status",
+        team_name=team,
+        task_id=task_id,
+        worker=worker,
+        **{"from": "in_progress", "to": "completed"},
+        claim_token=token,
+        result="<one-line summary>",
+    )
+
+
 def inbox_markdown(
     *,
     team: str,
@@ -65,15 +82,7 @@ def inbox_markdown(
             read=_cmd("mailbox-read", team_name=team, worker=worker),
             tail=_tasks_between(omp, team, worker),
         )
-    done = _cmd(
-        "transition-task-status",
-        team_name=team,
-        task_id=task_id,
-        worker=worker,
-        **{"from": "in_progress", "to": "completed"},
-        claim_token="<claimToken>",
-        result="<one-line summary>",
-    )
+    done = complete_command(omp, team, task_id, worker)
     commit_step = (
         "\n   Commit your work in your worktree first (a completion with uncommitted changes"
         " is refused)"
@@ -206,15 +215,7 @@ def resume_markdown(
         parts.append(f"Task ID: {tid}")
         token = task.get("claimToken")
         if status == "in_progress" and task.get("owner") == worker and isinstance(token, str):
-            done = _cmd(
-                "transition-task-status",
-                team_name=team,
-                task_id=tid,
-                worker=worker,
-                **{"from": "in_progress", "to": "completed"},
-                claim_token=token,
-                result="<one-line summary>",
-            )
+            done = complete_command(omp, team, tid, worker, token)
             parts += [
                 "Status: in_progress, claimed by you. The claim is still yours; do not claim "
                 "it again.",

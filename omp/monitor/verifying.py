@@ -34,7 +34,6 @@ from typing import Any
 from omp import clock
 from omp.errors import OmpError
 from omp.mail import bootstrap, mailbox
-from omp.record import history
 from omp.record.config import TeamConfig
 from omp.record.workspace import team_verify, worktree_of
 from omp.store.names import LEADER
@@ -119,16 +118,7 @@ def failure_mail(cfg: TeamConfig, task: dict[str, Any], v: dict[str, Any]) -> st
         how = f"was cut short {MAX_ATTEMPTS} times (its supervisor died)"
     else:
         how = f"exited with code {v.get('exit')}"
-    done = bootstrap.api_command(
-        team_command(cfg.raw),
-        "transition-task-status",
-        team_name=cfg.name,
-        task_id=tid,
-        worker=worker,
-        **{"from": "in_progress", "to": "completed"},
-        claim_token="<claimToken>",
-        result="<one-line summary>",
-    )
+    done = bootstrap.complete_command(team_command(cfg.raw), cfg.name, tid, worker)
     tail = _tail(str(v.get("log") or "")) or "(no output)"
     return (
         f"The check of your completion of task {tid} failed: `{v.get('command')}` {how} "
@@ -146,10 +136,9 @@ def _mail(cfg: TeamConfig, task: dict[str, Any], v: dict[str, Any]) -> str | Non
         LEADER, worker, failure_mail(cfg, task, v), {"auto": True, "intent": "verify_failed"}
     )
     try:
-        mailbox.Mailbox(cfg.paths, worker).append_messages([msg])
+        mailbox.Mailbox(cfg.paths, worker).append_messages([msg])  # recorded in events.jsonl
     except OmpError:
         return None
-    history.messages(cfg.paths, [msg])
     try:
         from omp.mail import delivery
 
@@ -247,6 +236,7 @@ def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Actio
         expect="verifying",
         to="in_progress",
         fields={"verify": record},
+        drop=("result",),  # the failed attempt's one-line result is not the task's now
         check=same_run,
         extra={"verify": _summary(record)},
     )

@@ -420,7 +420,7 @@ def test_squash_makes_one_commit_per_worker_with_the_tasks_subject_and_result(
     complete(capsys, cfg, "worker-1", "1", token, result="two files written")
     report = merging.merge_team(cfg, squash=True)
     assert report["results"][0]["status"] == "squashed"
-    assert g(repo, "log", "-1", "--format=%B").startswith("build it\n\ntwo files written\n")
+    assert g(repo, "log", "-1", "--format=%B").startswith("task 1: build it\n\ntwo files written\n")
     assert g(repo, "rev-list", "--count", "main") == "2"  # the first commit and the squash
 
 
