@@ -212,7 +212,14 @@ class Repo:
     # ---- never kept ---------------------------------------------------------------------------
 
     def changes(self, checkout: Path, *, untracked: bool = True) -> facts.Changes:
+        """What is uncommitted in `checkout`, asked now (never kept)."""
         return facts.changes(checkout, untracked=untracked)
+
+    def known_clean(self, checkout: Path) -> bool:
+        """True when this handle left `checkout` clean itself, nothing written since (`moved`):
+        the check before the next branch's merge needs no second `git status`. The check right
+        before a move never relies on it."""
+        return self._refs.get(("clean", str(checkout))) is True
 
     def checkout_state(self, checkout: Path) -> tuple[str | None, str | None]:
         """(the branch checked out at `checkout`, its commit), read now, in one git call; the
@@ -229,7 +236,8 @@ class Repo:
     def merged_into(self, branch: str, target: str) -> bool:
         """True when everything `branch` changed is in `target`: it is an ancestor (a merge or
         a fast-forward), or merging it would change nothing (squashed or cherry-picked in)."""
-        tip, onto = self.resolve(branch), self.resolve(target)
+        tip = branch if _is_id(branch) else self.resolve(branch)  # an id a caller read
+        onto = self.resolve(target)
         if tip is None or onto is None:
             return False
         if self.is_ancestor(tip, onto):
@@ -257,20 +265,24 @@ class Repo:
         it (`rebase-merge/` or `rebase-apply/` naming it in `head-name`: HEAD is detached
         meanwhile) or a bisect started on it (`BISECT_START`), anywhere; and where it is
         checked out, a merge (`MERGE_HEAD`), cherry-pick or revert (`CHERRY_PICK_HEAD`,
-        `REVERT_HEAD`, `sequencer/`) or am (`rebase-apply/applying`) stopped on it. No process
-        is started: the common directory is asked once per handle."""
+        `REVERT_HEAD`, `sequencer/`) or am (`rebase-apply/applying`) stopped on it. Where it
+        is checked out is git's word (`worktree list`, as kept by this handle: HEAD itself may
+        live in a ref store that is no file); the rest are files in every ref store."""
         common = self.common_dir()
         dirs = [common]
         try:
             dirs += sorted(p for p in (common / "worktrees").iterdir() if p.is_dir())
         except OSError:
             pass
+        holder = self.checkout_of(branch)
+        held_at = os.path.realpath(holder) if holder is not None else None
         ref = HEADS + branch
         for gitdir in dirs:
-            found = _busy_in(gitdir, ref, branch)
+            where = _worktree_of(gitdir, common)
+            found = _busy_in(gitdir, ref, branch, os.path.realpath(where) == held_at)
             if found is not None:
                 operation, detail = found
-                return Busy(branch, operation, _worktree_of(gitdir, common), detail)
+                return Busy(branch, operation, where, detail)
         return None
 
     def refuse_in_use(self, branch: str) -> None:
@@ -290,7 +302,12 @@ class Repo:
     # ---- writes -------------------------------------------------------------------------------
 
     def _wrote(self) -> None:
+        """Forget the facts of refs after a write, but which branch is checked out where (and
+        at the top): no write of this handle changes that (the check before a move asks it
+        afresh anyway)."""
+        kept = {k: self._refs[k] for k in (("worktrees",), ("branch",)) if k in self._refs}
         self._refs.clear()
+        self._refs.update(kept)
 
     def commit_tree(self, tree: str, parents: Sequence[str], message: str) -> str:
         """A commit of `tree` with `parents`, signed (`-S`) when `commit.gpgsign` is on, as `git
@@ -359,11 +376,15 @@ class Repo:
         status = "passed" if res.rc == 0 else "failed"
         return HookRun(name, status, res.rc, time.monotonic() - t0, said)
 
-    def moved(self, branch: str, new: str) -> None:
-        """This handle moved `branch` to `new`: remember it there (everything else of refs
-        and checkouts is asked again)."""
+    def moved(self, branch: str, new: str, checkout: Path | None = None) -> None:
+        """This handle moved `branch` to `new`: remember it there, and, when it fast-forwarded
+        a `checkout` found clean just before, that the checkout is clean (a fast-forward of a
+        clean checkout leaves it clean). Which branch is checked out where did not change;
+        every other fact of refs is asked again."""
         self._wrote()
         self._refs[("resolve", HEADS + branch)] = new
+        if checkout is not None:
+            self._refs[("clean", str(checkout))] = True
 
 
 def _first_lines(res: GitResult) -> str:
@@ -378,8 +399,9 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def _busy_in(gitdir: Path, ref: str, branch: str) -> tuple[str, str] | None:
-    """(operation, detail) holding `ref` in the worktree whose git directory is `gitdir`."""
+def _busy_in(gitdir: Path, ref: str, branch: str, checked_out: bool) -> tuple[str, str] | None:
+    """(operation, detail) holding `ref` in the worktree whose git directory is `gitdir`
+    (`checked_out`: that worktree has the branch checked out)."""
     for sub in ("rebase-merge", "rebase-apply"):
         if sub == "rebase-apply" and (gitdir / sub / "applying").exists():
             continue  # an am, not a rebase: HEAD stays on its branch (below)
@@ -388,7 +410,7 @@ def _busy_in(gitdir: Path, ref: str, branch: str) -> tuple[str, str] | None:
     start = _read(gitdir / "BISECT_START")
     if start is not None and start in (branch, ref):
         return "bisect", "is being bisected (git bisect reset returns to it)"
-    if _read(gitdir / "HEAD") != f"ref: {ref}":
+    if not checked_out:
         return None
     am = (gitdir / "rebase-apply" / "applying").exists()
     stopped = (

@@ -155,8 +155,8 @@ def _move(r: Repo, target: str, old: str, new: str, branch: str, hook_timeout: f
     """Move `target` from `old` to `new` (see the module docstring, steps 5 and 6)."""
     reflog = f"omp merge {branch}"
     moved_away = f"{target} moved while merging; nothing changed"
-    r.refuse_in_use(target)  # again: a verify can take minutes, the user may have started one
     checkout = r.checkout_of(target, fresh=True)
+    r.refuse_in_use(target)  # again: a verify can take minutes, the user may have started one
     if checkout is None:
         ok, said = r.update_ref(target, new, old, reflog)
         if not ok:
@@ -173,7 +173,7 @@ def _move(r: Repo, target: str, old: str, new: str, branch: str, hook_timeout: f
         if now != old:
             return _Moved("target_moved", None, moved_away)
         return _Moved("checkout_refused", None, f"git refused to update {checkout}: {said}")
-    r.moved(target, new)
+    r.moved(target, new, checkout)
     hook = None
     if r.hook("post-merge") is not None:
         hook = r.run_hook(checkout, "post-merge", ["0"], hook_timeout)
@@ -208,7 +208,7 @@ def merge_branch(
         raise OmpError("invalid_input", f"cannot merge {branch} into itself")
     r.refuse_in_use(target)
     checkout = r.checkout_of(target)
-    if checkout is not None:
+    if checkout is not None and not r.known_clean(checkout):
         refuse_dirty(r, checkout)
 
     def result(status: str, commit: str | None, msg: str, **kw: Any) -> MergeResult:
