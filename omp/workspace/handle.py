@@ -305,7 +305,8 @@ class Repo:
         """Forget the facts of refs after a write, but which branch is checked out where (and
         at the top): no write of this handle changes that (the check before a move asks it
         afresh anyway)."""
-        kept = {k: self._refs[k] for k in (("worktrees",), ("branch",)) if k in self._refs}
+        keys: tuple[tuple[str, ...], ...] = (("worktrees",), ("branch",))
+        kept = {k: self._refs[k] for k in keys if k in self._refs}
         self._refs.clear()
         self._refs.update(kept)
 
