@@ -3,9 +3,13 @@ check run again. No task stays `verifying` for good.
 
 A worker's completion in a team that verifies becomes `verifying` (`omp.api.operations`), and
 `start` begins the check in the background under the task's guard: `omp.workspace.verify` runs
-the team's command in the worker's worktree (the team's directory for a shared worker) under a
-supervisor process of its own, so it never runs inside the agent's tool call; its state and
-output are kept beside the task (`tasks/<id>.verify/`). The verdict is settled by whoever comes
+the team's command under a supervisor process of its own, so it never runs inside the agent's
+tool call; its state and output are kept beside the task (`tasks/<id>.verify/`). A worktree
+worker's completion is checked in a scratch checkout of the commit it completed with
+(`omp.workspace.scratch`, provisioned like a worktree, removed after): the check never changes
+the worktree it checks, so what it leaves behind (`__pycache__/`, caches) is never taken for the
+worker's uncommitted work. A shared worker has no commit of its own: its check runs in the
+team's directory. The verdict is settled by whoever comes
 first, both through `settle_task`, which acts only on the run the task records:
 
 - the supervisor, which runs `python -m omp.monitor.verifying ROOT TEAM TASK` once it wrote the
@@ -65,6 +69,7 @@ def start(cfg: TeamConfig, task: dict[str, Any], *, restart: bool = False) -> di
     tid = str(task["id"])
     owner = task.get("owner") if isinstance(task.get("owner"), str) else None
     root = cfg.paths.project.root
+    checkout = _checkout(cfg, owner, task)
     st = verify.start(
         cfg.paths.verify_dir(tid),
         _cwd(cfg, owner),
@@ -73,8 +78,9 @@ def start(cfg: TeamConfig, task: dict[str, Any], *, restart: bool = False) -> di
         restart=restart,
         then=[sys.executable, "-m", "omp.monitor.verifying", str(root), cfg.name, tid],
         then_env={"OMP_ROOT": str(root)},
+        checkout=checkout,
     )
-    return {
+    out = {
         "status": "running",
         "run": st.run,
         "command": command,
@@ -84,6 +90,31 @@ def start(cfg: TeamConfig, task: dict[str, Any], *, restart: bool = False) -> di
         "attempt": st.attempt,
         "startedAt": clock.iso(),
     }
+    if checkout is not None:
+        out["commit"] = checkout.commit  # checked in a scratch checkout of it
+    return out
+
+
+def _checkout(cfg: TeamConfig, worker: str | None, task: dict[str, Any]) -> Any:
+    """The scratch checkout a worktree worker's completion is checked in (the commit the
+    completion recorded, `work.commit`), or None: a shared worker's check runs in place."""
+    from omp.record.workspace import load_settings
+    from omp.workspace import verify
+
+    if worker is None or worktree_of(cfg.worker(worker)) is None:
+        return None
+    work = task.get("work")
+    commit = work.get("commit") if isinstance(work, dict) else None
+    if not isinstance(commit, str) or not commit:
+        return None
+    from omp.workspace import repo
+
+    try:
+        settings = load_settings(cfg.paths.project)
+        copy, link = tuple(settings.copy), tuple(settings.link)
+    except OmpError:  # launch checked it; a file broken since must not block the completion
+        copy, link = (), ()
+    return verify.Checkout(str(repo.toplevel(cfg.paths.project.root)), commit, copy, link)
 
 
 def _summary(v: dict[str, Any]) -> dict[str, Any]:
@@ -120,9 +151,15 @@ def failure_mail(cfg: TeamConfig, task: dict[str, Any], v: dict[str, Any]) -> st
         how = f"exited with code {v.get('exit')}"
     done = bootstrap.complete_command(team_command(cfg.raw), cfg.name, tid, worker)
     tail = _tail(str(v.get("log") or "")) or "(no output)"
+    commit = v.get("commit")
+    where = (
+        f"in a scratch checkout of your commit {str(commit)[:10]}, removed since"
+        if commit
+        else f"in {v.get('cwd')}"
+    )
     return (
         f"The check of your completion of task {tid} failed: `{v.get('command')}` {how} "
-        f"(in {v.get('cwd')}). Task {tid} is in_progress again, still yours (same claimToken).\n"
+        f"({where}). Task {tid} is in_progress again, still yours (same claimToken).\n"
         f"Last {TAIL_LINES} lines of its output ({v.get('log')}):\n{tail}\n\n"
         f"Fix it, commit, complete again:\n   {done}"
     )
@@ -146,6 +183,26 @@ def _mail(cfg: TeamConfig, task: dict[str, Any], v: dict[str, Any]) -> str | Non
     except Exception:
         pass
     return str(msg["id"])
+
+
+def _notify(cfg: TeamConfig, task: dict[str, Any], v: dict[str, Any]) -> None:
+    """Queue a `verify_failed` notification, once per run of the check."""
+    from omp.monitor import notices
+
+    tid, worker = str(task["id"]), str(task.get("owner") or "")
+    status = str(v.get("status") or "failed").replace("_", " ")
+    code = f" (exit {v['exit']})" if v.get("exit") is not None else ""
+    event = {
+        "kind": "verify_failed",
+        "team": cfg.name,
+        "worker": worker,
+        "text": f"{cfg.name}/{worker}: the check of task {tid} {status}{code}: {v.get('command')}",
+        "taskId": tid,
+        "status": v.get("status"),
+        "exit": v.get("exit"),
+        "log": v.get("log"),
+    }
+    notices.queue(cfg.paths.project, event, f"verify_failed:{cfg.name}:{tid}:{v.get('run')}")
 
 
 def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Action | None:
@@ -200,6 +257,8 @@ def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Actio
         "exit": st.exit if st is not None else None,
         "finishedAt": clock.iso(),
     }
+    if st is not None and st.cwd:
+        record["cwd"] = st.cwd  # where it ran: a scratch checkout, once the supervisor made it
     if verdict == "passed":
         done = tasks.omp_move(
             team,
@@ -229,6 +288,7 @@ def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Actio
         )  # fmt: skip
         if gone is None:
             return None
+        _notify(cfg, gone, record)
         return {"action": "verify_failed", "team": cfg.name, "taskId": tid, "status": verdict}
     back = tasks.omp_move(
         team,
@@ -242,6 +302,7 @@ def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Actio
     )
     if back is None:
         return None
+    _notify(cfg, back, record)
     action: Action = {
         "action": "verify_failed",
         "team": cfg.name,

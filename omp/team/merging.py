@@ -402,10 +402,9 @@ def _on_conflict(
 def _notify_conflict(
     cfg: TeamConfig, worker: str, tid: str | None, target: str, files: list[str], tip: str
 ) -> None:
-    """Queue a `merge_conflict` notification (`omp.notify`), once per branch tip and target;
-    the monitor delivers it, or this command when no monitor runs."""
-    from omp import notify
-    from omp.monitor.alive import judge
+    """Queue a `merge_conflict` notification (`omp.monitor.notices`), once per branch tip and
+    target."""
+    from omp.monitor import notices
 
     shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
     event = {
@@ -417,13 +416,8 @@ def _notify_conflict(
         "files": files[:20],
         "taskId": tid,
     }
-    project = cfg.paths.project
-    try:
-        notify.emit(project, event, key=f"merge_conflict:{cfg.name}:{worker}:{tip}:{target}")
-        if judge(project)["state"] != "running":
-            notify.deliver(project)
-    except Exception:  # a notification never changes what the merge did
-        pass
+    key = f"merge_conflict:{cfg.name}:{worker}:{tip}:{target}"
+    notices.queue(cfg.paths.project, event, key)
 
 
 def _why(exc: OmpError) -> str:
