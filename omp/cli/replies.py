@@ -216,6 +216,7 @@ class KeptWorktree(TypedDict):
     branch: str
     merged: NotRequired[bool]  # the leader's branch has its work (absent: git cannot tell)
     target: NotRequired[str]  # that branch
+    nothingCommitted: NotRequired[bool]  # its branch has no commit of its own: nothing to merge
 
 
 class DiffReply(TypedDict):
@@ -244,6 +245,8 @@ class MergeRow(TypedDict):
     verify: NotRequired[dict[str, Any]]  # status, exit, log: the check on the merged result
     uncommittedInWorktree: NotRequired[list[str]]
     mailed: NotRequired[bool]  # a conflict: the worker was told how to rebase
+    hook: NotRequired[dict[str, Any]]  # the user's post-merge hook, run after the move
+    warning: NotRequired[str]  # what git said after the target had moved (the move stands)
 
 
 class MergeReply(TypedDict):

@@ -55,6 +55,9 @@ def task_notes(task: dict[str, Any]) -> str:
         else:
             code = f" (exit {v['exit']})" if v.get("exit") is not None else ""
             notes.append(f"check {st.replace('_', ' ')}{code}, log {_cell(v.get('log'))}")
+    work = task.get("work")
+    if isinstance(work, dict) and work.get("nothingCommitted"):
+        notes.append("nothing committed")
     if task.get("mergedAt"):
         notes.append(
             f"merged {_cell(str(task.get('mergedCommit') or '')[:10])} into "

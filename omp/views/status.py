@@ -161,6 +161,8 @@ def task_work(t: dict[str, Any]) -> dict[str, Any]:
     w = t.get("work")
     if isinstance(w, dict):
         out["work"] = {k: w.get(k) for k in ("branch", "commit", "commitsAhead", "stat")}
+        if w.get("nothingCommitted"):
+            out["work"]["nothingCommitted"] = True  # completed as a review or an answer
     for key in ("mergedAt", "mergedCommit", "mergedInto"):
         if t.get(key) is not None:
             out[key] = t[key]

@@ -139,3 +139,39 @@ def test_merge_commit_subjects_name_the_task_so_parts_read_apart(
         assert len(s) <= merging.SUBJECT_MAX and s.endswith("…")
     assert any(s.startswith("Merge task 2 (worker-2): implement") for s in subjects)
     assert any(s.startswith("Merge task 3 (worker-3): implement") for s in subjects)
+
+
+def test_a_completion_with_nothing_committed_is_refused_unless_the_worker_says_so(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from omp.cli.team import kept_text
+    from omp.cli.team_text import collect_markdown, status_text
+    from omp.team.shutdown import shutdown
+    from omp.views.status import collect, status
+
+    cfg = worktree_team(repo, workers=2, verify="exit 1")  # a check that would fail anything
+    token = claim(capsys, cfg, "worker-1", "1")
+    out = complete(capsys, cfg, "worker-1", "1", token)
+    assert out["ok"] is False and out["error"] == "nothing_committed", out
+    assert "nothing_to_commit" in out["message"] and out["commands"]
+    assert _task(cfg, "1")["status"] == "in_progress"  # did not move
+    # a review: nothing to commit, said so; completed at once (no check of the base)
+    done = complete(capsys, cfg, "worker-1", "1", token, result="reviewed", nothing_to_commit=True)
+    assert done["ok"] and done["task"]["status"] == "completed", done
+    assert done["task"]["work"]["nothingCommitted"] is True and "verify" not in done["task"]
+    # every view says so, none says merged
+    st = status(cfg.paths.project, cfg.name)
+    [row] = [t for t in st["teams"][0]["tasks"] if t["id"] == "1"]
+    assert row["work"]["nothingCommitted"] is True
+    assert "nothing committed" in status_text(st)
+    coll = collect(cfg)
+    text = collect_markdown(coll)
+    assert "nothing committed" in text and "merged" not in text
+    report = merging.merge_team(cfg, ["worker-1"])
+    assert report["merged"] == [] and report["skipped"][0]["why"] == "nothing committed"
+    assert "mergedAt" not in _task(cfg, "1")
+    down = shutdown(cfg)
+    [kept1] = [k for k in down["worktrees"] if k["worker"] == "worker-1"]
+    assert kept1["nothingCommitted"] is True
+    said = kept_text(cfg.name, down["worktrees"])
+    assert "nothing committed" in said and "all merged" not in said
