@@ -99,10 +99,9 @@ def committed_work(
         raise OmpError(
             "nothing_committed",
             f"{worker}'s branch {wt.branch} has no commit of its own: nothing would be handed "
-            f"over. Commit your work in {wt.path}, then complete the task again:\n  "
-            + "\n  ".join(cmds)
-            + "\nIf the task asks for no change (a review, an answer), complete it with "
-            '"nothing_to_commit": true',
+            "over. If the task asks for no change (a review, an answer), complete it with "
+            f'"nothing_to_commit": true; else commit your work in {wt.path}, then complete the '
+            "task again:\n  " + "\n  ".join(cmds),
             worker=worker,
             branch=wt.branch,
             commands=cmds,

@@ -5,6 +5,7 @@ progress no longer carries the completed attempt's result."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from omp.record.config import TeamConfig
 from omp.tasks import tasks
 from omp.team import merging
 from omp.workspace import merge
+from tests.helpers import run_omp
 from tests.team.worktree_support import claim, commit, complete, worktree_team
 from tests.workspace.gitrepo import checkout_snapshot, commit_file, g, isolate_git, make_repo, write
 
@@ -115,7 +117,7 @@ def test_a_conflict_is_recorded_once_notified_and_the_old_result_dropped(
     mails = [e for e in _events(cfg) if e.get("type") == "message" and e.get("to") == "worker-2"]
     assert len(mails) == 1, mails  # one record per message
     # queued and, with no monitor running, delivered by the merge itself
-    [event] = [e for e in map(__import__("json").loads, got.read_text().splitlines())]
+    [event] = [json.loads(line) for line in got.read_text().splitlines()]
     assert event["kind"] == "merge_conflict" and event["worker"] == "worker-2"
     assert event["files"] == ["src/app.py"] and "conflicts with main" in event["text"]
     assert notify.pending(cfg.paths.project) == []
@@ -155,6 +157,14 @@ def test_a_completion_with_nothing_committed_is_refused_unless_the_worker_says_s
     assert out["ok"] is False and out["error"] == "nothing_committed", out
     assert "nothing_to_commit" in out["message"] and out["commands"]
     assert _task(cfg, "1")["status"] == "in_progress"  # did not move
+    # the human form: the commands as lines a person can copy, no literal "\n"
+    payload = {"team_name": cfg.name, "task_id": "1", "worker": "worker-1", "from": "in_progress",
+               "to": "completed", "claim_token": token}  # fmt: skip
+    human = run_omp("team", "api", "transition-task-status", "--input", json.dumps(payload),
+                    cwd=repo)  # fmt: skip
+    assert human.rc == 1 and "\\n" not in human.stderr, human.stderr
+    said = human.stderr.splitlines()
+    assert said[0].endswith("[nothing_committed]") and said[1].startswith("  git -C ")
     # a review: nothing to commit, said so; completed at once (no check of the base)
     done = complete(capsys, cfg, "worker-1", "1", token, result="reviewed", nothing_to_commit=True)
     assert done["ok"] and done["task"]["status"] == "completed", done
