@@ -183,5 +183,5 @@ def test_a_completion_with_nothing_committed_is_refused_unless_the_worker_says_s
     down = shutdown(cfg)
     [kept1] = [k for k in down["worktrees"] if k["worker"] == "worker-1"]
     assert kept1["nothingCommitted"] is True
-    said = kept_text(cfg.name, down["worktrees"])
-    assert "nothing committed" in said and "all merged" not in said
+    kept_said = kept_text(cfg.name, down["worktrees"])
+    assert "nothing committed" in kept_said and "all merged" not in kept_said
