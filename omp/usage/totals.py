@@ -29,6 +29,14 @@ RECENT = 256  # message ids `Tally.once` remembers
 # of a headless team, say) loads no reader, nor the JSON and regex modules they need
 KINDS = frozenset(("copilot", "claude", "codex", "gemini", "pi"))
 NOTHING: Mapping[str, Any] = MappingProxyType({})  # a state's empty default, never mutated
+# The largest integer every JSON reader holds exactly (a double's 53 bits: JavaScript's
+# Number.MAX_SAFE_INTEGER): a count a record gives beyond it, or a sum growing past it, is
+# held there, so omp's JSON never prints a number a reader would round.
+JSON_MAX = 2**53 - 1
+
+
+def clamp(n: int) -> int:
+    return n if n <= JSON_MAX else JSON_MAX
 
 
 class Tokens(NamedTuple):
@@ -39,12 +47,12 @@ class Tokens(NamedTuple):
     cache_write: int = 0
 
     def plus(self, other: Tokens) -> Tokens:
-        return Tokens(*(a + b for a, b in zip(self, other, strict=True)))
+        return Tokens(*(clamp(a + b) for a, b in zip(self, other, strict=True)))
 
     @property
     def total(self) -> int:
         """Every token the calls moved (input of all kinds and output)."""
-        return self.input + self.output + self.cache_read + self.cache_write
+        return clamp(self.input + self.output + self.cache_read + self.cache_write)
 
     def to_json(self) -> dict[str, int]:
         """camelCase, as omp's other JSON: calls, input, output, cacheRead, cacheWrite."""
@@ -174,7 +182,7 @@ class Tally:
     ) -> None:
         row = self.models.setdefault(model, [0] * len(FIELDS))
         for i, n in enumerate((calls, input, output, cache_read, cache_write)):
-            row[i] += n
+            row[i] = clamp(row[i] + n)
         when = epoch(at)
         if when is not None and (self.last_call is None or when > self.last_call):
             self.last_call = when
@@ -231,13 +239,13 @@ class Tally:
 
 
 def count(value: Any) -> int:
-    """A token count from a record: a non-negative integer, anything else 0."""
+    """A token count from a record: a non-negative integer up to `JSON_MAX`, anything else 0."""
     if isinstance(value, bool):
         return 0
     if isinstance(value, int):
-        return max(value, 0)
+        return clamp(max(value, 0))
     if isinstance(value, float) and value == value and value != float("inf"):
-        return max(int(value), 0)
+        return clamp(max(int(value), 0))
     return 0
 
 
