@@ -64,6 +64,8 @@ class SpentTokens(TypedDict):
     cacheWrite: int
     total: int
     lastCall: str | None
+    longLines: NotRequired[int]  # lines past the line limit: skipped, never parsed
+    unreadBytes: NotRequired[int]  # left unread this time (the read's allowance ran out)
 
 
 class UsageUnreadable(TypedDict):
@@ -119,6 +121,8 @@ class MemberUsage(TypedDict):
     lastCall: NotRequired[str | None]
     models: NotRequired[dict[str, dict[str, int]]]
     skippedLines: NotRequired[int]
+    longLines: NotRequired[int]  # lines past the line limit: skipped, never parsed
+    unreadBytes: NotRequired[int]  # left unread this time (the read's allowance ran out)
     total: NotRequired[int]
     staleRecords: NotRequired[list[str]]
     estimatedCost: NotRequired[float]  # where [prices] gives prices
@@ -135,6 +139,8 @@ class UsageTotalsRow(TypedDict):
     lastCall: str | None
     models: dict[str, dict[str, int]]
     skippedLines: NotRequired[int]
+    longLines: NotRequired[int]
+    unreadBytes: NotRequired[int]
     total: int
     counted: list[str]
     notCounted: list[str]

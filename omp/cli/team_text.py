@@ -180,7 +180,9 @@ def _tokens_cell(u: dict[str, Any] | None) -> str:
     if u.get("unreadable"):
         return f" tokens ? ({_cell(u['unreadable'])})"
     pct = u.get("budgetPercent")
-    return f" tokens {u['total']:,}" + (f" ({pct:g}% of its budget)" if pct is not None else "")
+    more = "+" if u.get("unreadBytes") else ""  # some of its record not read yet
+    cell = f" tokens {u['total']:,}{more}"
+    return cell + (f" ({pct:g}% of its budget)" if pct is not None else "")
 
 
 def _team_tokens(u: dict[str, Any] | None) -> str:

@@ -87,7 +87,9 @@ def view(state: ReadState) -> UsageTotals:
     for t in models.values():
         total = total.plus(t)
     last = tc.get("last")
-    return UsageTotals(total, models, float(last) if last else None, state.skipped)
+    return UsageTotals(
+        total, models, float(last) if last else None, state.skipped, state.long_lines
+    )
 
 
 READER = Reader(

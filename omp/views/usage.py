@@ -123,4 +123,9 @@ def usage_columns(
 
 def _short(t: UsageTotals) -> dict[str, Any]:
     tok: Tokens = t.tokens
-    return {**tok.to_json(), "total": tok.total, "lastCall": iso(t.last_call)}
+    out: dict[str, Any] = {**tok.to_json(), "total": tok.total, "lastCall": iso(t.last_call)}
+    if t.long_lines:
+        out["longLines"] = t.long_lines
+    if t.unread:
+        out["unreadBytes"] = t.unread  # the numbers are short of these bytes, read later
+    return out
