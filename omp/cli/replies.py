@@ -158,6 +158,7 @@ class UsageReply(TypedDict):
     crossed: list[Crossing]
     prices: list[str]  # the models [prices] names
     indexedAt: str | None  # when the monitor last updated its usage index
+    onlyFor: NotRequired[str]  # run by a worker: its own row alone
 
 
 # ---- workers' worktrees (docs/worktrees.md) ----------------------------------------------------

@@ -229,7 +229,14 @@ def usage(
 
     With a cost where .omp/config.toml gives prices, and the team's budgets. Read-only."""
     from omp.cli.usage_text import usage_text
-    from omp.views.usage import usage as do_usage
+    from omp.identity import worker_identity
+    from omp.views.usage import for_worker
+    from omp.views.usage import usage as everyone
+
+    ident = worker_identity()
+
+    def do_usage(cfg: Any) -> dict[str, Any]:
+        return everyone(cfg) if ident is None else for_worker(cfg, ident)
 
     if watch:
         from omp.cli.watch import watch_loop

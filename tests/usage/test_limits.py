@@ -137,3 +137,13 @@ def test_the_documented_limits() -> None:
         (limits.SCAN_BYTES >> 20, "MiB"),
     ):
         assert f"{n} {unit}" in docs, (n, unit)
+
+
+def test_a_count_past_what_json_readers_hold_is_held_there(tmp_path: Path) -> None:
+    rec = tmp_path / "r.jsonl"
+    rec.write_bytes(FIRST + usage("a", 10**30) + usage("b", 2**53 - 1) + usage("c", 1e300))
+    got, _ = _read(rec)
+    out = got.to_json()
+    assert out["input"] == 2**53 - 1 and out["calls"] == 3
+    assert got.tokens.total == 2**53 - 1
+    assert json.loads(json.dumps(out))["input"] == float(2**53 - 1)  # exact as a double
