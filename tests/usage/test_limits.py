@@ -18,7 +18,7 @@ from omp.usage.totals import ReadState, Unreadable, UsageTotals
 FIRST = json.dumps({"type": "user", "sessionId": "s", "message": {}}).encode() + b"\n"
 
 
-def usage(msg_id: str, n: int) -> bytes:
+def usage(msg_id: str, n: float) -> bytes:
     rec = {"type": "assistant", "sessionId": "s",
            "message": {"id": msg_id, "model": "m", "usage": {"input_tokens": n}}}  # fmt: skip
     return json.dumps(rec).encode() + b"\n"
