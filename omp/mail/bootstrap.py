@@ -132,9 +132,10 @@ def _workspace(worktree: tuple[str, str] | None, verify: str | None) -> str:
             "The leader merges your branch.",
         ]
     if verify:
+        where = "on a clean checkout of your last commit" if worktree else "in your directory"
         lines += [
             "",
-            f"On completion omp runs `{verify}` in your directory; the task is completed once it",
+            f"On completion omp runs `{verify}` {where}; the task is completed once it",
             "passes. If it fails you get mail and the task is yours again: fix, commit, complete.",
         ]
     return "\n".join(lines) + ("\n" if lines else "")

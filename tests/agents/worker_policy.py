@@ -244,6 +244,7 @@ class WorkerPolicy:
             token = (first_json(replay.done[replay.pos - 1].output) or {}).get("claimToken")
             if not token:
                 raise PolicyError(f"claim-task gave no claimToken: {replay.done[-1].output!r}")
+            state["token"] = token
             send = inbox.commands["send-message"]
             done = inbox.commands["transition-task-status"]
             plan = []
@@ -285,6 +286,17 @@ class WorkerPolicy:
                 for m in mail
                 if isinstance(m, dict) and m.get("from") and m.get("id")
             ]
+            # A mail that gives the task back (a failed check, a merge conflict) ends with the
+            # line that completes it again: run it, with the claim token the claim returned.
+            again = [
+                cmd
+                for m in mail
+                if isinstance(m, dict)
+                for line in str(m.get("body") or "").splitlines()
+                if (cmd := parse_api_line(line)) is not None and cmd.op == "transition-task-status"
+            ]
+            if again and state.get("token"):
+                plan.append(again[0].with_arg(claim_token=state["token"], result=self.summary))
             for command in self._steps(replay, plan):
                 yield command
                 return
