@@ -16,7 +16,6 @@ the same function, so no input reaches a recursion.
 from __future__ import annotations
 
 import json
-import re
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
@@ -57,10 +56,10 @@ DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_number)
 SCAN = DECODER.raw_decode
 
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)  # a JSON string, escapes included
+# `re`, imported when a text holds more than MAX_DEPTH brackets (never on a send's usual path)
+_PATTERNS: list[Any] = []  # [a JSON string, a run of parens], compiled at first use
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _PARENS = bytes.maketrans(b"[{]}", b"(())")  # arrays and objects nest alike
-_RUNS = re.compile(rb"\(+|\)+")
 _PASSES = 4
 
 
@@ -83,7 +82,13 @@ def nests_deeper(data: bytes | str, limit: int = MAX_DEPTH) -> bool:
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if raw.count(b"[") + raw.count(b"{") <= limit:
         return False
-    bare = _STRING.sub(b"", raw) if b'"' in raw else raw
+    if not _PATTERNS:
+        import re
+
+        _PATTERNS.append(re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S))
+        _PATTERNS.append(re.compile(rb"\(+|\)+"))
+    strings, runs = _PATTERNS
+    bare = strings.sub(b"", raw) if b'"' in raw else raw
     left = bare.translate(_PARENS, _NOT_BRACKETS)
     if b"(" * (limit + 1) in left:
         return True
@@ -93,7 +98,7 @@ def nests_deeper(data: bytes | str, limit: int = MAX_DEPTH) -> bool:
         if not left:
             return False
     room, depth = limit - passes, 0
-    for run in _RUNS.finditer(left):
+    for run in runs.finditer(left):
         n = run.end() - run.start()
         if left[run.start()] == 0x28:  # "("
             depth += n
