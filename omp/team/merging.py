@@ -12,8 +12,14 @@ scratch worktree before the target moves; the target moves only if nobody moved 
 
 On a conflict nothing changes (the checkout is byte for byte as before); the worker is mailed the
 exact commands to rebase onto the target, and its task is in_progress again so it can complete
-once more; the report names the files and the two ways on. The other branches are still tried
-unless `stop_on_conflict`. A merged task records `mergedAt`, `mergedCommit`, `mergedInto`.
+once more; the report names the files and the two ways on, and a `merge_conflict` notification
+goes out. The other branches are still tried unless `stop_on_conflict`. A merged task records
+`mergedAt`, `mergedCommit`, `mergedInto`, whenever the target moved, whatever failed after.
+
+A target held by an operation under way in any worktree (a rebase, a bisect, a stopped merge,
+cherry-pick, revert or am) is refused first (`target_busy`), as git's own commands refuse it.
+The whole command goes through one `omp.workspace.handle.Repo`: what it asks git again and again
+is asked once.
 """
 
 from __future__ import annotations
