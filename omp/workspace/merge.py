@@ -140,7 +140,7 @@ def _run_check(r: Repo, commit: str, check: Verify) -> verify_mod.Outcome:
         fd, name = tempfile.mkstemp(prefix="omp-merge-verify-", suffix=".log")
         os.close(fd)
         log = Path(name)
-    with scratch.checkout(r.top, commit, check.provision) as tree:
+    with scratch.checkout(r.top, commit, check.provision, timeout=check.timeout) as tree:
         return verify_mod.run(tree, check.command, check.timeout, log)
 
 

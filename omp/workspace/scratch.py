@@ -24,18 +24,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from omp.workspace.create import NOTHING, Provision, Worktree, lock_reason, provision, rollback
-from omp.workspace.git import git
+from omp.workspace.git import GIT_TIMEOUT, git
 
 PREFIX = "omp-check-"
 
 
-def make(top: Path, commit: str, spec: Provision = NOTHING) -> Worktree:
-    """A detached, locked worktree of `commit` in a new temporary directory, provisioned."""
+def make(
+    top: Path, commit: str, spec: Provision = NOTHING, *, timeout: float = GIT_TIMEOUT
+) -> Worktree:
+    """A detached, locked worktree of `commit` in a new temporary directory, provisioned.
+    `timeout`: what the checkout may take, the user's `post-checkout` hook included (git runs
+    it; the check's own time limit, so a slow hook is the check's time, not a failure)."""
     scratch = Path(tempfile.mkdtemp(prefix=PREFIX)) / "tree"
     wt = Worktree(top, scratch, "", commit)
     try:
         git(top, "worktree", "add", "-q", "--detach", "--lock", "--reason",
-            lock_reason(commit), str(scratch), commit)  # fmt: skip
+            lock_reason(commit), str(scratch), commit, timeout=timeout)  # fmt: skip
         provision(top, scratch, spec)
     except BaseException:
         remove(wt)
@@ -52,9 +56,11 @@ def remove(wt: Worktree) -> None:
 
 
 @contextlib.contextmanager
-def checkout(top: Path, commit: str, spec: Provision = NOTHING) -> Iterator[Path]:
+def checkout(
+    top: Path, commit: str, spec: Provision = NOTHING, *, timeout: float = GIT_TIMEOUT
+) -> Iterator[Path]:
     """`make`, the caller's block run with the scratch's path, `remove`."""
-    wt = make(top, commit, spec)
+    wt = make(top, commit, spec, timeout=timeout)
     try:
         yield wt.path
     finally:

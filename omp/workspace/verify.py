@@ -363,7 +363,7 @@ def _supervise(run_dir: Path, run_id: str) -> int:
         cwd = Path(state["cwd"])
         co = Checkout.from_json(state.get("checkout"))
         if co is not None:
-            made = _scratch(run_dir, run_id, co, fd)
+            made = _scratch(run_dir, run_id, co, fd, max(1.0, deadline - time.time()))
             cwd = made.path
         status, rc = _execute(
             cwd,
@@ -376,7 +376,8 @@ def _supervise(run_dir: Path, run_id: str) -> int:
     except (OSError, OmpError) as exc:  # no checkout, directory gone, /bin/sh missing: failed
         why = exc.message if isinstance(exc, OmpError) else str(exc)
         os.write(fd, f"omp: cannot run the command: {why}\n".encode())
-        status, rc = "failed", None
+        late = isinstance(exc, OmpError) and exc.detail.get("timedOut")  # the checkout, a hook
+        status, rc = ("timed_out" if late else "failed"), None
     finally:
         os.close(fd)
         if made is not None:
@@ -388,11 +389,13 @@ def _supervise(run_dir: Path, run_id: str) -> int:
     return 0
 
 
-def _scratch(run_dir: Path, run_id: str, co: Checkout, log_fd: int) -> Any:
-    """Make the run's scratch checkout (`omp.workspace.scratch`) and record where it is."""
+def _scratch(run_dir: Path, run_id: str, co: Checkout, log_fd: int, limit: float) -> Any:
+    """Make the run's scratch checkout (`omp.workspace.scratch`) within what is left of the
+    check's time (`limit`), and record where it is."""
     from omp.workspace import create, scratch
 
-    made = scratch.make(Path(co.repo), co.commit, create.Provision(co.copy, co.link))
+    spec = create.Provision(co.copy, co.link)
+    made = scratch.make(Path(co.repo), co.commit, spec, timeout=limit)
     _update(run_dir, run_id, scratch=str(made.path), cwd=str(made.path))
     os.write(
         log_fd, f"omp: checking {co.commit[:12]} in a scratch checkout, {made.path}\n".encode()
