@@ -109,15 +109,19 @@ def test_after_a_failed_check_the_next_completion_is_not_refused_for_the_checks_
     assert task["status"] == "in_progress" and task["verify"]["exit"] == 4
     assert "result" not in task  # the failed attempt's one-line result is gone
     assert _status(cfg, "worker-1") == ""
-    # the mail is in events.jsonl once
-    mails = [
-        e
-        for evs, _ in history.iter_since(cfg.paths, 0)
-        for e in evs
-        if e.get("type") == "message" and e.get("to") == "worker-1"
-    ]
-    assert len(mails) == 1, mails
-    # a verify_failed notification, delivered (no monitor runs here: at once)
+
+    # the mail is in events.jsonl once (written just after the task moved: waited for)
+    def mails() -> list[dict[str, Any]]:
+        return [
+            e
+            for evs, _ in history.iter_since(cfg.paths, 0)
+            for e in evs
+            if e.get("type") == "message" and e.get("to") == "worker-1"
+        ]
+
+    # a verify_failed notification, delivered (no monitor runs here: at once), after the mail
+    poll(lambda: got.exists() and got.read_text(), 30, "the notification")
+    assert len(mails()) == 1, mails()
     [event] = [json.loads(line) for line in got.read_text().splitlines()]
     assert event["kind"] == "verify_failed" and event["taskId"] == "1" and event["exit"] == 4
     assert notify.pending(cfg.paths.project) == []
