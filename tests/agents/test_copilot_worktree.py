@@ -53,14 +53,21 @@ def test_a_copilot_worker_commits_in_its_worktree_and_the_leader_merges_it(
     assert (team.root / "scripted-work.txt").read_text() == "The scripted worker's result.\n"
 
 
-def test_a_copilot_workers_check_fails_then_passes_and_its_worktree_stays_its_own(
-    copilot_team: Callable[..., AgentTeam], scripted_model: ScriptedModel, tmp_path: Path
+@pytest.fixture(params=["copilot", "claude"])
+def checked_team(request: pytest.FixtureRequest) -> Callable[..., AgentTeam]:
+    factory: Callable[..., AgentTeam] = request.getfixturevalue(f"{request.param}_team")
+    return factory
+
+
+def test_a_workers_check_fails_then_passes_and_its_worktree_stays_its_own(
+    checked_team: Callable[..., AgentTeam], tmp_path: Path
 ) -> None:
-    """Issue 28 (findings 7 and 8) with a real CLI: the team's check leaves `__pycache__/` and
-    a file behind (no .gitignore covers them) and fails the first time; the worker reads the
-    mail and completes again; the second check waits for the test, then passes. After each,
-    the worker's `git status` is what the worker made (nothing), `collect` never calls the
-    task done before it is, and nothing of the checks reaches the leader's branch."""
+    """Issue 28 (findings 7 and 8) with real CLIs (Copilot CLI, Claude Code): the team's check
+    leaves `__pycache__/` and a file behind (no .gitignore covers them) and fails the first
+    time; the worker reads the mail and completes again; the second check waits for the test,
+    then passes. After each, the worker's `git status` is what the worker made (nothing),
+    `collect` never calls the task done before it is, and nothing of the checks reaches the
+    leader's branch."""
     gate = tmp_path / "gate"
     gate.mkdir()
     check = (
@@ -69,7 +76,7 @@ def test_a_copilot_workers_check_fails_then_passes_and_its_worktree_stays_its_ow
         f"while [ ! -e {gate}/release ]; do sleep 0.2; done; exit 0; "
         f"else touch {gate}/failed; echo the check failed; exit 1; fi"
     )
-    team = copilot_team(monitor=FAST_MONITOR)  # it nudges the worker about the mail
+    team = checked_team(monitor=FAST_MONITOR)  # it nudges the worker about the mail
     _make_git_project(team)
     team.launch(1, "write a haiku", "--verify", check)
 
