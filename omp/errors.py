@@ -126,6 +126,9 @@ CODES: dict[str, int] = {
     "not_answered": EXIT_REFUSED,
     "board_not_installed": EXIT_REFUSED,
     "board_unavailable": EXIT_REFUSED,
+    "target_busy": EXIT_REFUSED,
+    "signing_failed": EXIT_REFUSED,
+    "nothing_committed": EXIT_REFUSED,
     "internal": EXIT_INTERNAL,
 }
 

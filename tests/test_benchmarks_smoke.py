@@ -121,6 +121,20 @@ def test_bench_worktrees_quick_prints_its_table(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_bench_merge_quick_prints_its_table(tmp_path: Path) -> None:
+    proc = run_benchmark(tmp_path, "bench_merge.py", "--quick")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("- machine: ") for line in lines)
+    header = "| | Benchmark | Median |"
+    assert header in lines
+    rows = [line for line in lines[lines.index(header) + 2 :] if line.startswith("| ")]
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    assert [c[0] for c in cells] == ["a", "a", "b", "b", "c"]
+    assert "git processes" in cells[0][1] and int(cells[0][2]) > 0
+
+
+@pytest.mark.slow
 @pytest.mark.tmux
 def test_bench_resume_quick_prints_its_table(tmp_path: Path) -> None:
     proc = run_benchmark(tmp_path, "bench_resume.py", "--quick", timeout=600)

@@ -6,7 +6,10 @@ and the check's machinery stay out of every other call.
 - A worker with a worktree hands its work over by committing it: while the worktree holds
   uncommitted work the completion is refused (`uncommitted_changes`, with the paths and the
   commands that commit them), and a completed task records the head commit, the commits ahead
-  of the worker's base and the files changed (`work`).
+  of the worker's base and the files changed (`work`). A completion with no commit of the
+  worker's is refused (`nothing_committed`) unless the worker says there is nothing to commit
+  (`nothing_to_commit`: a review, an answer): then `work.nothingCommitted` says so, and no
+  check runs (it would check the base, not the worker's work).
 - A team that verifies (`--verify`) makes the completion `verifying` and starts its check in the
   background (`omp.monitor.verifying`); omp moves the task on once the check has a verdict.
 """
@@ -33,7 +36,9 @@ def involved(cfg: TeamConfig) -> bool:
     )
 
 
-def prepare(cfg: TeamConfig, tid: str, who: str | None) -> Amend | None:
+def prepare(
+    cfg: TeamConfig, tid: str, who: str | None, nothing_to_commit: bool = False
+) -> Amend | None:
     """Check the owner's worktree now (refusing uncommitted work) and return what the task's
     move must add under its guard; None when nothing."""
     owner = who
@@ -52,10 +57,17 @@ def prepare(cfg: TeamConfig, tid: str, who: str | None) -> Amend | None:
         own = current.get("workspace") if current else None
         target = str(own.get("target") or "") if isinstance(own, dict) else ""
         work = handover.committed_work(
-            root, owner, wt, task, target or handover.leader_branch(root)
+            root,
+            owner,
+            wt,
+            task,
+            target or handover.leader_branch(root),
+            nothing_to_commit=nothing_to_commit,
         )
     own_check = current.get("verifyCommand") if current else None
-    verifies = team_verify(cfg.raw) is not None or bool(own_check)
+    verifies = (team_verify(cfg.raw) is not None or bool(own_check)) and not (
+        work and work.get("nothingCommitted")
+    )
     if work is None and not verifies:
         return None
 

@@ -142,7 +142,7 @@ def _transition_task_status(a: Args) -> Reply[TaskReply]:
         from omp.api import completion  # git and the check's machinery: this path only
 
         if completion.involved(cfg):
-            amend = completion.prepare(cfg, a["task_id"], who)
+            amend = completion.prepare(cfg, a["task_id"], who, a.get("nothing_to_commit") is True)
     # `who` is the named worker, or the pane's own worker when the call names none: either way
     # only that worker's task can move (the leader, with no worker identity, may name none).
     task = tasks.transition(
@@ -340,11 +340,13 @@ transition_task_status = Operation(
         Field("claim_token", required=False),
         Field("result", required=False),
         Field("worker", "late_text", required=False),
+        Field("nothing_to_commit", "flag", required=False),
     ),
     "TaskReply",
     "pending -> in_progress -> completed / failed; a worker passes the claim_token its claim "
-    "returned; a worktree worker commits first (else uncommitted_changes); in a team that "
-    "verifies, a completion is verifying until its check passes",
+    "returned; a worktree worker commits first (else uncommitted_changes, or nothing_committed "
+    "unless nothing_to_commit is true: a review, an answer); in a team that verifies, a "
+    "completion is verifying until its check passes",
 )
 create_task = Operation(
     "create-task",

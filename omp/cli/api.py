@@ -153,10 +153,12 @@ def _load_input(raw: str) -> dict[str, Any]:
         raw = _read_stdin()
     elif raw.startswith("@"):  # no JSON object starts with '@'
         raw = _read_input_file(raw[1:])
+    from omp.store.strictjson import nests_deeper
+
+    if nests_deeper(raw, MAX_DEPTH):  # refused before the parser, which recurses per level
+        _too_deep()
     try:
         obj = json.loads(raw)
-    except RecursionError:  # deeper than the parser goes
-        _too_deep()
     except ValueError as exc:
         raise OmpError("invalid_json", f"--input is not valid JSON: {exc}") from None
     if not isinstance(obj, dict):

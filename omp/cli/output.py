@@ -93,8 +93,23 @@ def fail(err: OmpError, as_json: bool) -> NoReturn:
     if as_json:
         emit_json(err.to_json())
     else:
-        write_err(f"omp: {inline(err.message)} [{err.code}]\n")
+        write_err(human_error(err))
     raise SystemExit(err.exit_code)
+
+
+def human_error(err: OmpError) -> str:
+    """`omp: <message> [<code>]`, on one line; an error that ends with the commands to run
+    (its `commands`, each on its own line after the text, as `uncommitted_changes` gives them)
+    prints them as lines a person can copy. Each line goes through `inline`, so a value inside
+    (a path, a name) never starts a line of its own."""
+    commands = err.detail.get("commands")
+    if isinstance(commands, list) and commands and all(isinstance(c, str) for c in commands):
+        block = "".join("\n  " + c for c in commands)
+        if err.message.endswith(block) and len(err.message) > len(block):
+            head = err.message[: -len(block)]
+            lines = [f"omp: {inline(head)} [{err.code}]", *("  " + inline(c) for c in commands)]
+            return "\n".join(lines) + "\n"
+    return f"omp: {inline(err.message)} [{err.code}]\n"
 
 
 def internal(exc: BaseException, as_json: bool) -> NoReturn:

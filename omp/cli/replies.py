@@ -64,6 +64,8 @@ class SpentTokens(TypedDict):
     cacheWrite: int
     total: int
     lastCall: str | None
+    longLines: NotRequired[int]  # lines past the line limit: skipped, never parsed
+    unreadBytes: NotRequired[int]  # left unread this time (the read's allowance ran out)
 
 
 class UsageUnreadable(TypedDict):
@@ -119,6 +121,8 @@ class MemberUsage(TypedDict):
     lastCall: NotRequired[str | None]
     models: NotRequired[dict[str, dict[str, int]]]
     skippedLines: NotRequired[int]
+    longLines: NotRequired[int]  # lines past the line limit: skipped, never parsed
+    unreadBytes: NotRequired[int]  # left unread this time (the read's allowance ran out)
     total: NotRequired[int]
     staleRecords: NotRequired[list[str]]
     estimatedCost: NotRequired[float]  # where [prices] gives prices
@@ -135,6 +139,8 @@ class UsageTotalsRow(TypedDict):
     lastCall: str | None
     models: dict[str, dict[str, int]]
     skippedLines: NotRequired[int]
+    longLines: NotRequired[int]
+    unreadBytes: NotRequired[int]
     total: int
     counted: list[str]
     notCounted: list[str]
@@ -152,6 +158,7 @@ class UsageReply(TypedDict):
     crossed: list[Crossing]
     prices: list[str]  # the models [prices] names
     indexedAt: str | None  # when the monitor last updated its usage index
+    onlyFor: NotRequired[str]  # run by a worker: its own row alone
 
 
 # ---- workers' worktrees (docs/worktrees.md) ----------------------------------------------------
@@ -216,6 +223,7 @@ class KeptWorktree(TypedDict):
     branch: str
     merged: NotRequired[bool]  # the leader's branch has its work (absent: git cannot tell)
     target: NotRequired[str]  # that branch
+    nothingCommitted: NotRequired[bool]  # its branch has no commit of its own: nothing to merge
 
 
 class DiffReply(TypedDict):
@@ -244,6 +252,8 @@ class MergeRow(TypedDict):
     verify: NotRequired[dict[str, Any]]  # status, exit, log: the check on the merged result
     uncommittedInWorktree: NotRequired[list[str]]
     mailed: NotRequired[bool]  # a conflict: the worker was told how to rebase
+    hook: NotRequired[dict[str, Any]]  # the user's post-merge hook, run after the move
+    warning: NotRequired[str]  # what git said after the target had moved (the move stands)
 
 
 class MergeReply(TypedDict):

@@ -233,7 +233,14 @@ def usage(
 
     With a cost where .omp/config.toml gives prices, and the team's budgets. Read-only."""
     from omp.cli.usage_text import usage_text
-    from omp.views.usage import usage as do_usage
+    from omp.identity import worker_identity
+    from omp.views.usage import for_worker
+    from omp.views.usage import usage as everyone
+
+    ident = worker_identity()
+
+    def do_usage(cfg: Any) -> dict[str, Any]:
+        return everyone(cfg) if ident is None else for_worker(cfg, ident)
 
     if watch:
         from omp.cli.watch import watch_loop
@@ -293,18 +300,32 @@ def shutdown(
         for s in r["skipped"]:
             out += f"\n  left {inline(str(s['pane']))}: {inline(str(s['why']))}"
         if r.get("worktrees"):
-            kept = r["worktrees"]
-            out += f"\n  kept {len(kept)} worktree(s) and branch(es) omp/{r['team']}/*: "
-            todo = [k for k in kept if k.get("merged") is not True]
-            if todo:
-                some = "" if len(todo) == len(kept) else f"{len(todo)} not merged yet: "
-                merge = hint(f"team merge {r['team']}")
-                out += f"{some}merge them with {merge}"
-            else:
-                out += f"all merged into {kept[0].get('target')} (delete or prune removes them)"
+            out += "\n  " + kept_text(r["team"], r["worktrees"])
         return out
 
     run(body, as_json=as_json, human=human)
+
+
+def kept_text(team: str, kept: list[dict[str, Any]]) -> str:
+    """What shutdown says of the worktrees it kept: what to merge, what is merged, and which
+    hold nothing committed (never called merged)."""
+    empty = [k for k in kept if k.get("nothingCommitted")]
+    todo = [k for k in kept if k.get("merged") is not True and not k.get("nothingCommitted")]
+    done = [k for k in kept if k.get("merged") is True and not k.get("nothingCommitted")]
+    out = f"kept {len(kept)} worktree(s) and branch(es) omp/{team}/*: "
+    parts = []
+    if todo:
+        some = "" if len(todo) == len(kept) else f"{len(todo)} not merged yet: "
+        parts.append(f"{some}merge them with {hint(f'team merge {team}')}")
+    if done:
+        whole = "all" if len(done) == len(kept) else str(len(done))
+        parts.append(f"{whole} merged into {done[0].get('target')}")
+    if empty:
+        names = ", ".join(str(k["worker"]) for k in empty)
+        whole = "all: " if len(empty) == len(kept) else ""
+        parts.append(f"nothing committed ({whole}{names})")
+    tail = " (delete or prune removes them)" if not todo else ""
+    return out + "; ".join(parts) + tail
 
 
 @app.command("list")

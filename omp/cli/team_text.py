@@ -61,6 +61,9 @@ def task_notes(task: dict[str, Any]) -> str:
         notes.append("waits for " + ", ".join(_cell(b) for b in task["waitingFor"]))
     if task.get("branch") and not task.get("mergedAt"):
         notes.append(_cell(task["branch"]))
+    work = task.get("work")
+    if isinstance(work, dict) and work.get("nothingCommitted"):
+        notes.append("nothing committed")
     if task.get("mergedAt"):
         notes.append(
             f"merged {_cell(str(task.get('mergedCommit') or '')[:10])} into "
@@ -185,7 +188,9 @@ def _tokens_cell(u: dict[str, Any] | None) -> str:
     if u.get("unreadable"):
         return f" tokens ? ({_cell(u['unreadable'])})"
     pct = u.get("budgetPercent")
-    return f" tokens {u['total']:,}" + (f" ({pct:g}% of its budget)" if pct is not None else "")
+    more = "+" if u.get("unreadBytes") else ""  # some of its record not read yet
+    cell = f" tokens {u['total']:,}{more}"
+    return cell + (f" ({pct:g}% of its budget)" if pct is not None else "")
 
 
 def _team_tokens(u: dict[str, Any] | None) -> str:

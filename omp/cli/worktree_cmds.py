@@ -54,6 +54,12 @@ def merge_text(r: dict[str, Any]) -> str:
             extra += f" (check {v.get('status')}, log {inline(str(v.get('log')))})"
         if row.get("uncommittedInWorktree"):
             extra += f"; {len(row['uncommittedInWorktree'])} uncommitted file(s) left behind"
+        hook = row.get("hook")
+        if isinstance(hook, dict) and hook.get("status") != "passed":
+            how = "did not finish in time" if hook.get("status") == "timed_out" else "failed"
+            extra += f"; then its post-merge hook {how} (the merge stands)"
+        if row.get("warning"):
+            extra += f"; git said after the move: {inline(str(row['warning']))}"
         lines.append(f"  {inline(row['worker']):<10} {row['status']:<14}{extra}")
     for s in r["skipped"]:
         lines.append(f"  {inline(s['worker']):<10} skipped: {inline(s['why'])}")

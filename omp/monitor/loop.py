@@ -200,8 +200,10 @@ class Monitor:
         adapter_factory: AdapterFactory = tmux_adapter,
         intervals: policy.Intervals | None = None,
         wall: Clock = time.time,
+        stop: StopCheck = lambda: None,
     ) -> None:
         self.paths = StatePaths(root)
+        self.stop = stop  # a signal received: long work (reading records) ends at once
         self.token = token
         self.clock = clock
         self.wall = wall  # real time, compared with tmux's own activity stamps
@@ -229,6 +231,7 @@ class Monitor:
         # team -> ((tasks dir, config, live workers), when) its backlog last had nothing to do
         self._backlog_seen: dict[str, tuple[tuple[Any, ...], float]] = {}
         self._task_reader: Any = None  # `omp.tasks.queue.Reader`, made on a backlog's first look
+        self._reading: Any = None  # the scan's allowance for agents' records (`omp.usage.limits`)
 
     # -- discovery --------------------------------------------------------------------------
 
@@ -281,6 +284,7 @@ class Monitor:
     def scan(self) -> ScanReport:
         report = ScanReport()
         self.scans += 1
+        self._reading = None  # made at the scan's first usage read, shared by every team
         self._profiles = None  # re-read once per scan, and only if a screen must be judged
         self._profile_error = None
         now = self.clock()
@@ -568,8 +572,15 @@ class Monitor:
             st = states.get(pane) if pane else None
             if st is not None and t.ident.holds(st) and not st.dead:
                 pids[w] = getattr(st, "pid", None)  # tmux's pane_pid (a test's fake may lack it)
+        if self._reading is None:
+            from omp.usage import limits
+
+            stop = self.stop
+            self._reading = limits.Allowance(
+                limits.SCAN_BYTES, limits.SCAN_SECONDS, stop=lambda: stop() is not None
+            )
         try:
-            rows = usage.refresh(t.cfg, pids, now=self.wall())
+            rows = usage.refresh(t.cfg, pids, now=self.wall(), allow=self._reading)
             budget.check(t.cfg, rows, now=self.wall())
         except Exception as exc:
             report.diagnostics.append(f"team {t.name}: usage: {_why(exc)}")
@@ -954,7 +965,13 @@ def run_monitor(
     if not ctl.adopt(paths, token, pid=os.getpid(), now=started):
         return {"reason": "owner-mismatch", "scans": 0, "nudgesSent": 0, "idlePromptsSent": 0}
     mon = Monitor(
-        Path(root), token, clock=clock, adapter_factory=adapter_factory, intervals=iv, wall=wall
+        Path(root),
+        token,
+        clock=clock,
+        adapter_factory=adapter_factory,
+        intervals=iv,
+        wall=wall,
+        stop=stop,
     )
     ctl.log_event(paths, "owner-adopted", now=started, token=token, pid=os.getpid())
     reason = "error"

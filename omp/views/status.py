@@ -178,6 +178,8 @@ def task_work(t: dict[str, Any]) -> dict[str, Any]:
     w = t.get("work")
     if isinstance(w, dict):
         out["work"] = {k: w.get(k) for k in ("branch", "commit", "commitsAhead", "stat")}
+        if w.get("nothingCommitted"):
+            out["work"]["nothingCommitted"] = True  # completed as a review or an answer
     for key in ("mergedAt", "mergedCommit", "mergedInto"):
         if t.get(key) is not None:
             out[key] = t[key]
@@ -271,6 +273,22 @@ def _result_text(team: TeamPaths, worker: str) -> str | None:
     return text
 
 
+def outcome_of(task_status: Any, pane: str) -> str:
+    """What `collect` calls a worker's work: its task's state, as `status` and `wait` see it.
+    A `result.md` is the worker's notes, never a verdict: every worker is told to write one
+    before completing, and it stays there when a failed check or a merge conflict puts the task
+    back in progress."""
+    if task_status == "verifying":
+        return "verifying"  # done by the worker, its check still running
+    if task_status == "completed":
+        return "done"
+    if task_status in ("failed", "interrupted"):
+        return str(task_status)
+    if pane in ("dead", "gone"):
+        return "dead"
+    return "working"
+
+
 def collect(cfg: TeamConfig) -> dict[str, Any]:
     team = cfg.paths
     views = pane_views(cfg)
@@ -283,16 +301,7 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
         task = by_id.get(info.get("taskId")) or {}
         result_md = _result_text(team, w)
         tstatus = task.get("status")
-        if tstatus == "verifying":
-            outcome = "verifying"  # done by the worker, its check still running
-        elif tstatus == "completed" or (result_md and tstatus not in ("failed", "interrupted")):
-            outcome = "done"
-        elif tstatus in ("failed", "interrupted"):
-            outcome = tstatus
-        elif views[w].state in ("dead", "gone"):
-            outcome = "dead"
-        else:
-            outcome = "working"
+        outcome = outcome_of(tstatus, views[w].state)
         out.append(
             {
                 "name": w,

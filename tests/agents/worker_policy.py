@@ -251,6 +251,7 @@ class WorkerPolicy:
                 if not got:
                     raise PolicyError(f"claim-task gave no claimToken: {replay.done[-1].output!r}")
                 token = str(got)
+            state["token"] = token
             assert done is not None
             for command in self._steps(replay, self._work(inbox, inbox, done, token)):
                 yield command
@@ -301,10 +302,22 @@ class WorkerPolicy:
                     task = Inbox.parse(str(m.get("body") or ""))
                     done = task.commands.get("transition-task-status")
                     if done is not None:
-                        plan += self._work(inbox, task, done, str(done.arg["claim_token"]))
+                        state["token"] = str(done.arg["claim_token"])
+                        plan += self._work(inbox, task, done, state["token"])
                 elif not m.get("auto"):  # omp's own notes (a base that moved) need no answer
                     plan.append(send.with_arg(to=m["from"], body=f"{self.reply_text} ({m['id']})"))
                     answered += 1
+            # A mail that gives the task back (a failed check, a merge conflict) ends with the
+            # line that completes it again: run it, with the claim token the claim returned.
+            again = [
+                cmd
+                for m in mail
+                if isinstance(m, dict) and m.get("intent") != HANDOVER
+                for line in str(m.get("body") or "").splitlines()
+                if (cmd := parse_api_line(line)) is not None and cmd.op == "transition-task-status"
+            ]
+            if again and state.get("token"):
+                plan.append(again[0].with_arg(claim_token=state["token"], result=self.summary))
             for command in self._steps(replay, plan):
                 yield command
                 return

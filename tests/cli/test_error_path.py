@@ -113,3 +113,25 @@ def test_ctrl_c_stops_a_watch_with_130(capsys: pytest.CaptureFixture[str]) -> No
 
     assert _exit_code(lambda: watch_loop(_ctrl_c, str, interval=0, as_json=True)) == 130
     assert capsys.readouterr().err == "omp: interrupted\n"
+
+
+def test_an_error_ending_in_commands_prints_them_as_lines_and_nothing_else_breaks_a_line() -> None:
+    from omp.cli.output import human_error
+
+    cmds = ["git -C /w add -A", "git -C '/w\nforged' commit -m 'task 1'"]
+    err = OmpError(
+        "uncommitted_changes",
+        "worker-1's worktree /w has 1 uncommitted path(s): a\nb.txt. Commit:\n  "
+        + "\n  ".join(cmds),
+        commands=cmds,
+    )
+    text = human_error(err)
+    lines = text.splitlines()
+    assert lines[0].startswith("omp: worker-1's worktree") and lines[0].endswith(
+        "[uncommitted_changes]"
+    )
+    assert "a\\nb.txt" in lines[0]  # a value's newline stays escaped on its line
+    assert lines[1:] == ["  git -C /w add -A", "  git -C '/w\\nforged' commit -m 'task 1'"]
+    # any other message keeps its newlines escaped on one line
+    plain = human_error(OmpError("invalid_input", "one\ntwo"))
+    assert plain == "omp: one\\ntwo [invalid_input]\n"
