@@ -126,6 +126,7 @@ CODES: dict[str, int] = {
     "not_answered": EXIT_REFUSED,
     "board_not_installed": EXIT_REFUSED,
     "board_unavailable": EXIT_REFUSED,
+    "no_task_worker": EXIT_REFUSED,
     "internal": EXIT_INTERNAL,
 }
 

@@ -5,8 +5,11 @@ actions. Every route sits behind `omp.board.security.Guard` (see `omp.board.serv
 - `GET /static/...`: its script, style and icon, shipped in the package (the page works offline);
 - `GET /api/stream?team=NAME`: Server-Sent Events: `reset` (every section) first, then `update`
   (the sections that changed), from `omp.board.hub`;
-- `GET /api/diff?team=&worker=`: a worker's diff, file by file;
-- `POST /api/send|comment|answer|merge`: the actions (`omp.board.actions`), JSON in and out.
+- `GET /api/diff?team=&worker=` (or `&task=`): a worker's (or a backlog task's) diff, file by
+  file;
+- `POST /api/send|comment|answer|merge`: the actions (`omp.board.actions`; `comment` and `merge`
+  take a `task` instead of a `worker`), JSON in and out;
+- `POST /api/task/add|cancel|retry`: the backlog's (`omp.board.backlog`).
 
 An action's refusal is its `OmpError` as JSON (`{"ok": false, "error", "message"}`): 400 for bad
 input, 409 for a refusal; a bug is 500 with its type only (no traceback leaves the process).
@@ -28,7 +31,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from omp.board import actions
+from omp.board import actions, backlog
 from omp.board.hub import Hub
 from omp.errors import EXIT_USAGE, OmpError
 from omp.store.names import is_valid_name
@@ -88,6 +91,8 @@ def build(project: StatePaths, hub: Hub, token: str, team: str | None) -> Starle
     def diff(request: Request) -> Response:
         q = request.query_params
         try:
+            if "task" in q:
+                return Json(backlog.diff(project, q.get("team", ""), q["task"]))
             return Json(actions.diff(project, q.get("team", ""), q.get("worker", "")))
         except OmpError as err:
             return _error(err)
@@ -136,6 +141,9 @@ def build(project: StatePaths, hub: Hub, token: str, team: str | None) -> Starle
         Route("/api/comment", act(actions.comment), methods=["POST"]),
         Route("/api/answer", act(actions.answer), methods=["POST"]),
         Route("/api/merge", act(actions.merge), methods=["POST"]),
+        Route("/api/task/add", act(backlog.add), methods=["POST"]),
+        Route("/api/task/cancel", act(backlog.cancel), methods=["POST"]),
+        Route("/api/task/retry", act(backlog.retry), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes)
