@@ -87,12 +87,8 @@ def comment_body(path: str, line: int, code: str, text: str, where: str = "") ->
 
 def comment(project: StatePaths, data: dict[str, Any]) -> dict[str, Any]:
     """`{team, worker, path, line, text}`: a comment on a line of the worker's diff (a line its
-    branch has, numbered as in its checkout), mailed to it from the leader and nudged. With
-    `task` instead of `worker`: on a backlog task's diff (`omp.board.backlog.comment`)."""
-    if "task" in data:
-        from omp.board import backlog
-
-        return backlog.comment(project, data)
+    branch has, numbered as in its checkout), mailed to it from the leader and nudged (with
+    `task` instead of `worker`: `omp.board.backlog.comment`)."""
     from omp.board import diffs
     from omp.views.worktrees import diff
 
@@ -141,12 +137,8 @@ def answer(project: StatePaths, data: dict[str, Any]) -> dict[str, Any]:
 
 def merge(project: StatePaths, data: dict[str, Any]) -> dict[str, Any]:
     """`{team, worker}`: `omp team merge TEAM WORKER` (its check first, a conflict changes
-    nothing and tells the worker). A refused merge answers with its report. With `task`
-    instead of `worker`: `omp team merge TEAM --task ID` (`omp.board.backlog.merge`)."""
-    if "task" in data:
-        from omp.board import backlog
-
-        return backlog.merge(project, data)
+    nothing and tells the worker). A refused merge answers with its report (with `task`
+    instead of `worker`: `omp.board.backlog.merge`)."""
     from omp.team.merging import merge_team
 
     cfg = config(project, data)

@@ -56,6 +56,18 @@ def _error(err: OmpError) -> Response:
     return Json(err.to_json(), status_code=400 if err.exit_code == EXIT_USAGE else 409)
 
 
+Action = Callable[[StatePaths, dict[str, Any]], dict[str, Any]]
+
+
+def on_task(worker: Action, task: Action) -> Action:
+    """A worker's action, or a backlog task's when the request names a `task`."""
+
+    def either(project: StatePaths, data: dict[str, Any]) -> dict[str, Any]:
+        return (task if "task" in data else worker)(project, data)
+
+    return either
+
+
 def build(project: StatePaths, hub: Hub, token: str, team: str | None) -> Starlette:
     page = (STATIC / "index.html").read_text(encoding="utf-8")
 
@@ -97,7 +109,7 @@ def build(project: StatePaths, hub: Hub, token: str, team: str | None) -> Starle
         except OmpError as err:
             return _error(err)
 
-    def act(fn: Callable[[StatePaths, dict[str, Any]], dict[str, Any]]) -> Any:
+    def act(fn: Action) -> Any:
         async def endpoint(request: Request) -> Response:
             raw = await request.body()
             if len(raw) > MAX_BODY:
@@ -138,9 +150,9 @@ def build(project: StatePaths, hub: Hub, token: str, team: str | None) -> Starle
         Route("/api/stream", stream, methods=["GET"]),
         Route("/api/diff", diff, methods=["GET"]),
         Route("/api/send", act(actions.send), methods=["POST"]),
-        Route("/api/comment", act(actions.comment), methods=["POST"]),
+        Route("/api/comment", act(on_task(actions.comment, backlog.comment)), methods=["POST"]),
         Route("/api/answer", act(actions.answer), methods=["POST"]),
-        Route("/api/merge", act(actions.merge), methods=["POST"]),
+        Route("/api/merge", act(on_task(actions.merge, backlog.merge)), methods=["POST"]),
         Route("/api/task/add", act(backlog.add), methods=["POST"]),
         Route("/api/task/cancel", act(backlog.cancel), methods=["POST"]),
         Route("/api/task/retry", act(backlog.retry), methods=["POST"]),
