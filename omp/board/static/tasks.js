@@ -81,7 +81,7 @@ window.OmpTasks = function (B) {
   // ---- the board -----------------------------------------------------------------------------
   function render(st, team) {
     const tasks = (st.tasks || []).filter((t) => t && typeof t === "object");
-    const key = JSON.stringify([team, tasks, st.backlog || null, cancelOpen]);
+    const key = JSON.stringify([team, tasks, st.backlog || null, cancelOpen && cancelOpen.id]);
     if (key === drawn) return;
     drawn = key;
     keepFocus($("tasks-section"), () => {
