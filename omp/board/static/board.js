@@ -167,6 +167,7 @@
       if (ws.merged === true) branch += " · merged";
       if (ws.pending) branch += " · reading…";
       const task = (st.tasks || []).find((t) => t.id === w.taskId);
+      if (!ws.branch && task && task.branch && ["in_progress", "verifying"].includes(task.state)) branch = task.branch + " (task " + task.id + ")";
       const taskText = w.taskId ? "#" + w.taskId + (task ? " " + T.stateOf(task).replace(/_/g, " ") : "") : "";
       const usage = w.usage || {};
       const tokens = typeof usage.total === "number" ? num(usage.total) : (usage.unreadable ? "not read" : "–");
