@@ -146,9 +146,8 @@ def test_the_task_graph_moves_live_and_the_page_steers_the_backlog(
         four = card(page, "blocked", "4")
         expect(four.locator(".links.bad")).to_have_text("blocked by cancelled #3")
         t4 = listed(root, env)["4"]
-        assert (t4["title"], t4["blockedBy"], t4["priority"], t4["blockedByFailed"]) == (
-            "Polish the links", ["3"], 2, ["3"]
-        )
+        got = (t4["title"], t4["blockedBy"], t4["priority"], t4["blockedByFailed"])
+        assert got == ("Polish the links", ["3"], 2, ["3"])
         shown = run_omp("team", "task", "show", "t", "4", "--json", cwd=root, env=env).json
         assert (shown["task"]["createdBy"], shown["task"]["source"]) == ("leader", "task add")
 
