@@ -129,6 +129,7 @@ CODES: dict[str, int] = {
     "target_busy": EXIT_REFUSED,
     "signing_failed": EXIT_REFUSED,
     "nothing_committed": EXIT_REFUSED,
+    "no_task_worker": EXIT_REFUSED,
     "internal": EXIT_INTERNAL,
 }
 
