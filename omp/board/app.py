@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import html
 import json
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -127,7 +126,9 @@ def build(project: StatePaths, hub: Hub, token: str, team: str | None) -> Starle
                 except OmpError as err:
                     return _error(err)
                 except Exception as exc:  # a bug: said, never a traceback on the page
-                    sys.stderr.write(f"omp board: internal error: {type(exc).__name__}: {exc}\n")
+                    from omp.cli.output import write_err  # the one door to a terminal
+
+                    write_err(f"omp board: internal error: {type(exc).__name__}: {exc}\n")
                     return Json(
                         {"ok": False, "error": "internal", "message": type(exc).__name__},
                         status_code=500,
