@@ -115,6 +115,12 @@ CODES: dict[str, int] = {
     "merge_conflict": EXIT_REFUSED,
     "verify_failed": EXIT_REFUSED,
     "target_moved": EXIT_REFUSED,
+    # the store interface (omp/store/backend.py) and its Redis backend
+    "invalid_store": EXIT_REFUSED,
+    "store_unavailable": EXIT_REFUSED,
+    "store_error": EXIT_REFUSED,
+    "stale_fence": EXIT_REFUSED,
+    "task_exists": EXIT_REFUSED,
     "internal": EXIT_INTERNAL,
 }
 
