@@ -32,8 +32,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
+from redis.exceptions import AuthenticationError, AuthorizationError, ResponseError, WatchError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
@@ -228,6 +228,10 @@ class RedisStore(Store):
         while True:
             try:
                 return call()
+            except (AuthenticationError, AuthorizationError) as exc:  # before _DOWN: a subclass
+                raise OmpError(
+                    "store_error", f"the store at {self.url} refused omp's credentials: {exc}"
+                ) from None
             except _DOWN as exc:
                 if time.monotonic() >= deadline:
                     raise OmpError(
