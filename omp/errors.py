@@ -121,6 +121,9 @@ CODES: dict[str, int] = {
     "store_error": EXIT_REFUSED,
     "stale_fence": EXIT_REFUSED,
     "task_exists": EXIT_REFUSED,
+    # workers on other hosts (omp/tmux/ssh.py)
+    "host_unreachable": EXIT_REFUSED,
+    "remote_failed": EXIT_REFUSED,
     "internal": EXIT_INTERNAL,
 }
 

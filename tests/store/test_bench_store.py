@@ -1,4 +1,4 @@
-"""benchmarks/bench_store.py runs (tiny sizes) and prints its table. Structure only, never timing."""
+"""benchmarks/bench_store.py runs (tiny sizes) and prints its table: structure, never timing."""
 
 from __future__ import annotations
 
