@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 from omp.errors import OmpError
 from omp.store.names import is_valid_name
+from omp.store.paths import StatePaths
 
 SSH = "ssh"
 UNREACHABLE = 255  # ssh's own exit status for a failure of ssh itself
@@ -210,3 +211,32 @@ def put_file(host: Host, path: str, data: str) -> None:
     ssh's stdin: a secret never appears on a command line or in a pane."""
     script = 'umask 077 && mkdir -p "$(dirname "$1")" && cat > "$1.tmp" && mv -f "$1.tmp" "$1"'
     run(host, ["sh", "-c", script, "sh", path], input=data)
+
+
+def load_hosts(paths: StatePaths) -> dict[str, Host]:
+    """`[hosts.<name>]` tables of `.omp/config.toml`, checked: an unknown key or a value of the
+    wrong type is `invalid_config` naming the file (a typo never falls back to a default)."""
+    from omp.store import project_config
+
+    where = paths.config_toml
+    out: dict[str, Host] = {}
+    defaults = HostSettings()._asdict()
+    for name, body in project_config.load_table(paths, "hosts").items():
+        if not isinstance(body, dict) or not is_valid_name(name):
+            raise OmpError("invalid_config", f"{where}: [hosts.{name}] must be a table of a host")
+        values: dict[str, str | int] = {}
+        for key, value in body.items():
+            if key not in defaults:
+                raise OmpError(
+                    "invalid_config",
+                    f"{where}: unknown host setting {key!r} in [hosts.{name}]; known: "
+                    + ", ".join(defaults),
+                )
+            want = type(defaults[key])
+            ok = isinstance(value, want) and not isinstance(value, bool)
+            if not ok or (want is int and value < 0):
+                kind = "a number >= 0" if want is int else "a string"
+                raise OmpError("invalid_config", f"{where}: [hosts.{name}] {key} must be {kind}")
+            values[key] = value
+        out[name] = Host(name, HostSettings(**values))  # type: ignore[arg-type]
+    return out
