@@ -14,13 +14,18 @@ user cannot enter.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
 import signal
 import subprocess
 import sysconfig
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from omp.tmux.ssh import Host, HostSettings
 from tests.helpers import REPO, poll
@@ -198,3 +203,24 @@ class SshServer:
         path.mkdir(mode=0o700)
         os.chown(path, self.user.pw_uid, self.user.pw_gid)
         return path
+
+
+@contextlib.contextmanager
+def running(monkeypatch: pytest.MonkeyPatch) -> Iterator[SshServer]:
+    """A started sshd for one test, its ssh master sockets in a short private directory (a
+    socket path must fit in 108 bytes), every master and the server stopped after it."""
+    short = Path(tempfile.mkdtemp(prefix="omp-t-", dir="/tmp"))
+    short.chmod(0o755)  # the second user must reach its authorized keys in there
+    monkeypatch.setenv("TMPDIR", str(short))
+    server = SshServer(short / "sshd").start()
+    try:
+        yield server
+    finally:
+        for sock in (short / f"omp-ssh-{os.geteuid()}").glob("*"):
+            subprocess.run(
+                ["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "x"],
+                capture_output=True,
+                check=False,
+            )
+        server.stop()
+        shutil.rmtree(short, ignore_errors=True)

@@ -5,9 +5,6 @@ from __future__ import annotations
 import os
 import pwd
 import shlex
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +13,7 @@ import pytest
 from omp.errors import OmpError
 from omp.tmux import ssh
 from tests.helpers import isolate, poll
-from tests.tmux.sshd_server import USER, SshServer, missing_reason
+from tests.tmux.sshd_server import USER, SshServer, missing_reason, running
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=str(missing_reason()))
 
@@ -24,15 +21,8 @@ pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=str(missing
 @pytest.fixture
 def sshd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SshServer]:
     isolate(monkeypatch, tmp_path)
-    short = Path(tempfile.mkdtemp(prefix="omp-t-", dir="/tmp"))
-    short.chmod(0o755)
-    monkeypatch.setenv("TMPDIR", str(short))  # the master sockets: this test's own (short)
-    server = SshServer(short / "sshd").start()  # not under tmp_path: the user must reach it
-    yield server
-    for sock in (short / f"omp-ssh-{os.geteuid()}").glob("*"):
-        subprocess.run(["ssh", "-o", f"ControlPath={sock}", "-O", "exit", "x"], capture_output=True)
-    server.stop()
-    shutil.rmtree(short, ignore_errors=True)
+    with running(monkeypatch) as server:
+        yield server
 
 
 def test_a_command_arrives_word_for_word(sshd: SshServer) -> None:
