@@ -126,3 +126,13 @@ def test_a_dropped_host_is_not_a_gone_server(sshd: SshServer) -> None:
     finally:
         sshd.start()
         tmux.kill_server()
+
+
+@pytest.mark.slow
+def test_bench_remote_quick_prints_its_table(tmp_path: Path) -> None:
+    from tests.helpers import run_benchmark
+
+    proc = run_benchmark(tmp_path, "bench_remote.py", "--quick")
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")][2:]
+    assert len(rows) == 5 and all(line.rstrip().endswith(" ms |") for line in rows), rows
