@@ -134,5 +134,5 @@ def test_bench_remote_quick_prints_its_table(tmp_path: Path) -> None:
 
     proc = run_benchmark(tmp_path, "bench_remote.py", "--quick")
     assert proc.returncode == 0, proc.stderr
-    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")][2:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")][1:]
     assert len(rows) == 5 and all(line.rstrip().endswith(" ms |") for line in rows), rows
