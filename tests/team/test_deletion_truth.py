@@ -233,6 +233,10 @@ MAKERS = {
     ("omp/demo_agent.py", "target.parent.mkdir(parents=True, exist_ok=True)"): "its worktree",
     ("omp/cli/demo.py", "repo.mkdir()"): "the demo's throwaway repository",
     ("omp/cli/demo.py", "(repo / rel).parent.mkdir(parents=True, exist_ok=True)"): "the same",
+    # the store interface's file backend: `ensure_team` is the store's "create" (launch's)
+    ("omp/store/filestore.py", "self.paths.ensure(self.paths.team(team_name(team)).dir)"): "create",
+    ("omp/store/filestore.py", "self.paths.ensure(self.paths.store_locks)"): "locks/, no team's",
+    ("omp/tmux/ssh.py", "os.mkdir(base, 0o700)"): "ssh master sockets, outside the state",
 }
 
 
