@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     Doc = dict[str, Any]
     Change = Callable[[Doc | None], Doc | None]
     Note = Callable[[Doc | None, Doc], list[Doc]]
+    Check = Callable[["MailView"], None]
 
 COLLECTIONS = ("tasks", "records")
 STATUSES = ("pending", "in_progress", "verifying", "completed", "failed", "interrupted")
@@ -60,6 +61,19 @@ class Batch:
 
     def __init__(self, records: list[Doc], cursor: str, bad: int = 0, reset: bool = False) -> None:
         self.records, self.cursor, self.bad, self.reset = records, cursor, bad, reset
+
+
+class MailView:
+    """A mailbox as a send's `check` sees it: the undelivered count, and the messages stamped
+    (`timestamp`) at or after a time, newest first."""
+
+    __slots__ = ("_recent", "unread")
+
+    def __init__(self, unread: int, recent: Callable[[float], list[Doc]]) -> None:
+        self.unread, self._recent = unread, recent
+
+    def recent(self, since: float) -> list[Doc]:
+        return self._recent(since)
 
 
 class Lease:
@@ -141,8 +155,18 @@ class Store:
         raise NotImplementedError
 
     # ---- mailboxes (a log with receipts) -----------------------------------------------
-    def send(self, team: str, recipient: str, messages: list[Doc]) -> list[str]:
-        """Append message records (each with a string `id`): `append` to `mailbox/<r>`."""
+    def send(
+        self, team: str, recipient: str, messages: list[Doc], *, check: Check | None = None
+    ) -> list[str]:
+        """Append message records (each with a string `id`) to `mailbox/<r>`. `check` sees the
+        mailbox as it is (`MailView`) and may refuse (raise `OmpError`) before anything is
+        written; it runs where no other send to that mailbox can slip in between (the file's
+        flock; WATCH on Redis, run again if another send landed), so limits that count what is
+        there (`omp.mail.limits`) hold against any number of concurrent senders."""
+        raise NotImplementedError
+
+    def unread(self, team: str, recipient: str) -> int:
+        """How many messages are undelivered. Read-only."""
         raise NotImplementedError
 
     def undelivered(self, team: str, recipient: str) -> list[Doc]:

@@ -29,13 +29,13 @@ from pathlib import Path
 from omp import clock
 from omp.errors import OmpError
 from omp.store import backend, fs, jsonl, locks
-from omp.store.backend import Batch, Lease, Store, doc_key, lock_name, log_name
+from omp.store.backend import Batch, Lease, MailView, Store, doc_key, lock_name, log_name
 from omp.store.names import team_name
 from omp.store.paths import StatePaths, TeamPaths, task_id_of_record
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
-    from omp.store.backend import Change, Doc, Note
+    from omp.store.backend import Change, Check, Doc, Note
 
 LOG_HEADER = "log"  # `omp.record.history.LOG_HEADER`: the first line of a team's events log
 
@@ -113,11 +113,31 @@ class FileStore(Store):
         return Batch(records, str(end), chunk.bad, chunk.reset)
 
     # ---- mailboxes ---------------------------------------------------------------------------
-    def send(self, team: str, recipient: str, messages: list[Doc]) -> list[str]:
+    def send(
+        self, team: str, recipient: str, messages: list[Doc], *, check: Check | None = None
+    ) -> list[str]:
         for m in messages:
             if not isinstance(m.get("id"), str):
                 raise OmpError("invalid_input", "every message needs a string id")
-        return self.append(team, f"mailbox/{recipient}", messages)
+        if check is None:
+            return self.append(team, f"mailbox/{recipient}", messages)
+        tp = self._team(team)
+        path = self._log(tp, f"mailbox/{recipient}", make=True)
+        encoded = [jsonl.encode(r) for r in messages]
+        with jsonl.locked(path) as fd:
+            tp.verify()
+            chunk = jsonl.read_fd(fd, 0)
+            check(MailView(len(_fold(chunk)[0]), lambda since: _recent(chunk, since)))
+            start = jsonl.append_locked(fd, b"".join(encoded), path)
+        out = []
+        for data in encoded:
+            start += len(data)
+            out.append(str(start))
+        return out
+
+    def unread(self, team: str, recipient: str) -> int:
+        path = self._log(self.paths.team(team_name(team)), f"mailbox/{recipient}", make=False)
+        return len(_fold(jsonl.read_from(path, 0))[0])
 
     def undelivered(self, team: str, recipient: str) -> list[Doc]:
         path = self._log(self.paths.team(team_name(team)), f"mailbox/{recipient}", make=False)
@@ -348,6 +368,18 @@ def _fold(chunk: jsonl.Chunk) -> tuple[dict[str, Doc], set[str]]:
         elif kind == "delivery-receipt" and isinstance(mid := rec.get("messageId"), str):
             pending.pop(mid, None)
     return pending, known
+
+
+def _recent(chunk: jsonl.Chunk, since: float) -> list[Doc]:
+    """Messages of the chunk stamped at or after `since`, newest first."""
+    out = []
+    for _, _, rec in reversed(chunk.records):
+        if rec.get("type") != "message":
+            continue
+        at = clock.parse_iso(str(rec.get("timestamp", "")))
+        if at is not None and at >= since:
+            out.append(rec)
+    return out
 
 
 def _not_found(message_id: str, recipient: str) -> OmpError:

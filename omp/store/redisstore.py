@@ -40,7 +40,7 @@ from redis.retry import Retry
 from omp import clock
 from omp.errors import OmpError
 from omp.store import backend
-from omp.store.backend import Batch, Lease, Store, doc_key, lock_name, log_name
+from omp.store.backend import Batch, Lease, MailView, Store, doc_key, lock_name, log_name
 from omp.store.names import team_name, worker_name
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, TypeVar
 
-    from omp.store.backend import Change, Doc, Note
+    from omp.store.backend import Change, Check, Doc, Note
 
     T = TypeVar("T")
 
@@ -310,7 +310,9 @@ class RedisStore(Store):
         stream = self._stream(team, f"mailbox/{recipient}")
         return [stream, f"{t}und:{recipient}", f"{t}ids:{recipient}"]
 
-    def send(self, team: str, recipient: str, messages: list[Doc]) -> list[str]:
+    def send(
+        self, team: str, recipient: str, messages: list[Doc], *, check: Check | None = None
+    ) -> list[str]:
         keys = self._box(team, recipient)
         if not messages:
             return []
@@ -319,7 +321,44 @@ class RedisStore(Store):
             if not isinstance(m.get("id"), str):
                 raise OmpError("invalid_input", "every message needs a string id")
             args += [m["id"], _line(m)]
-        return [str(x) for x in self._run("send", keys, args)]
+        if check is None:
+            return [str(x) for x in self._run("send", keys, args)]
+        return self._checked_send(team, keys, args, check)
+
+    def _checked_send(self, team: str, keys: list[str], args: list[Any], check: Check) -> list[str]:
+        """`send` with a check: WATCH the mailbox's stream (every send and receipt adds to it),
+        show the check the mailbox, and send inside MULTI; another send in between voids the
+        transaction and the check runs again on what is there then."""
+        stream, und, _ = keys
+        op = self._op()
+        full = [f"{self._p}teams", op, *keys]
+        script = self._scripts["send"]
+
+        def attempt() -> list[str]:
+            with self.r.pipeline() as p:
+                while True:
+                    try:
+                        p.watch(stream, op)
+                        done = p.get(op)
+                        if done is not None:  # the last try landed; its answer was lost
+                            p.unwatch()
+                            return [str(x) for x in json.loads(done)]
+                        unread = int(p.hlen(und))
+                        check(MailView(unread, _Recent(p, stream)))
+                        p.multi()
+                        script(keys=full, args=args, client=p)
+                        (out,) = p.execute()
+                        return [str(x) for x in out]
+                    except WatchError as exc:
+                        if "ConnectionError" in str(exc):
+                            raise RedisConnectionError(str(exc)) from None
+                        continue
+
+        return self._retry(attempt, team)
+
+    def unread(self, team: str, recipient: str) -> int:
+        und = self._box(team, recipient)[1]
+        return int(self._retry(lambda: self.r.hlen(und)))
 
     def undelivered(self, team: str, recipient: str) -> list[Doc]:
         und = self._box(team, recipient)[1]
@@ -492,6 +531,32 @@ class RedisStore(Store):
                 "'always': a crash may lose the last second of acknowledged mail"
             )
         return out
+
+
+class _Recent:
+    """A send check's view of the newest messages of a mailbox stream, read back a page at a
+    time (on the watching connection) only as far as it is asked."""
+
+    PAGE = 200
+
+    def __init__(self, p: Any, stream: str) -> None:
+        self.p, self.stream = p, stream
+        self.seen: list[tuple[float, Doc]] = []  # (stamp, message), newest first
+        self.end = "+"
+        self.done = False
+
+    def __call__(self, since: float) -> list[Doc]:
+        while not self.done and (not self.seen or self.seen[-1][0] >= since):
+            page = self.p.xrevrange(self.stream, self.end, "-", count=self.PAGE)
+            for _, fields in page:
+                rec = _obj(fields.get("j"))
+                if rec is not None and rec.get("type") == "message":
+                    at = clock.parse_iso(str(rec.get("timestamp", "")))
+                    self.seen.append((at if at is not None else 0.0, rec))
+            self.done = len(page) < self.PAGE
+            if page:
+                self.end = "(" + page[-1][0]
+        return [rec for at, rec in self.seen if at >= since]
 
 
 def _refusal(exc: ResponseError, team: str = "") -> OmpError:

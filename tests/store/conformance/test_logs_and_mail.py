@@ -179,3 +179,68 @@ def test_heartbeats_are_overwritten_per_worker(backend: Backend) -> None:
         "worker-1": {"pid": 1, "state": "busy"},
         "worker-2": {"pid": 2, "state": "busy"},
     }
+
+
+# ---- a send's check: limits that hold against concurrent senders ------------------------------
+
+
+def test_a_check_sees_the_mailbox_and_may_refuse(backend: Backend) -> None:
+    import time
+
+    from omp import clock
+    from omp.store.backend import MailView
+
+    store = backend.open()
+    now = clock.iso()
+    store.send(TEAM, "worker-1", [msg(1, timestamp=now), msg(2, timestamp=now)])
+    store.send(TEAM, "worker-1", [msg(3, timestamp="2020-01-01T00:00:00.000Z")])
+    store.mark_delivered(TEAM, "worker-1", ["m0002"])
+    seen: list[tuple[int, list[str]]] = []
+
+    def look(view: MailView) -> None:
+        seen.append((view.unread, [m["id"] for m in view.recent(time.time() - 60)]))
+
+    store.send(TEAM, "worker-1", [msg(4)], check=look)
+    assert seen == [(2, ["m0002", "m0001"])]  # newest first; the old one is not recent
+    assert store.unread(TEAM, "worker-1") == 3
+
+    def refuse(view: MailView) -> None:
+        raise OmpError("mailbox_full", "no")
+
+    before = store.read(TEAM, "mailbox/worker-1").records
+    with pytest.raises(OmpError) as err:
+        store.send(TEAM, "worker-1", [msg(5)], check=refuse)
+    assert err.value.code == "mailbox_full"
+    assert store.read(TEAM, "mailbox/worker-1").records == before
+
+
+def test_a_limit_holds_against_concurrent_senders(backend: Backend) -> None:
+    import threading
+
+    from omp.store.backend import MailView
+
+    limit = 5
+
+    def at_most(view: MailView) -> None:
+        if view.unread >= limit:
+            raise OmpError("mailbox_full", "full")
+
+    refused: list[int] = []
+
+    def sender(n: int) -> None:
+        store = backend.open()
+        for k in range(3):
+            try:
+                store.send(TEAM, "worker-1", [msg(n * 10 + k)], check=at_most)
+            except OmpError as exc:
+                assert exc.code == "mailbox_full"
+                refused.append(n)
+
+    threads = [threading.Thread(target=sender, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    store = backend.open()
+    assert store.unread(TEAM, "worker-1") == limit
+    assert len(refused) == 24 - limit
