@@ -115,6 +115,13 @@ CODES: dict[str, int] = {
     "merge_conflict": EXIT_REFUSED,
     "verify_failed": EXIT_REFUSED,
     "target_moved": EXIT_REFUSED,
+    "no_prompt": EXIT_REFUSED,
+    "prompt_changed": EXIT_REFUSED,
+    "prompt_unanswerable": EXIT_REFUSED,
+    "unknown_choice": EXIT_USAGE,
+    "not_answered": EXIT_REFUSED,
+    "board_not_installed": EXIT_REFUSED,
+    "board_unavailable": EXIT_REFUSED,
     # the store interface (omp/store/backend.py) and its Redis backend
     "invalid_store": EXIT_REFUSED,
     "store_unavailable": EXIT_REFUSED,

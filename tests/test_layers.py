@@ -34,7 +34,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("omp.views",),
     ("omp.api",),
     ("omp.doctor", "omp.demo_agent"),
-    ("omp.cli", "omp.__main__"),
+    # the board is an entry point like the CLI: `omp team board` starts it (cli -> board), and
+    # it renders events as `omp team events` does (board -> cli.events_cmd)
+    ("omp.cli", "omp.__main__", "omp.board"),
 ]  # fmt: skip
 
 

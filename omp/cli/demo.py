@@ -192,6 +192,7 @@ def demo(
             f"  go there:          cd {repo}",
             f"  see the panes:     {r['attach']}   (detach again with Ctrl-b d)",
             f"  follow the team:   {omp} team status {team} --watch",
+            f"  on a web page:     {omp} team board {team}   (pip install 'omp[board]')",
             f"  review the work:   {omp} team diff {team}",
             f"  merge again:       {omp} team merge {team}   (merged branches are skipped)",
             "  see the history:   git log --oneline --graph",

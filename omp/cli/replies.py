@@ -258,6 +258,34 @@ class MergeReply(TypedDict):
     merged: list[str]
 
 
+class PromptOption(TypedDict):
+    number: int
+    label: str
+    selected: bool
+
+
+class PromptShown(TypedDict):
+    what: str  # permission prompt, menu, rate limit...
+    lines: list[str]  # what it asks (3 sanitised screen lines)
+    options: list[PromptOption]  # empty: nothing omp can choose (attach to the pane)
+    promptId: str  # the prompt's identity: `omp team answer --prompt` answers only it
+
+
+class AnswerReply(TypedDict):
+    """`omp team answer`: without CHOICE, what the screen asks (`prompt`, None when nothing);
+    with it, what was chosen and typed, and what the screen asks next, if anything."""
+
+    ok: bool
+    team: str
+    worker: str
+    prompt: NotRequired[PromptShown | None]
+    what: NotRequired[str]
+    promptId: NotRequired[str]
+    choice: NotRequired[dict[str, Any]]  # number, label
+    keys: NotRequired[list[str]]  # the keys typed: Up/Down to the option, then Enter
+    next: NotRequired[PromptShown | None]
+
+
 class ResumeHint(TypedDict):
     workers: list[str]  # the members whose pane died or went with its tmux server
     command: str  # `omp team resume <team>`
@@ -589,6 +617,7 @@ COMMANDS: dict[str, type] = {
     "team usage": UsageReply,
     "team diff": DiffReply,
     "team merge": MergeReply,
+    "team answer": AnswerReply,
     "team delete": DeleteReply,
     "team prune": PruneReply,
     "demo": DemoReply,

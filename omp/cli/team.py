@@ -398,11 +398,12 @@ def _config(team: str | None) -> TeamConfig:
 
 
 def _register_monitor() -> None:
-    from omp.cli import lifecycle_cmds, monitor_cmds, worktree_cmds
+    from omp.cli import board_cmds, lifecycle_cmds, monitor_cmds, worktree_cmds
 
     monitor_cmds.register(app)
     lifecycle_cmds.register(app)
     worktree_cmds.register(app)
+    board_cmds.register(app)  # `board` and `answer`: neither imports the board's web framework
 
 
 _register_monitor()

@@ -42,7 +42,12 @@ def _last_activity(team: TeamPaths, worker: str) -> str | None:
     return clock.iso(newest) if newest else None
 
 
-def team_status(cfg: TeamConfig) -> dict[str, Any]:
+def team_status(
+    cfg: TeamConfig, *, branches: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """One team's status. `branches`: the worktree workers' rows (`omp.views.worktrees.rows`)
+    when the caller keeps them already (the board refreshes a row when its git refs move: git
+    is most of the cost of a worktree team's status); computed here otherwise."""
     team = cfg.paths
     task_list = tasks.read_all(team)
     views = pane_views(cfg)
@@ -59,7 +64,7 @@ def team_status(cfg: TeamConfig) -> dict[str, Any]:
     shut = os.path.lexists(team.shutdown)
     needs = {} if shut else _needs_you(cfg)
     workers = []
-    branches = _branches(cfg)
+    branches = _branches(cfg) if branches is None else branches
     for w in cfg.worker_names:
         view = views[w]
         info = cfg.worker(w) or {}
