@@ -34,7 +34,7 @@ import os
 import time
 
 from omp.errors import OmpError
-from omp.store.names import is_valid_name, recipient_name, task_id, worker_name
+from omp.store.names import NAME_CHARS, is_valid_name, is_word, recipient_name, task_id, worker_name
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
@@ -44,7 +44,18 @@ if TYPE_CHECKING:
     Doc = dict[str, Any]
     Change = Callable[[Doc | None], Doc | None]
     Note = Callable[[Doc | None, Doc], list[Doc]]
-    Check = Callable[["MailView"], None]
+    from typing import Protocol
+
+    class View(Protocol):
+        """A mailbox as a send's check sees it: `MailView`, or the file mailbox's own view
+        (`omp.mail.mailbox.FileView`) under its flock."""
+
+        @property
+        def unread(self) -> int: ...
+        def recent(self, since: float) -> list[Doc]: ...
+        def holds(self, message_id: str) -> bool: ...
+
+    Check = Callable[[View], None]
 
 COLLECTIONS = ("tasks", "records")
 STATUSES = ("pending", "in_progress", "verifying", "completed", "failed", "interrupted")
@@ -64,16 +75,21 @@ class Batch:
 
 
 class MailView:
-    """A mailbox as a send's `check` sees it: the undelivered count, and the messages stamped
-    (`timestamp`) at or after a time, newest first."""
+    """A mailbox as a send's `check` sees it: the undelivered count, the messages stamped
+    (`timestamp`) at or after a time (newest first), and whether it holds a message id."""
 
-    __slots__ = ("_recent", "unread")
+    __slots__ = ("_holds", "_recent", "unread")
 
-    def __init__(self, unread: int, recent: Callable[[float], list[Doc]]) -> None:
-        self.unread, self._recent = unread, recent
+    def __init__(
+        self, unread: int, recent: Callable[[float], list[Doc]], holds: Callable[[str], bool]
+    ) -> None:
+        self.unread, self._recent, self._holds = unread, recent, holds
 
     def recent(self, since: float) -> list[Doc]:
         return self._recent(since)
+
+    def holds(self, message_id: str) -> bool:
+        return self._holds(message_id)
 
 
 class Lease:
@@ -113,7 +129,8 @@ def doc_key(collection: str, key: str) -> str:
 
 
 def lock_name(name: str) -> str:
-    if not is_valid_name(name):
+    # a name's characters, longer than a name: `tasks.<team>` holds a team name of up to 64
+    if not is_word(name, NAME_CHARS, 128):
         raise OmpError("invalid_input", f"invalid lock name {name!r}")
     return name
 
@@ -142,6 +159,15 @@ class Store:
     def has_team(self, team: str) -> bool:
         raise NotImplementedError
 
+    def archive_run(self, team: str, label: str, recipients: list[str]) -> None:
+        """A relaunch: the team's tasks and the named mailboxes leave the live team for an
+        archive of the run `label` (never deleted); the team starts with none."""
+        raise NotImplementedError
+
+    def drop_team(self, team: str) -> None:
+        """`omp team delete`: everything the store holds of the team goes."""
+        raise NotImplementedError
+
     # ---- logs ----------------------------------------------------------------------------
     def append(
         self, team: str, log: str, records: list[Doc], *, fence: Lease | None = None
@@ -167,6 +193,11 @@ class Store:
 
     def unread(self, team: str, recipient: str) -> int:
         """How many messages are undelivered. Read-only."""
+        raise NotImplementedError
+
+    def newest(self, team: str, recipient: str, limit: int) -> tuple[list[Doc], int]:
+        """The newest `limit` messages, oldest first, each with `deliveredAt` when a receipt
+        holds it; and how many messages the mailbox holds. Read-only."""
         raise NotImplementedError
 
     def undelivered(self, team: str, recipient: str) -> list[Doc]:

@@ -61,6 +61,26 @@ class FileStore(Store):
     def has_team(self, team: str) -> bool:
         return os.path.isdir(self.paths.team(team_name(team)).dir)
 
+    def archive_run(self, team: str, label: str, recipients: list[str]) -> None:
+        """As `omp.team.setup.archive_previous_run` lays a run out: `runs/<label>/`."""
+        tp = self._team(team)
+        run = tp.run(label)
+        moves = [(tp.tasks_dir, run.tasks_dir)] if os.path.isdir(tp.tasks_dir) else []
+        for r in recipients:
+            for src in (tp.mailbox(r), tp.mailbox_index(r)):
+                if fs.check_entry(src, want_dir=False):
+                    moves.append((src, run.mailbox_dir / src.name))
+        for src, dst in moves:
+            self.paths.ensure(dst.parent)
+            os.rename(src, dst)
+
+    def drop_team(self, team: str) -> None:
+        import shutil
+
+        tp = self.paths.team(team_name(team))
+        if os.path.isdir(tp.dir) and not os.path.islink(tp.dir):
+            shutil.rmtree(tp.dir)
+
     # ---- logs ----------------------------------------------------------------------------
     def _log(self, team: TeamPaths, log: str, *, make: bool) -> Path:
         kind, who = log_name(log)
@@ -127,7 +147,8 @@ class FileStore(Store):
         with jsonl.locked(path) as fd:
             tp.verify()
             chunk = jsonl.read_fd(fd, 0)
-            check(MailView(len(_fold(chunk)[0]), lambda since: _recent(chunk, since)))
+            pending, known = _fold(chunk)
+            check(MailView(len(pending), lambda since: _recent(chunk, since), known.__contains__))
             start = jsonl.append_locked(fd, b"".join(encoded), path)
         out = []
         for data in encoded:
@@ -138,6 +159,23 @@ class FileStore(Store):
     def unread(self, team: str, recipient: str) -> int:
         path = self._log(self.paths.team(team_name(team)), f"mailbox/{recipient}", make=False)
         return len(_fold(jsonl.read_from(path, 0))[0])
+
+    def newest(self, team: str, recipient: str, limit: int) -> tuple[list[Doc], int]:
+        path = self._log(self.paths.team(team_name(team)), f"mailbox/{recipient}", make=False)
+        msgs: dict[str, Doc] = {}
+        delivered: dict[str, str] = {}
+        for _, _, rec in jsonl.read_from(path, 0).records:
+            kind = rec.get("type")
+            if kind == "message" and isinstance(mid := rec.get("id"), str):
+                msgs.pop(mid, None)
+                msgs[mid] = rec
+            elif kind == "delivery-receipt" and isinstance(mid := rec.get("messageId"), str):
+                delivered.setdefault(mid, str(rec.get("deliveredAt", "")))
+        shown = list(msgs.values())[-limit:] if limit > 0 else []
+        out = [
+            {**m, "deliveredAt": delivered[m["id"]]} if m["id"] in delivered else m for m in shown
+        ]
+        return out, len(msgs)
 
     def undelivered(self, team: str, recipient: str) -> list[Doc]:
         path = self._log(self.paths.team(team_name(team)), f"mailbox/{recipient}", make=False)

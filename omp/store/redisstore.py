@@ -259,6 +259,33 @@ class RedisStore(Store):
         name = team_name(team)
         return bool(self._retry(lambda: self.r.sismember(f"{self._p}teams", name)))
 
+    def archive_run(self, team: str, label: str, recipients: list[str]) -> None:
+        """Keys move to `a:<team>:<label>:...` (RENAME: the data stays, out of the team)."""
+        t = self._t(team)
+        archive = f"{self._p}a:{team_name(team)}:{label}:"
+        keys = [f"{t}idx:tasks"]
+        keys += self._retry(lambda: list(self.r.scan_iter(match=f"{t}doc:tasks:*", count=1000)))
+        for r in recipients:
+            keys += [*self._box(team, r)]
+
+        def move(key: str) -> None:
+            if self.r.exists(key):
+                self.r.rename(key, archive + key[len(t) :])
+
+        for key in keys:
+            self._retry(lambda k=key: move(k))  # type: ignore[misc]
+
+    def drop_team(self, team: str) -> None:
+        t = self._t(team)
+        name = team_name(team)
+
+        def drop() -> None:
+            self.r.srem(f"{self._p}teams", name)  # first: a late writer is refused from now on
+            for key in self.r.scan_iter(match=f"{t}*", count=1000):
+                self.r.delete(key)
+
+        self._retry(drop)
+
     # ---- logs ----------------------------------------------------------------------------
     def _stream(self, team: str, log: str) -> str:
         kind, who = log_name(log)
@@ -329,7 +356,7 @@ class RedisStore(Store):
         """`send` with a check: WATCH the mailbox's stream (every send and receipt adds to it),
         show the check the mailbox, and send inside MULTI; another send in between voids the
         transaction and the check runs again on what is there then."""
-        stream, und, _ = keys
+        stream, und, ids = keys
         op = self._op()
         full = [f"{self._p}teams", op, *keys]
         script = self._scripts["send"]
@@ -344,7 +371,9 @@ class RedisStore(Store):
                             p.unwatch()
                             return [str(x) for x in json.loads(done)]
                         unread = int(p.hlen(und))
-                        check(MailView(unread, _Recent(p, stream)))
+                        check(
+                            MailView(unread, _Recent(p, stream), lambda m: bool(p.hexists(ids, m)))
+                        )
                         p.multi()
                         script(keys=full, args=args, client=p)
                         (out,) = p.execute()
@@ -359,6 +388,37 @@ class RedisStore(Store):
     def unread(self, team: str, recipient: str) -> int:
         und = self._box(team, recipient)[1]
         return int(self._retry(lambda: self.r.hlen(und)))
+
+    def newest(self, team: str, recipient: str, limit: int) -> tuple[list[Doc], int]:
+        stream, _, ids = self._box(team, recipient)
+
+        def read() -> tuple[list[Doc], int]:
+            total = int(self.r.hlen(ids))
+            msgs: list[Doc] = []  # newest first
+            delivered: dict[str, str] = {}
+            end = "+"
+            while limit > 0 and len(msgs) < limit:
+                page = self.r.xrevrange(stream, end, "-", count=500)
+                for _, fields in page:
+                    rec = _obj(fields.get("j"))
+                    if rec is None:
+                        continue
+                    if rec.get("type") == "delivery-receipt":
+                        delivered.setdefault(str(rec.get("messageId")), str(rec.get("deliveredAt")))
+                    elif rec.get("type") == "message" and len(msgs) < limit:
+                        msgs.append(rec)
+                if len(page) < 500:
+                    break
+                end = "(" + page[-1][0]
+            # a receipt always follows its message: reading back to the oldest one shown saw
+            # every receipt that concerns the ones shown
+            out = [
+                {**m, "deliveredAt": delivered[m["id"]]} if m.get("id") in delivered else m
+                for m in reversed(msgs)
+            ]
+            return out, total
+
+        return self._retry(read)
 
     def undelivered(self, team: str, recipient: str) -> list[Doc]:
         und = self._box(team, recipient)[1]

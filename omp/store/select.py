@@ -159,3 +159,21 @@ def open_store(root: Path, *, url: str | None = None) -> Store:
     return redisstore.RedisStore(
         target, namespace=ns, shown=shown(url), wait=settings(paths).wait_seconds
     )
+
+
+_OPEN: dict[tuple[str, str], Store] = {}
+
+
+def current(paths: StatePaths) -> Store | None:
+    """The project's store when it is not the files (None: the files, the default), opened
+    once per process. What mail/ and tasks/ ask before they touch a file."""
+    if not project_config.store_selected(paths):
+        return None
+    url = configured_url(paths)
+    if not url:
+        return None
+    key = (str(paths.root), url)
+    store = _OPEN.get(key)
+    if store is None:
+        store = _OPEN[key] = open_store(paths.root, url=url)
+    return store

@@ -132,6 +132,9 @@ def worker_env(
         OMP_COMMAND=omp,
         PATH=path if path.split(os.pathsep)[0] == bindir else f"{bindir}{os.pathsep}{path}",
     )
+    # the store the leader uses (docs/remote.md), whatever the tmux server's own environment:
+    # the URL itself, or the 0600 file that holds it; never written into the pane's screen
+    out.update({k: env[k] for k in ("OMP_STORE", "OMP_STORE_FILE") if env.get(k)})
     return out
 
 

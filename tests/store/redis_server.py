@@ -9,7 +9,10 @@ import shutil
 import signal
 import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.helpers import poll
 
@@ -110,3 +113,12 @@ class RedisServer:
             except subprocess.TimeoutExpired:
                 self.kill()
         self.proc = None
+
+
+def session_server(factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A server for a test session (a fixture's body): skipped, saying why, without the binary."""
+    if binary() is None:
+        pytest.skip(missing_reason())
+    server = RedisServer(factory.mktemp("redis")).start()
+    yield server
+    server.stop()

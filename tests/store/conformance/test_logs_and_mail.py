@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from omp.errors import OmpError
 from tests.store.conformance.conftest import TEAM, Backend
+
+if TYPE_CHECKING:
+    from omp.store.backend import View as MailView
 
 
 def msg(i: int, to: str = "worker-1", **extra: Any) -> dict[str, Any]:
@@ -188,7 +191,6 @@ def test_a_check_sees_the_mailbox_and_may_refuse(backend: Backend) -> None:
     import time
 
     from omp import clock
-    from omp.store.backend import MailView
 
     store = backend.open()
     now = clock.iso()
@@ -217,8 +219,6 @@ def test_a_check_sees_the_mailbox_and_may_refuse(backend: Backend) -> None:
 def test_a_limit_holds_against_concurrent_senders(backend: Backend) -> None:
     import threading
 
-    from omp.store.backend import MailView
-
     limit = 5
 
     def at_most(view: MailView) -> None:
@@ -244,3 +244,27 @@ def test_a_limit_holds_against_concurrent_senders(backend: Backend) -> None:
     store = backend.open()
     assert store.unread(TEAM, "worker-1") == limit
     assert len(refused) == 24 - limit
+
+
+def test_the_newest_messages_with_their_receipts(backend: Backend) -> None:
+    store = backend.open()
+    assert store.newest(TEAM, "worker-1", 5) == ([], 0)
+    store.send(TEAM, "worker-1", [msg(i) for i in range(1, 8)])
+    store.mark_delivered(TEAM, "worker-1", ["m0002", "m0006"])
+    shown, total = store.newest(TEAM, "worker-1", 3)
+    assert total == 7
+    assert [m["id"] for m in shown] == ["m0005", "m0006", "m0007"]
+    assert "deliveredAt" in shown[1] and "deliveredAt" not in shown[0]
+    assert store.newest(TEAM, "worker-1", 0) == ([], 7)
+
+
+def test_a_check_knows_the_ids_the_mailbox_holds(backend: Backend) -> None:
+    store = backend.open()
+    store.send(TEAM, "worker-1", [msg(1)])
+    seen: list[bool] = []
+
+    def look(view: MailView) -> None:
+        seen.extend([view.holds("m0001"), view.holds("m0002")])
+
+    store.send(TEAM, "worker-1", [msg(2)], check=look)
+    assert seen == [True, False]
