@@ -120,3 +120,39 @@ def test_another_process_reads_the_same_mail(
     files = dict(env, OMP_STORE="file")  # the same project on the files sees none of it
     r = run_api("mailbox-list", {"team_name": "demo", "worker": "worker-2"}, cwd=root, env=files)
     assert r.rc == 0 and r.json["messages"] == []
+
+
+def test_delete_counts_the_store_s_unread_mail_and_forgets_the_team(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from omp.errors import OmpError
+    from omp.team import removal
+
+    api(capsys, "send-message", **{"from": "worker-1", "to": "leader", "body": "unread"})
+    project = StatePaths(root)
+    with pytest.raises(OmpError) as err:
+        removal.delete(project, "demo")
+    assert err.value.code == "unread_mail"
+    assert store(root).has_team("demo") and store(root).unread("demo", "leader") == 1
+    out = removal.delete(project, "demo", force=True)
+    assert [e["recipient"] for e in out["lost"]] == ["leader"]
+    assert not store(root).has_team("demo")
+    assert store(root).docs("demo", "tasks") == [] and store(root).unread("demo", "leader") == 0
+    # a writer that still holds the old team is refused, nothing comes back
+    with pytest.raises(OmpError) as err:
+        store(root).send("demo", "leader", [{"type": "message", "id": "late", "body": "x"}])
+    assert err.value.code == "unknown_team"
+
+
+def test_a_relaunch_archives_the_last_run_in_the_store(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from omp.team import setup
+
+    api(capsys, "send-message", **{"from": "worker-1", "to": "leader", "body": "old run"})
+    api(capsys, "claim-task", worker="worker-1", task_id="1")
+    team = StatePaths(root).team("demo")
+    team.shutdown.write_text('{"shutdownAt": "2026-01-01T00:00:00.000Z"}')
+    setup.archive_previous_run(team)
+    assert store(root).docs("demo", "tasks") == []
+    assert store(root).unread("demo", "leader") == 0
