@@ -703,25 +703,16 @@ def profile_for_command(profiles: Mapping[str, AgentProfile], command: str) -> A
 def profile_of_ancestors(
     profiles: Mapping[str, AgentProfile], pid: int | None = None, depth: int = 12
 ) -> AgentProfile | None:
-    """The agent this process runs under, found by walking up its parents (Linux `/proc`):
+    """The agent this process runs under, found by walking up its parents (`omp.procs`):
     a leader agent runs `omp team launch` through its shell tool, so its CLI is an ancestor.
     `node .../bin/copilot` counts as `copilot`. None when no ancestor is a known agent."""
-    cur = os.getpid() if pid is None else pid
-    for _ in range(depth):
-        try:
-            with open(f"/proc/{cur}/cmdline", "rb") as f:
-                argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0") if a]
-            with open(f"/proc/{cur}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            return None
+    from omp import procs  # psutil: launch only, never a per-call command
+
+    for argv in procs.lineage(pid, depth):
         for word in argv[:2]:
             found = profile_for_command(profiles, word)
             if found is not None:
                 return found
-        if ppid <= 1:
-            return None
-        cur = ppid
     return None
 
 

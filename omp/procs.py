@@ -1,5 +1,5 @@
-"""Processes on Linux `/proc`: is a pid alive, a pane's process tree, the processes that carry a
-team's environment, and ending them all (SIGTERM, a short wait, SIGKILL).
+"""Processes, through psutil: is a pid alive, a pane's process tree, the processes that carry a
+team's environment, and ending them all (SIGTERM, a short wait, SIGKILL). Linux and macOS alike.
 
 Closing a tmux pane sends SIGHUP to its foreground process group and nothing else. An agent that
 re-executes itself in a new session (Gemini CLI's node relaunches itself with a larger heap and
@@ -7,16 +7,23 @@ re-executes itself in a new session (Gemini CLI's node relaunches itself with a 
 server are gone. So every command that closes panes (shutdown, remove-worker, delete, a launch's
 rollback) ends the whole tree of each pane it closes:
 
-1. `collect` before closing: the pane's pid and its descendants (by parent pid, which a child
-   loses once its parent dies and it is re-parented), plus every process of this user whose
-   environment matches the team's (`EnvMatch`: `OMP_TEAM`, `OMP_ROOT`, and the worker or the
-   launch token): the ones that `setsid`'d away from the tree keep their environment;
+1. `collect` before closing: the pane's pid and its descendants (`children(recursive=True)`,
+   by parent pid, which a child loses once its parent dies and it is re-parented), plus every
+   process of this user whose environment matches the team's (`EnvMatch`: `OMP_TEAM`,
+   `OMP_ROOT`, and the worker or the launch token): the ones that `setsid`'d away from the tree
+   keep their environment;
 2. close the pane (the caller's business);
-3. `terminate`: SIGTERM to what survives, poll for up to `grace` seconds, SIGKILL the rest.
+3. `terminate`: SIGTERM to what survives, `wait_procs` up to `grace` seconds, SIGKILL the rest.
 
-A process is named by (pid, start time) so a pid recycled meanwhile is never signalled; this
-process and its ancestors are never collected (a worker's own `omp` call must not kill its
-caller). Standard library only, a leaf module; without `/proc` (macOS) it collects nothing.
+A collected process is held as a `psutil.Process`, which knows its own start: one whose pid was
+recycled meanwhile is never signalled. This process and its ancestors are never collected (a
+worker's own `omp` call must not kill its caller). A zombie counts as gone: only its parent can
+reap it, and it runs nothing.
+
+psutil costs ~15-30 ms to import: only the commands that end processes import this module
+(shutdown, remove-worker, delete/prune, rollbacks, resume, and the worktree and verify code
+that must tell a live process from a recycled pid), never the per-call ones
+(tests/test_procs.py checks).
 """
 
 from __future__ import annotations
@@ -27,14 +34,40 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import NamedTuple
 
-PROC = "/proc"
+import psutil
+
 GRACE = 3.0  # seconds between SIGTERM and SIGKILL
-POLL = 0.02
+POLL = 0.05  # seconds of one `wait_procs` round: a zombie is looked for between rounds
+# `start_of` is a process's start, in hundredths of a second since the epoch. It is computed from
+# the boot time, which moves by a second or so when the wall clock is stepped: compare with this
+# slack (a recycled pid would have to start within it of the original to be mistaken).
+START_SLACK = 200
+# Starts recorded by omp before it used psutil: clock ticks since boot (a few days of uptime are
+# some 10**7); today's starts are some 10**11. Such a start says nothing: the pid alone is used.
+_OLD_STARTS = 10**10
+_GONE = (psutil.NoSuchProcess, psutil.ZombieProcess)
+_DEAD = frozenset({psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD})
 
 
-class Proc(NamedTuple):
-    pid: int
-    start: int  # start time in clock ticks since boot (/proc/<pid>/stat field 22)
+class Proc:
+    """One process as collected: its pid, its start (`start_of`'s unit) and the psutil handle
+    that tells it from a later process given the same pid."""
+
+    __slots__ = ("handle", "pid", "start")
+
+    def __init__(self, handle: psutil.Process) -> None:
+        self.handle = handle
+        self.pid: int = handle.pid
+        self.start: int = _start(handle)
+
+    def __repr__(self) -> str:
+        return f"Proc(pid={self.pid}, start={self.start})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Proc) and (self.pid, self.start) == (other.pid, other.start)
+
+    def __hash__(self) -> int:
+        return hash((self.pid, self.start))
 
 
 class EnvMatch:
@@ -71,177 +104,193 @@ class Ended(NamedTuple):
     left: list[int]  # still alive afterwards (another user's, or unkillable): reported
 
 
-def _stat(pid: int) -> tuple[int, int, str] | None:
-    """(parent pid, start time, state letter) of `pid`, or None if it is gone."""
-    try:
-        with open(f"{PROC}/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    try:
-        # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-        rest = data.rsplit(b")", 1)[1].split()
-        return int(rest[1]), int(rest[19]), rest[0].decode("ascii", "replace")
-    except (IndexError, ValueError):
-        return None
+def _start(p: psutil.Process) -> int:
+    return round(p.create_time() * 100)
 
 
-def _pids() -> list[int]:
+def _runs(p: psutil.Process) -> bool:
+    """`p` (the very process, not a successor with its pid) runs, and is not a zombie."""
     try:
-        return [int(n) for n in os.listdir(PROC) if n.isdigit()]
-    except OSError:
-        return []
+        return p.is_running() and p.status() not in _DEAD
+    except psutil.Error:
+        return False
+
+
+def _process(pid: int) -> psutil.Process | None:
+    if pid <= 0:
+        return None
+    try:
+        return psutil.Process(pid)
+    except (psutil.Error, OverflowError, ValueError):
+        return None
 
 
 def proc_of(pid: int) -> Proc | None:
-    st = _stat(pid)
-    return None if st is None else Proc(pid, st[1])
+    p = _process(pid)
+    try:
+        return None if p is None else Proc(p)
+    except psutil.Error:
+        return None
 
 
 def alive(proc: Proc) -> bool:
-    """The very process `proc` names still runs: same start time, not a zombie."""
-    st = _stat(proc.pid)
-    return st is not None and st[1] == proc.start and st[2] not in ("Z", "X")
+    """The very process `proc` names still runs: not a successor with its pid, not a zombie."""
+    return _runs(proc.handle)
 
 
 def pid_alive(pid: int) -> bool:
-    """`pid` runs (a zombie does not); `kill(0)` where there is no `/proc`."""
-    if pid <= 0:
-        return False
-    if not os.path.isdir(f"{PROC}/self"):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except (PermissionError, OverflowError):
-            return True
-        return True
-    st = _stat(pid)
-    return st is not None and st[2] not in ("Z", "X")
+    """`pid` runs (a zombie does not)."""
+    p = _process(pid)
+    return p is not None and _runs(p)
 
 
 def start_of(pid: int) -> int | None:
-    """When `pid` started (clock ticks since boot, `/proc/<pid>/stat` field 22), or None."""
-    st = _stat(pid)
-    return None if st is None else st[1]
+    """When `pid` started (hundredths of a second since the epoch; for `running`), or None."""
+    p = _process(pid)
+    try:
+        return None if p is None else _start(p)
+    except psutil.Error:
+        return None
 
 
 def running(pid: int, start: int | None = None) -> bool:
-    """`pid` runs (a zombie does not) and, when `start` is known and there is a `/proc`, is the
-    process that started then: a recycled pid is not taken for it."""
-    if start is None or not os.path.isdir(f"{PROC}/self"):
-        return pid_alive(pid)
-    return pid > 0 and alive(Proc(pid, start))
+    """`pid` runs (a zombie does not) and, when `start` (`start_of`) is known, is the process
+    that started then: a recycled pid is not taken for it."""
+    if not pid_alive(pid):
+        return False
+    if start is None or not isinstance(start, int) or start < _OLD_STARTS:
+        return True
+    now = start_of(pid)
+    return now is not None and abs(now - start) <= START_SLACK
 
 
 def environ(pid: int) -> dict[str, str] | None:
-    """The environment `pid` started with, or None if it cannot be read (gone, another user)."""
-    try:
-        with open(f"{PROC}/{pid}/environ", "rb") as f:
-            data = f.read()
-    except OSError:
+    """The environment `pid` started with, or None if it cannot be read (gone, another user,
+    a platform psutil reads none on)."""
+    p = _process(pid)
+    if p is None:
         return None
-    out: dict[str, str] = {}
-    for item in data.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep:
-            out[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    try:
+        return dict(p.environ())
+    except (psutil.Error, OSError, AttributeError):  # AttributeError: no environ() here
+        return None
+
+
+def environ_readable() -> bool:
+    """Whether this platform lets a process's environment be read (Linux, macOS: yes)."""
+    return pid_alive(os.getpid()) and environ(os.getpid()) is not None
+
+
+def lineage(pid: int | None = None, depth: int = 12) -> list[list[str]]:
+    """The command lines of `pid` (default: this process) and its ancestors below init, nearest
+    first, at most `depth`; the walk stops at the first one that cannot be read."""
+    p = _process(os.getpid() if pid is None else pid)
+    out: list[list[str]] = []
+    while p is not None and p.pid > 1 and len(out) < depth:
+        try:
+            out.append(p.cmdline())
+            p = p.parent()
+        except psutil.Error:
+            break
     return out
 
 
 def _spared() -> set[int]:
-    """This process and its ancestors: never collected."""
-    out = {os.getpid()}
-    pid = os.getppid()
-    while pid > 1 and pid not in out:
-        out.add(pid)
-        st = _stat(pid)
-        if st is None:
-            break
-        pid = st[0]
-    out.add(1)
+    """This process and its ancestors (and the kernel's and init's pids): never collected."""
+    out = {0, 1, os.getpid()}
+    try:
+        out.update(p.pid for p in psutil.Process().parents())
+    except psutil.Error:
+        out.add(os.getppid())
     return out
+
+
+def _tree(p: psutil.Process) -> list[psutil.Process]:
+    """`p` and its descendants (none when it is gone)."""
+    try:
+        return [p, *p.children(recursive=True)]
+    except psutil.Error:
+        return [p]
+
+
+def _mine(p: psutil.Process, uid: int) -> bool:
+    try:
+        return bool(p.uids().real == uid)
+    except psutil.Error:
+        return False
 
 
 def collect(roots: Iterable[int | None], match: EnvMatch | None = None) -> list[Proc]:
     """The processes to end: each root, its descendants, and (with `match`) every process of
-    this user whose environment matches. Read before the panes close (see the module)."""
-    pids = _pids()
-    table: dict[int, tuple[int, int]] = {}
-    for pid in pids:
-        st = _stat(pid)
-        if st is not None and st[2] not in ("Z", "X"):
-            table[pid] = (st[0], st[1])
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
+    this user whose environment matches, with its descendants. Read before the panes close (see
+    the module)."""
     spared = _spared()
-    found: set[int] = set()
-    todo = [r for r in roots if r is not None and r in table]
-    while todo:
-        pid = todo.pop()
-        if pid in found or pid in spared:
-            continue
-        found.add(pid)
-        todo.extend(children.get(pid, ()))
-    if match is not None:
-        uid = os.getuid()
-        for pid in table:
-            if pid in found or pid in spared:
+    found: dict[int, Proc] = {}
+
+    def take(tree: list[psutil.Process]) -> None:
+        for q in tree:
+            if q.pid in spared or q.pid in found or not _runs(q):
                 continue
             try:
-                if os.stat(f"{PROC}/{pid}").st_uid != uid:
-                    continue
-            except OSError:
+                found[q.pid] = Proc(q)
+            except psutil.Error:
+                continue  # gone meanwhile
+
+    for root in roots:
+        p = None if root is None else _process(root)
+        if p is not None:
+            take(_tree(p))
+    if match is not None:
+        uid = os.getuid()
+        for p in psutil.process_iter():
+            if p.pid in spared or p.pid in found or not _mine(p, uid):
                 continue
-            env = environ(pid)
-            if env is not None and match(env):
-                found.add(pid)
-                todo = list(children.get(pid, ()))  # and what it started
-                while todo:
-                    child = todo.pop()
-                    if child not in found and child not in spared:
-                        found.add(child)
-                        todo.extend(children.get(child, ()))
-    return sorted(Proc(pid, table[pid][1]) for pid in found)
+            try:
+                env = p.environ()
+            except (psutil.Error, OSError, AttributeError):  # AccessDenied: not ours to end
+                continue
+            if match(env):
+                take(_tree(p))  # and what it started
+    return sorted(found.values(), key=lambda p: p.pid)
 
 
-def _signal(proc: Proc, sig: int) -> None:
-    if not alive(proc):
-        return
-    try:
-        os.kill(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _signal(procs: Iterable[Proc], sig: int) -> None:
+    for p in procs:
+        try:
+            if alive(p):  # psutil's send_signal refuses a successor with the pid too
+                p.handle.send_signal(sig)
+        except psutil.Error:
+            pass
+
+
+def _wait(procs: list[Proc], seconds: float, clock: Callable[[], float]) -> list[Proc]:
+    """What of `procs` still runs after up to `seconds`: `wait_procs` in short rounds, since a
+    zombie (another parent's child) never ends for it but counts as gone here."""
+    end = clock() + seconds
+    rest = [p for p in procs if alive(p)]
+    while rest and clock() < end:
+        handles = {id(p.handle): p for p in rest}
+        wait = max(0.0, min(POLL, end - clock()))
+        _, still = psutil.wait_procs([p.handle for p in rest], timeout=wait)
+        rest = [handles[id(h)] for h in still if _runs(h)]
+    return rest
 
 
 def terminate(
     procs: Iterable[Proc],
     *,
     grace: float = GRACE,
-    poll: float = POLL,
     clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> Ended:
     """SIGTERM what is alive of `procs`, wait up to `grace` seconds for them to go, SIGKILL the
     rest (and wait briefly for the kernel to take them)."""
     live = [p for p in procs if alive(p)]
     if not live:
         return Ended(0, 0, 0, [])
-    for p in live:
-        _signal(p, signal.SIGTERM)
-    end = clock() + grace
-    rest = [p for p in live if alive(p)]
-    while rest and clock() < end:
-        sleep(poll)
-        rest = [p for p in rest if alive(p)]
-    for p in rest:
-        _signal(p, signal.SIGKILL)
-    end = clock() + 1.0
-    left = [p for p in rest if alive(p)]
-    while left and clock() < end:
-        sleep(poll)
-        left = [p for p in left if alive(p)]
+    _signal(live, signal.SIGTERM)
+    rest = _wait(live, grace, clock)
+    _signal(rest, signal.SIGKILL)
+    left = _wait(rest, 1.0, clock)
     return Ended(len(live), len(live) - len(rest), len(rest) - len(left), [p.pid for p in left])
 
 

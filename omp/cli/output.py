@@ -98,11 +98,32 @@ def fail(err: OmpError, as_json: bool) -> NoReturn:
 
 
 def internal(exc: BaseException, as_json: bool) -> NoReturn:
-    msg = f"internal error: {type(exc).__name__}: {exc}"
-    if as_json:
-        emit_json({"ok": False, "error": "internal", "message": msg})
+    """A bug: one line (one JSON object with `--json`) naming the crash log written for it
+    (`omp.cli.crash`: versions, the command with secrets masked, the traceback) and where to
+    report it; exit 3. The traceback is also shown on a terminal or with `OMP_DEBUG`."""
+    from omp.cli import crash
+
+    path, why = crash.write(exc)
+    where = crash.report_to()
+    to = f"report it at {where}" if where else "report it to omp's maintainers"
+    if path is not None:
+        note = f"a crash log is in {path}: {to} with that file attached (secrets masked)"
     else:
-        write_err(f"omp: {inline(msg)}\n")
+        note = f"no crash log could be written ({why}): {to} with OMP_DEBUG=1's traceback"
+    shown = crash.mask(str(exc), crash.secret_values(_env()))  # its message may quote a secret
+    msg = f"internal error: {type(exc).__name__}: {shown}"
+    if as_json:
+        emit_json(
+            {
+                "ok": False,
+                "error": "internal",
+                "message": f"{msg}; {note}",
+                "crashLog": None if path is None else str(path),
+                "reportTo": where,
+            }
+        )
+    else:
+        write_err(f"omp: {inline(msg)}\nomp: {inline(note)}\n")
     if sys.stderr.isatty() or _debug():
         import traceback
 
@@ -110,10 +131,14 @@ def internal(exc: BaseException, as_json: bool) -> NoReturn:
     raise SystemExit(EXIT_INTERNAL)
 
 
-def _debug() -> bool:
+def _env() -> Mapping[str, str]:
     import os
 
-    return os.environ.get("OMP_DEBUG", "") not in ("", "0")
+    return os.environ
+
+
+def _debug() -> bool:
+    return _env().get("OMP_DEBUG", "") not in ("", "0")
 
 
 def interrupted() -> NoReturn:

@@ -191,6 +191,11 @@ class StatePaths(NamedTuple):
         return self.omp_dir / "agents.json"
 
     @property
+    def crash_logs(self) -> Path:
+        """Crash logs of internal errors (`omp.cli.crash`): `crash-<time>-<pid>.log`."""
+        return self.omp_dir / "logs"
+
+    @property
     def tmux_locks(self) -> Path:
         """Per-pane typing locks (`pane_lock`, keyed by the tmux client's `lock_path`)."""
         return self.state / "tmux-locks"

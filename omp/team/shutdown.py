@@ -138,7 +138,7 @@ def _left(ended: procs.Ended) -> dict[str, Any]:
 _SOCKET_RE = re.compile(rb'"socketPath"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
-pane_environ = procs.environ  # the environment a pane's process started with (Linux `/proc`)
+pane_environ = procs.environ  # the environment a pane's process started with (psutil)
 
 
 def started_by_omp(env: dict[str, str] | None, team: TeamPaths) -> bool:
@@ -187,7 +187,7 @@ def force_shutdown(team: TeamPaths, *, socket: str | None = None) -> dict[str, A
     killed: list[str] = []
     skipped: list[dict[str, str]] = []
     seen: set[str] = set()
-    can_prove = os.path.isdir("/proc/self")
+    can_prove = procs.environ_readable()
     found = procs.collect([], team_match(team)) if can_prove else []  # before any pane closes
     for tmux in _servers(team, socket) if can_prove else []:
         try:
@@ -206,7 +206,10 @@ def force_shutdown(team: TeamPaths, *, socket: str | None = None) -> dict[str, A
                 killed.append(pane_id)
     if not can_prove:
         skipped.append(
-            {"pane": "-", "why": "no /proc here: omp cannot prove which panes it started"}
+            {
+                "pane": "-",
+                "why": "no process environments here: omp cannot prove which panes it started",
+            }
         )
     ended = procs.terminate(found)
     cleared = tasks.clear_locks(team)

@@ -94,8 +94,9 @@ def find_cli(agent: str, cache_bin: Path | None = None) -> tuple[Path | None, st
     why = "; ".join(tried) or f"${cli.env_var} unset, {cache_bin} absent, none on PATH"
     name = "Copilot CLI" if agent == "copilot" else f"{agent} CLI"
     return None, (
-        f"{name} could not be installed (npm {cli.package}@{cli.version}; "
-        f"scripts/install-agent-clis.sh installs it): {why}"
+        f'{name} {cli.version} not found: run `eval "$(bash scripts/install-agent-clis.sh)"` '
+        f"to install the pinned agent CLIs (npm {cli.package}@{cli.version}) and run these tests "
+        f"({why})"
     )
 
 
@@ -341,16 +342,18 @@ class AgentTeam:
     def leftovers(self) -> list[str]:
         """Live worker processes of any team of this project (`OMP_ROOT`; a leader agent may
         have launched teams of its own), each ended now and named `pid argv`."""
+        import psutil
+
         from omp import procs
 
         found = procs.collect([], procs.EnvMatch(None, str(self.root)))
         names = []
         for p in found:
             try:
-                argv = Path(f"/proc/{p.pid}/cmdline").read_bytes().replace(b"\0", b" ")
-            except OSError:
+                argv = " ".join(p.handle.cmdline())
+            except psutil.Error:
                 continue
-            names.append(f"{p.pid} {argv.decode('utf-8', 'replace').strip()[:200]}")
+            names.append(f"{p.pid} {argv.strip()[:200]}")
         procs.terminate(found, grace=1.0)
         return names
 

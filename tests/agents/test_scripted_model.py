@@ -261,7 +261,8 @@ def test_a_missing_copilot_cli_gives_the_skip_reason(
     monkeypatch.setenv(copilot.ENV_VAR, str(tmp_path / "nope"))
     path, why = copilot.find_copilot()
     assert path is None
-    assert why.startswith("Copilot CLI could not be installed (npm @github/copilot@1.0.102")
+    assert why.startswith('Copilot CLI 1.0.102 not found: run `eval "$(bash scripts/install-agent')
+    assert "(npm @github/copilot@1.0.102)" in why
     assert f"{tmp_path / 'nope'}: not an executable" in why
     fake = tmp_path / "copilot"
     fake.write_text("#!/bin/sh\necho 'GitHub Copilot CLI 0.0.1.'\n")

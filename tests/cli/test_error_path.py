@@ -87,8 +87,11 @@ def test_ctrl_c_in_a_typer_command_is_130(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_an_error_escaping_a_typer_command_is_reported_not_a_traceback(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    isolate(monkeypatch, tmp_path)  # the crash below writes its log under this HOME
+    monkeypatch.chdir(tmp_path)
+
     def refuse() -> None:
         raise OmpError("unknown_team", "no team x here")
 
@@ -102,6 +105,7 @@ def test_an_error_escaping_a_typer_command_is_reported_not_a_traceback(
     assert _exit_code(lambda: _run_typer(_app(crash), ["go"])) == 3
     err = capsys.readouterr().err
     assert "kaboom" in err and err.startswith("omp: internal error")
+    assert f"omp: a crash log is in {tmp_path}/home/.local/state/omp/crash-" in err
 
 
 def test_ctrl_c_stops_a_watch_with_130(capsys: pytest.CaptureFixture[str]) -> None:

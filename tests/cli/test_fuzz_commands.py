@@ -333,10 +333,15 @@ def test_no_argument_makes_a_command_fail_badly(
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
 def test_the_json_emitter_refuses_nan_and_infinity(
-    value: float, capsysbinary: pytest.CaptureFixture[bytes]
+    value: float,
+    capsysbinary: pytest.CaptureFixture[bytes],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from omp.cli import output
 
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))  # its crash log goes there
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError):
         output.dumps({"x": value})
     with pytest.raises(SystemExit) as exc:
@@ -361,10 +366,14 @@ def test_a_fast_path_fails_like_every_command(
 
     monkeypatch.setattr(omp.cli.events_cmd, "events_loop", broken)
     monkeypatch.setattr(omp.cli.status_cmd, "status_once", broken)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     monkeypatch.chdir(make_project(tmp_path / "proj"))
+    (tmp_path / "proj" / ".omp").mkdir()
     o = _call(argv, capsysbinary)
     assert o.rc == EXIT_INTERNAL and "Traceback" not in o.err
-    assert json.loads(o.out)["message"] == "internal error: ValueError: a bug"
+    reply = json.loads(o.out)
+    assert reply["message"].startswith("internal error: ValueError: a bug; a crash log is in ")
+    assert Path(reply["crashLog"]).parent == tmp_path / "proj" / ".omp" / "logs"
 
 
 def test_a_cursor_in_other_digits_is_refused_not_a_crash() -> None:

@@ -28,7 +28,15 @@ from typing import Any
 import pytest
 
 from omp.errors import CODES, EXIT_INTERNAL
-from tests.helpers import REPO, child_env, make_project, make_team, run_cli, snapshot_tree
+from tests.helpers import (
+    REPO,
+    child_env,
+    make_project,
+    make_team,
+    run_cli,
+    run_processes,
+    snapshot_tree,
+)
 from tests.monitor.test_monitor_policy import World, world  # noqa: F401 (a fixture)
 
 TEAM = "t"
@@ -349,19 +357,44 @@ def test_every_state_file_damaged_is_a_clear_error_or_read_around(
 def test_every_field_of_every_state_file_given_the_wrong_type(
     template: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
-    src, _ = template
-    n = 0
+    """About 870 variants, 17 commands each: the longest test of the suite, so its variants are
+    shared out over this machine's cores (forked processes; a failure's traceback is in the
+    captured stderr), even in the full suite's one process."""
+    count = len(_wrong_type_variants(template[0]))
+    assert count > 500  # every field of every file, to 3 levels
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    shards = max(1, min(cores, 4))
+    if shards == 1:
+        _check_variants(template, tmp_path, 0, 1)
+    else:
+        args = [(template, tmp_path, i, shards) for i in range(shards)]
+        run_processes(_check_variants, args, timeout=1800)
+
+
+def _wrong_type_variants(src: Path) -> list[tuple[str, str, str]]:
+    """(file, its damaged text, what was done) for every field of every JSON object file."""
+    out = []
     for rel in json_files(src):
         doc = json.loads((src / rel).read_bytes())
         if not isinstance(doc, dict):
             continue
         for where in _places(doc):
             for bad, value in _replaced(doc, where):
-                n += 1
-                root, env = _fresh(template, tmp_path, n)
-                (root / rel).write_text(json.dumps(bad))
-                _run_all(root, env, f"{rel} {'.'.join(map(str, where))}={value!r}")
-                shutil.rmtree(root)
+                out.append((rel, json.dumps(bad), f"{rel} {'.'.join(map(str, where))}={value!r}"))
+    return out
+
+
+def _check_variants(
+    template: tuple[Path, dict[str, str]], tmp_path: Path, shard: int, shards: int
+) -> None:
+    """Every `shards`-th variant, from the `shard`-th on."""
+    for n, (rel, text, what) in enumerate(_wrong_type_variants(template[0])):
+        if n % shards != shard:
+            continue
+        root, env = _fresh(template, tmp_path, n)
+        (root / rel).write_text(text)
+        _run_all(root, env, what)
+        shutil.rmtree(root)
 
 
 def _places(doc: Any, depth: int = 3) -> list[tuple[str | int, ...]]:

@@ -318,8 +318,13 @@ def test_every_renderer_keeps_hostile_text_on_its_line(name: str) -> None:
     assert len(text.splitlines()) == len(plain.splitlines()), text
 
 
-def test_an_error_line_stays_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_error_line_stays_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from omp.errors import OmpError
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))  # the internal error's crash log
+    monkeypatch.chdir(tmp_path)
 
     with pytest.raises(SystemExit):
         output.fail(OmpError("unknown_team", f"no team named {HOSTILE}"), as_json=False)
@@ -327,4 +332,4 @@ def test_an_error_line_stays_one_line(capsys: pytest.CaptureFixture[str]) -> Non
         output.internal(RuntimeError(HOSTILE), as_json=False)
     err = capsys.readouterr().err
     _check("error", err)
-    assert len(err.splitlines()) == 2
+    assert len(err.splitlines()) == 3  # the refusal; the internal error and its crash log

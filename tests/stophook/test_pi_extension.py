@@ -127,7 +127,9 @@ def test_the_extension_asks_the_hook_and_sends_its_reason(tmp_path: Path) -> Non
 
     jiti = CLIS["pi"].cache_bin.parents[1] / "jiti"
     if not (jiti / "package.json").is_file() or subprocess.run(["which", "node"]).returncode:
-        pytest.skip("pi (and its jiti) is not installed: scripts/install-agent-clis.sh")
+        pytest.skip(
+            'pi (and its jiti) not found: run `eval "$(bash scripts/install-agent-clis.sh)"`'
+        )
     log = tmp_path / "payloads.jsonl"
     # a stand-in for `omp hook stop`: records the payload, blocks once, then allows
     hook = tmp_path / "hook.sh"

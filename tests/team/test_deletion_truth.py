@@ -233,6 +233,7 @@ MAKERS = {
     ("omp/demo_agent.py", "target.parent.mkdir(parents=True, exist_ok=True)"): "its worktree",
     ("omp/cli/demo.py", "repo.mkdir()"): "the demo's throwaway repository",
     ("omp/cli/demo.py", "(repo / rel).parent.mkdir(parents=True, exist_ok=True)"): "the same",
+    ("omp/cli/crash.py", "d.mkdir(mode=0o700, parents=True, exist_ok=True)"): "crash logs",
     # the store interface's file backend: `ensure_team` is the store's "create" (launch's)
     ("omp/store/filestore.py", "self.paths.ensure(self.paths.team(team_name(team)).dir)"): "create",
     ("omp/store/filestore.py", "self.paths.ensure(self.paths.store_locks)"): "locks/, no team's",

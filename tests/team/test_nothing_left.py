@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from omp import procs
@@ -41,8 +42,8 @@ HEAP = "--max-old-space-size=8192"
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Tmux]:
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
-    if not os.path.isdir("/proc/self"):
-        pytest.skip("needs /proc")
+    if not procs.environ_readable():
+        pytest.skip("process environments cannot be read here")
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
@@ -103,10 +104,10 @@ def _relaunched(root: Path, worker: str | None = None) -> list[int]:
     out = []
     for p in _team_procs(root, worker):
         try:
-            argv = Path(f"/proc/{p.pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
+            argv = psutil.Process(p.pid).cmdline()
+        except psutil.Error:
             continue
-        if HEAP.encode() in argv:
+        if HEAP in argv:
             out.append(p.pid)
     return out
 
@@ -116,7 +117,7 @@ def _orphans_up(root: Path, count: int) -> list[int]:
 
 
 def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+    return psutil.Process(pid).ppid()
 
 
 def _pane_pid(server: Tmux, pane: str) -> int | None:
