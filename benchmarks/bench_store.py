@@ -21,6 +21,7 @@ figures and for when the store is worth it (docs/remote.md).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -143,6 +144,51 @@ SENDER = (
 )
 
 
+def cli_rows(name: str, root: Path, env: dict[str, str], runs: int) -> list[list[str]]:
+    """What an agent pays per call: `omp team api ...` in a fresh process, on a team of
+    `runs` workers (one pending task each) made in this project through this store."""
+    from omp.team.setup import create_team
+
+    os.environ["OMP_STORE"] = env["OMP_STORE"]
+    try:
+        create_team(root, "cli", runs, task="bench")
+    finally:
+        del os.environ["OMP_STORE"]
+    (root / ".omp" / "config.toml").write_text(
+        "[limits]\nduplicate_window_seconds = 0\nrate_window_seconds = 0\n"
+        "rate_max_messages = 1000000\nmailbox_max_unread = 1000000\n"
+    )
+    api = [sys.executable, "-m", "omp", "team", "api"]
+
+    def call(sub: str, payload: dict[str, Any]) -> list[str]:
+        return [*api, sub, "--input", json.dumps({"team_name": "cli", **payload}), "--json"]
+
+    n = [0]
+
+    def timed_calls(make: Callable[[int], list[str]]) -> float:
+        out = []
+        for i in range(runs):
+            argv = make(i)
+            t0 = time.perf_counter()
+            subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+            out.append(time.perf_counter() - t0)
+        n[0] += runs
+        return statistics.median(out)
+
+    send = timed_calls(
+        lambda i: call("send-message", {"from": "worker-1", "to": "worker-2", "body": f"b{i}"})
+    )
+    listing = timed_calls(lambda i: call("mailbox-list", {"worker": "worker-2", "limit": 10}))
+    claim = timed_calls(
+        lambda i: call("claim-task", {"worker": f"worker-{i + 1}", "task_id": str(i + 1)})
+    )
+    return [
+        [f"b | `omp team api send-message` ({name})", ms(send)],
+        [f"b | `omp team api mailbox-list` ({name})", ms(listing)],
+        [f"b | `omp team api claim-task` ({name})", ms(claim)],
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="tiny sizes: proves it runs")
@@ -184,6 +230,7 @@ def main() -> None:
                     ms(process_time([sys.executable, "-c", SEND_ONE], env, proc_runs)),
                 ]
             )
+            rows += cli_rows(name, root, env, proc_runs)
             senders = [
                 subprocess.Popen([sys.executable, "-c", SENDER, str(per_sender)], env=env)
                 for _ in range(8)
