@@ -13,6 +13,10 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from omp.store.backend import View
 
 
 def main(argv: list[str]) -> int:
@@ -21,6 +25,10 @@ def main(argv: list[str]) -> int:
     from omp.store import select
 
     store = select.open_store(Path(os.environ["OMP_ROOT"]))
+    seen: list[int] = []
+
+    def check(view: View) -> None:  # odd writers send through a check (a limit's way)
+        seen.append(view.unread)
     ack = Path(ackfile)
     done = len(ack.read_text().split()) if ack.exists() else 0
     with ack.open("a") as out:
@@ -34,7 +42,7 @@ def main(argv: list[str]) -> int:
                 "body": f"{writer}:{seq} " + "x" * 300,
                 "timestamp": "2026-01-01T00:00:00.000Z",
             }
-            store.send(team, recipient, [msg])
+            store.send(team, recipient, [msg], check=check if int(writer) % 2 else None)
             out.write(mid + "\n")
             out.flush()
     store.close()
