@@ -20,6 +20,7 @@ import pwd
 import shutil
 import signal
 import subprocess
+import sys
 import sysconfig
 import tempfile
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from tests.helpers import REPO, poll
 from tests.store.redis_server import free_port
 
 USER = "omp-remote-test"
+REMOTE_PYTHON = "/usr/bin/python3"  # the "other host's" Python: Debian's, not root's pyenv
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 
@@ -136,11 +138,20 @@ class SshServer:
         bin_dir = home / "bin"
         bin_dir.mkdir(exist_ok=True)
         site = sysconfig.get_paths()["purelib"]
+        deps = home / "pydeps"
+        path = f"{REPO}:{site}:{deps}"
+        probe = [REMOTE_PYTHON, "-c", "import redis"]
+        if subprocess.run(probe, env={"PYTHONPATH": path}, capture_output=True).returncode:
+            # Debian's 3.11.2 needs what the venv's 3.11.7 does not (redis-py's async_timeout,
+            # for Pythons before 3.11.3): installed for that user, beside the venv's packages
+            pip = [sys.executable, "-m", "pip", "install", "-q", "--target", str(deps)]
+            subprocess.run([*pip, "async-timeout"], check=True, capture_output=True, timeout=300)
+            subprocess.run(["chown", "-R", f"{USER}:", str(deps)], check=True)
         script = bin_dir / "omp"
         script.write_text(
             "#!/bin/sh\n"
-            f'PYTHONPATH="{REPO}:{site}" PYTHONPYCACHEPREFIX="$HOME/.pycache" '
-            'exec /usr/bin/python3 -m omp "$@"\n'
+            f'PYTHONPATH="{path}" PYTHONPYCACHEPREFIX="$HOME/.pycache" '
+            f'exec {REMOTE_PYTHON} -m omp "$@"\n'
         )
         os.chmod(script, 0o755)
         os.chown(bin_dir, self.user.pw_uid, self.user.pw_gid)

@@ -29,6 +29,7 @@ def main(argv: list[str]) -> int:
 
     def check(view: View) -> None:  # odd writers send through a check (a limit's way)
         seen.append(view.unread)
+
     ack = Path(ackfile)
     done = len(ack.read_text().split()) if ack.exists() else 0
     with ack.open("a") as out:
