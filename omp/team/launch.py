@@ -208,7 +208,17 @@ class Launch:
                 "tmux_not_found", "tmux is not installed; install it (apt-get install tmux)"
             )
         self.plan_workspace(project, team.name, [f"worker-{i}" for i in range(1, req.workers + 1)])
+        self.warn_about_store(project)
         return project, team, profile
+
+    def warn_about_store(self, project: StatePaths) -> None:
+        """A store open to anyone on its network is said before a team uses it (docs/remote.md)."""
+        if setup.selected_store(project) is None:
+            return
+        from omp.store import select
+
+        for warning in select.warnings(select.configured_url(project)):
+            self.progress(f"warning: {warning}")
 
     # ---- workers' worktrees (omp.team.worktrees): what launch and add-worker both do ------
 
