@@ -33,11 +33,15 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run from a checkout without an installed omp
     sys.path.insert(0, str(REPO))
 
+from benchmarks import cputime  # noqa: E402
 from omp import clock, ids  # noqa: E402
 from omp.mail.mailbox import Mailbox, new_message  # noqa: E402
 from omp.store import jsonl  # noqa: E402
 from omp.store.paths import StatePaths, TeamPaths  # noqa: E402
 from omp.team.setup import create_team  # noqa: E402
+
+# The interpreter whose omp the subprocesses run (`--python`; this one by default).
+PYTHON = [sys.executable]
 
 TS_SEND_MS = 122
 TS_LIST_100K_MS = 680
@@ -111,6 +115,13 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+def _version(python: str) -> str:
+    """The Python the subprocesses run (`--python`), as it says itself."""
+    code = "import platform as p; print(p.python_version(), '(' + p.python_implementation() + ')')"
+    got = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    return f"{got.stdout.strip() or '?'} ({python})"
+
+
 def machine(omp_cmd: Sequence[str], mode: str) -> list[tuple[str, str]]:
     try:
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -119,7 +130,7 @@ def machine(omp_cmd: Sequence[str], mode: str) -> list[tuple[str, str]]:
     return [
         ("CPU", cpu_model()),
         ("Cores", str(os.cpu_count())),
-        ("Python", f"{platform.python_version()} ({platform.python_implementation()})"),
+        ("Python", _version(PYTHON[0])),
         ("OS", platform.platform()),
         ("Date", dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")),
         ("Load average at start", load),
@@ -143,9 +154,8 @@ def verdict(ok: bool) -> str:
     return "yes" if ok else "**NO**"
 
 
-def omp_command() -> list[str]:
-    script = Path(sys.executable).parent / "omp"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "omp"]
+def omp_command(python: str = sys.executable) -> list[str]:
+    return cputime.interpreter(python)[1]
 
 
 def child_env(work: Path, *, bytecode: bool = True) -> dict[str, str]:
@@ -243,133 +253,111 @@ def build_mailbox(team: TeamPaths, recipient: str, total: int, undelivered: int)
     return unread
 
 
-# ---- (a) one send-message process -------------------------------------------------------------
+# ---- (a) the per-call commands, in CPU, against the floor --------------------------------------
 
 
-def bench_send(work: Path, root: Path, omp: list[str], sizes: Sizes) -> list[Row]:
+def bench_send(work: Path, root: Path, omp: list[str], python: str, sizes: Sizes) -> list[Row]:
+    """CPU of a send, a `mailbox-list`, plain `omp team status` and processes that only import
+    what a send loads, round by round against `python -c pass` of the same interpreter
+    (`benchmarks.cputime`): the per-call layer's targets are ratios to that floor."""
     env = child_env(work)
     members = [f"worker-{i}" for i in range(1, 7)] + ["leader"]
     pairs = [(s, r) for s in members for r in members if s != r]  # stays under the default limits
     run(api_cmd(omp, "mailbox-list", {"team_name": "send", "worker": "leader"}), env, root)  # warm
-    # What the rest costs: processes that only import what a send loads (the standard library
-    # modules alone, then omp's with them), so the rest is the send's own work. Each round runs
-    # every command once, so they share the machine's load (it moves on a shared machine).
     payload = {"team_name": "send", "from": "worker-1", "to": "worker-2", "body": "modules"}
-    mods, stdlib = _modules_of(api_cmd(omp, "send-message", payload), env, root)
+    mods, stdlib = _modules_of(api_cmd(omp, "send-message", payload), env, root, python)
     public = [m for m in stdlib if not m.startswith("_")]
-    # pathlib as the console script imports it (omp.cli._lean_pathlib: without urllib, fnmatch,
-    # ntpath, warnings, and without re unless the script imported it first, as pip < 25's does)
-    first = "import re; " if "re" in stdlib else ""
-    lean = f"{first}from omp.cli import _lean_pathlib as f; f(); "
-    plain = {
-        "floor": [sys.executable, "-c", "pass"],
-        "stdlib": [sys.executable, "-c", f"{lean}import {', '.join(stdlib)}"],
-        "imports": [sys.executable, "-c", f"{lean}import {', '.join([*stdlib, *mods])}"],
-        "status": [*omp, "team", "status", "send"],
+    listing = api_cmd(omp, "mailbox-list", {"team_name": "send", "worker": "worker-2"})
+    fixed = {  # the same every round
+        "stdlib": cputime.job([python, "-c", f"import {', '.join(stdlib)}"]),
+        "imports": cputime.job([python, "-c", f"import {', '.join([*stdlib, *mods])}"]),
+        "list": cputime.job(listing),
+        "status": cputime.job([*omp, "team", "status", "send"]),
     }
-    timed: dict[str, list[float]] = {k: [] for k in [*plain, "send"]}
-    for i in range(sizes.runs):
-        for key, cmd in plain.items():
-            timed[key].append(run(cmd, env, root)[0])
+    rounds = cputime.Rounds([python, "-c", "pass"], env, root)
+    for i in range(max(sizes.runs, 2)):
         s, r = pairs[i % len(pairs)]
-        t, out = run(
-            api_cmd(
-                omp,
-                "send-message",
-                {"team_name": "send", "from": s, "to": r, "body": f"bench {i}: {BODY}"},
-            ),
-            env,
-            root,
-        )
-        assert json.loads(out)["ok"] is True
-        timed["send"].append(t)
-    times, floor = timed["send"], timed["floor"]
-    m_module = []
-    for i in range(min(sizes.runs, 10)):
-        s, r = pairs[(i + 20) % len(pairs)]
-        m_module.append(
-            run(
-                api_cmd(
-                    [sys.executable, "-m", "omp"],
-                    "send-message",
-                    {"team_name": "send", "from": s, "to": r, "body": f"bench m{i}: {BODY}"},
-                ),
-                env,
-                root,
-            )[0]
-        )
+        body = {"team_name": "send", "from": s, "to": r, "body": f"bench {i}: {BODY}"}
+        out = rounds.round({"send": cputime.job(api_cmd(omp, "send-message", body)), **fixed})
+        assert json.loads(out["send"])["ok"] is True
+    module_form = [python, "-m", "omp"]
     cold_env = child_env(work, bytecode=False)
     cached = any((REPO / "omp").glob("__pycache__/*.pyc"))
     cold_state = "present in the checkout" if cached else "never cached: compiled every call"
-    cold = []
+    module = cputime.Rounds([python, "-c", "pass"], env, root)
+    cold = cputime.Rounds([python, "-c", "pass"], cold_env, root)
     for i in range(min(sizes.runs, 10)):
         s, r = pairs[(i + 30) % len(pairs)]
-        cold.append(
-            run(
-                api_cmd(
-                    omp,
-                    "send-message",
-                    {"team_name": "send", "from": s, "to": r, "body": f"bench c{i}: {BODY}"},
-                ),
-                cold_env,
-                root,
-            )[0]
-        )
-    med = median(times)
-    base = median(floor)
-    t_std, t_all, status = (median(timed[k]) for k in ("stdlib", "imports", "status"))
+        m = {"team_name": "send", "from": s, "to": r, "body": f"bench m{i}: {BODY}"}
+        c = {"team_name": "send", "from": s, "to": r, "body": f"bench c{i}: {BODY}"}
+        module.round({"send": cputime.job(api_cmd(module_form, "send-message", m))})
+        cold.round({"send": cputime.job(api_cmd(omp, "send-message", c))})
+    base, send, ratio = rounds.median("floor"), rounds.median("send"), rounds.ratio("send")
+    t_std, t_all = rounds.median("stdlib"), rounds.median("imports")
+    n = rounds.runs()
     return [
         Row(
             "a",
-            f"`send-message`, one process (console script), n={len(times)}",
-            f"{ms(med)} ({med / base:.2f}× the floor)",
+            f"`send-message`, one process (console script), CPU, n={n}",
+            f"{ms(send)} ({ratio:.2f}× the floor)",
             "≤ 80 ms, ≤ 2.5× the floor",
             f"{TS_SEND_MS} ms",
-            verdict(med <= 0.080 and med <= 2.5 * base),
+            verdict(send <= 0.080 and ratio <= 2.5),
         ),
-        Row("a", f"floor: `python -c pass`, n={len(floor)}", ms(base)),
+        Row("a", f"floor: `python -c pass`, CPU, n={n}", ms(base)),
         Row(
             "a",
-            f"of which importing the standard library it needs ({', '.join(public)}): a process "
-            f"doing only that, minus the floor, n={sizes.runs}",
-            ms(t_std - base),
-        ),
-        Row(
-            "a",
-            f"of which importing omp's {len(mods)} modules on top, n={sizes.runs}",
-            ms(t_all - t_std),
+            f"a process that only imports the standard library a send needs ({', '.join(public)})"
+            f", CPU, n={n}",
+            f"{ms(t_std)} ({rounds.ratio('stdlib'):.2f}× the floor)",
         ),
         Row(
             "a",
-            "of which the send itself (lock, limits, append, index, reply) and the console script",
-            ms(med - t_all),
+            f"a process that imports that and omp's {len(mods)} modules a send loads (so the rest "
+            f"of a send is its own work), CPU, n={n}",
+            f"{ms(t_all)} ({rounds.ratio('imports'):.2f}× the floor)",
         ),
         Row(
             "a",
-            f"plain `omp team status` of a 6-worker team, one process, n={sizes.runs}",
-            f"{ms(status)} ({status / base:.1f}× the floor)",
+            f"`mailbox-list` of a few messages, one process, CPU, n={n}",
+            f"{ms(rounds.median('list'))} ({rounds.ratio('list'):.2f}× the floor)",
+            "≤ 2.5× the floor",
+            "—",
+            verdict(rounds.ratio("list") <= 2.5),
+        ),
+        Row(
+            "a",
+            f"plain `omp team status` of a 6-worker team, one process, CPU, n={n}",
+            f"{ms(rounds.median('status'))} ({rounds.ratio('status'):.1f}× the floor)",
             "≤ 150 ms",
             "—",
-            verdict(status <= 0.150),
+            verdict(rounds.median("status") <= 0.150),
         ),
-        Row("a", f"`send-message` as `python -m omp`, n={len(m_module)}", ms(median(m_module))),
         Row(
             "a",
-            f"`send-message` with PYTHONDONTWRITEBYTECODE=1 (omp .pyc {cold_state}), n={len(cold)}",
-            ms(median(cold)),
+            f"`send-message` as `python -m omp`, CPU, n={module.runs()}",
+            ms(module.median("send")),
+        ),
+        Row(
+            "a",
+            f"`send-message` with PYTHONDONTWRITEBYTECODE=1 (omp .pyc {cold_state}), CPU, "
+            f"n={cold.runs()}",
+            ms(cold.median("send")),
         ),
     ]
 
 
-def _modules_of(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[list[str], list[str]]:
+def _modules_of(
+    cmd: list[str], env: dict[str, str], cwd: Path, python: str
+) -> tuple[list[str], list[str]]:
     """(omp modules, other top-level modules) the command loads beyond a bare interpreter: it
     runs once, in a wrapper that lists them. The console script itself runs in it (pip's wrapper
     imports `re` before omp runs, pip >= 25's and uv's do not), or `python -m omp` without one."""
     listing = "print(' '.join(sorted(sys.modules)), file=sys.stderr)"
     bare = subprocess.run(
-        [sys.executable, "-c", f"import sys; {listing}"], env=env, cwd=cwd, capture_output=True
+        [python, "-c", f"import sys; {listing}"], env=env, cwd=cwd, capture_output=True
     )
-    prefix = omp_command()
+    prefix = cputime.interpreter(python)[1]
     script = prefix[0] if len(prefix) == 1 else None
     run_it = (  # the script as its own __main__, else the package's
         "exec(compile(open(script).read(), script, 'exec'), {'__name__': '__main__'})"
@@ -390,7 +378,7 @@ def _modules_of(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[list[st
         "    raise\n"
     )
     p = subprocess.run(
-        [sys.executable, "-c", code, *cmd[len(prefix) :]],
+        [python, "-c", code, *cmd[len(prefix) :]],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -423,7 +411,7 @@ def bench_list(work: Path, root: Path, omp: list[str], sizes: Sizes) -> list[Row
         medians[n] = median([run(cmd, env, root)[0] for _ in range(sizes.runs)])
         rss[n] = peak_rss_mib(cmd, env, root, sizes.rss_runs)
     small, _, large = sizes.mailboxes
-    floor_rss = peak_rss_mib([sys.executable, "-c", "pass"], env, root, sizes.rss_runs)
+    floor_rss = peak_rss_mib([PYTHON[0], "-c", "pass"], env, root, sizes.rss_runs)
     ratio = medians[large] / medians[small]
     for n in sizes.mailboxes:
         is_large = n == large
@@ -607,7 +595,7 @@ def bench_foreign(work: Path, omp: list[str], sizes: Sizes, ts_cli: str | None) 
         cmds[f"new {lay}"] = ([*omp, "team", "status", "demo"], roots[lay])
     for lay in ("pairs", "spaced"):
         cmds[f"old {lay}"] = (
-            [sys.executable, "-c", OLD_STATUS, "team", "status", "demo"],
+            [PYTHON[0], "-c", OLD_STATUS, "team", "status", "demo"],
             roots[lay],
         )
     cmds["empty"] = ([*omp, "team", "status", "demo"], empty)
@@ -899,7 +887,7 @@ def bench_typed(work: Path, root: Path, omp: list[str], sizes: Sizes) -> list[Ro
     create_team(proj, "typed", 4)
     n = max(3, sizes.runs // 2)
     cmds: dict[str, list[str]] = {
-        "floor: `python -c pass`": [sys.executable, "-c", "pass"],
+        "floor: `python -c pass`": [PYTHON[0], "-c", "pass"],
         "`omp team list`": [*omp, "team", "list"],
         "`omp doctor --agent demo`": [*omp, "doctor", "--agent", "demo"],
         "`omp ralph status`": [*omp, "ralph", "status"],
@@ -958,6 +946,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the TypeScript tool's built dist/src/cli.js: (f) times its status in the same run",
     )
     ap.add_argument("--only", default="abcdef", help="which parts to run, e.g. bf")
+    ap.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the interpreter whose omp the subprocesses run (its venv's console script, else "
+        "`PYTHON -m omp`), e.g. a 3.12 or 3.13 venv; (c) runs in this process whatever it says",
+    )
     args = ap.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     if args.runs:
@@ -969,7 +963,8 @@ def main(argv: list[str] | None = None) -> int:
             sizes.mailbox_appends,
             sizes.reps,
         )
-    omp = omp_command()
+    PYTHON[0] = args.python
+    omp = omp_command(args.python)
     mode = f"{'quick' if args.quick else 'full'} (subprocess runs per timing: {sizes.runs})"
     mach = machine(omp, mode)
     work = Path(tempfile.mkdtemp(prefix="omp-bench-"))
@@ -984,7 +979,7 @@ def main(argv: list[str] | None = None) -> int:
         create_team(root, "appends", 4)
         rows: list[Row] = []
         steps: tuple[tuple[str, Callable[[], list[Row]]], ...] = (
-            ("a", lambda: bench_send(work, root, omp, sizes)),
+            ("a", lambda: bench_send(work, root, omp, args.python, sizes)),
             ("b", lambda: bench_list(work, root, omp, sizes)),
             ("c", lambda: bench_appends(work, root, sizes)),
             ("d", lambda: bench_mark(work, root, omp, sizes)),
@@ -1000,8 +995,11 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.update(saved)
         shutil.rmtree(work, ignore_errors=True)
     notes = [
-        "Notes: medians of wall time, each subprocess a fresh interpreter; the console script runs "
-        "with a warm bytecode cache (as after an install); `Meets target` is judged on this run.",
+        "Notes: (a) is CPU time (user + system) of each subprocess, its commands run round by "
+        "round with the floor so each ratio is taken in one round (`benchmarks/cputime.py`); the "
+        "other parts are medians of wall time. Each subprocess is a fresh interpreter; the console "
+        "script runs with a warm bytecode cache (as after an install); `Meets target` is judged "
+        "on this run.",
     ]
     sys.stdout.write(render(mach, rows, notes))
     return 0

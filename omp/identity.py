@@ -12,7 +12,6 @@ Standard library only, and cheap to import: `omp team api` asks it on every call
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
@@ -22,13 +21,19 @@ if TYPE_CHECKING:
 WORKER_VARS = ("OMP_WORKER", "OMP_TEAM", "OMP_LAUNCH_TOKEN", "OMP_TEAM_WORKER")
 
 
-class WorkerIdentity(NamedTuple):
+class WorkerIdentity:
     """What a worker process carries; a field is None when its variable is unset or empty."""
 
-    worker: str | None
-    team: str | None
-    token: str | None
-    carried: tuple[str, ...]  # the names of the variables that are set
+    __slots__ = ("carried", "team", "token", "worker")
+
+    def __init__(
+        self,
+        worker: str | None,
+        team: str | None,
+        token: str | None,
+        carried: tuple[str, ...],  # the names of the variables that are set
+    ) -> None:
+        self.worker, self.team, self.token, self.carried = worker, team, token, carried
 
     def describe(self) -> str:
         who = self.worker or "a worker"

@@ -61,8 +61,8 @@ _BARE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345678
 
 
 def quote(word: str) -> str:
-    """`shlex.quote(word)`, without `shlex` (it compiles a regular expression as it loads, and
-    needs `re`: ~3 ms of `omp team status`, which names omp in its hints)."""
+    """`shlex.quote(word)`, without `shlex` (it compiles a regular expression as it loads, on the
+    way of `omp team status`, which names omp in its hints)."""
     if not word:
         return "''"
     if _BARE.issuperset(word):

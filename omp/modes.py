@@ -27,13 +27,14 @@ import os
 
 from omp import clock
 from omp.errors import OmpError
-from omp.invocation import hint
 from omp.store import fs
-from omp.store.paths import StatePaths
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from typing import Any
+
+    from omp.store.layout import ProjectFiles
+    from omp.store.paths import StatePaths
 
     State = dict[str, Any]
 else:
@@ -87,13 +88,15 @@ def is_active(state: object) -> bool:
 # ---- reading (never writes, never creates a directory) ------------------------------------
 
 
-def read_state(paths: StatePaths, mode: str) -> State | None:
+def read_state(paths: StatePaths | ProjectFiles, mode: str) -> State | None:
     """The mode's state object; None if the file is missing or is not a JSON object.
 
-    Raises `unsafe_path` for a symlinked or foreign-owned state tree or file (fail-closed).
+    Raises `unsafe_path` for a symlinked or foreign-owned state tree or file (fail-closed). On
+    the per-call layer: every stop hook asks it of each mode (the tree as strings).
     """
-    path = paths.mode_file(check_mode(mode))
-    if not paths.check(paths.state):
+    files = paths.files
+    path = files.mode_file(check_mode(mode))
+    if not files.check(files.state):
         return None
     try:
         obj = fs.read_json(path)
@@ -316,6 +319,8 @@ def record_cycle(paths: StatePaths, verdict: str, *, now: clock.Clock = clock.no
         raise OmpError("usage", f"ultraqa cycle expects pass|fail|pending, got {verdict}")
     state = read_state(paths, "ultraqa")
     if not is_active(state):
+        from omp.invocation import hint
+
         raise OmpError(
             "no_active_loop", f"no active ultraqa loop; start one with `{hint('ultraqa start')}`"
         )

@@ -289,16 +289,16 @@ def tree_modes(path: Path) -> dict[str, int]:
     return {k: stat.S_IMODE(mode) for k, (mode, _, _) in snapshot_tree(path).items() if k != "."}
 
 
-def records(path: Path) -> list[dict[str, Any]]:
+def records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every line of a JSONL file, parsed (fails on a line that does not parse)."""
-    return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    return [json.loads(line) for line in Path(path).read_bytes().splitlines() if line.strip()]
 
 
-def raw_lines(path: Path) -> list[bytes]:
-    return path.read_bytes().splitlines(keepends=True)
+def raw_lines(path: str | os.PathLike[str]) -> list[bytes]:
+    return Path(path).read_bytes().splitlines(keepends=True)
 
 
-def write_raw(path: Path, *items: dict[str, Any] | bytes) -> None:
+def write_raw(path: str | os.PathLike[str], *items: dict[str, Any] | bytes) -> None:
     """Append lines behind omp's back, like another program would (no lock, no index).
 
     A new file is created 0600, as omp (and a careful peer) would make it.

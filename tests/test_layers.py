@@ -26,9 +26,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("omp.record",),
     ("omp.stophook",),
     ("omp.modes",),
-    ("omp.stophook.run",),
     ("omp.tasks",),
     ("omp.mail",),
+    ("omp.conversations",),
     ("omp.monitor",),
     ("omp.team",),
     ("omp.views",),
@@ -173,4 +173,4 @@ def test_the_circle_finder_finds_circles(
 
 def test_the_layer_check_sees_an_upward_import() -> None:
     assert layer_of("omp.store.fs") < layer_of("omp.mail.mailbox")
-    assert layer_of("omp.stophook.run") > layer_of("omp.modes") > layer_of("omp.stophook.memory")
+    assert layer_of("omp.cli.hook_stop") > layer_of("omp.modes") > layer_of("omp.stophook.memory")

@@ -27,7 +27,7 @@ class SendReply(TypedDict):
     nudged: bool
     nudge: str
     nudgeReason: NotRequired[str]
-    # a message carrying an event (omp.mail.events)
+    # a message carrying an event (omp.conversations.events)
     event: NotRequired[str]
     taskId: NotRequired[str]
     status: NotRequired[str]

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 
-from omp.record.config import TeamConfig
-
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from omp.record.config import TeamConfig
 
 
 def beat(cfg: TeamConfig, who: str | None) -> None:
@@ -35,13 +35,13 @@ def keep_monitor(cfg: TeamConfig, deferred: bool = False) -> Callable[[], None]:
 
     def run() -> None:
         try:
-            if cfg.tmux is None or os.path.lexists(cfg.paths.shutdown):
+            if cfg.tmux is None or os.path.lexists(cfg.files.shutdown):
                 return
             if not any(cfg.pane_of(w) for w in cfg.worker_names) and not deferred:
                 return
             from omp.monitor import alive
 
-            state = alive.judge(cfg.paths.project)["state"]
+            state = alive.judge(cfg.files.project)["state"]
             if state in ("running", "starting") or (state != "dead" and not deferred):
                 return
             from omp.monitor import ctl

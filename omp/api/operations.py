@@ -20,7 +20,6 @@ from omp.api.spec import TEAM, Field, Operation, Reply, text_field
 from omp.errors import OmpError
 from omp.mail import mailbox
 from omp.record import config as team_config
-from omp.record.config import TeamConfig
 from omp.store import names
 from omp.store.names import LEADER
 
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
         TasksReply,
     )
     from omp.api.spec import Args, Result
+    from omp.record.config import TeamConfig
 
 
 # ---- messaging ----------------------------------------------------------------------------
@@ -52,7 +52,7 @@ def _mailbox_of(
     who = authorize.fence(cfg, worker)
     if not (removed_ok and authorize.was_removed(cfg, worker, None)):
         authorize.recipient(cfg, worker, "worker")
-    return cfg, mailbox.Mailbox(cfg.paths, worker), who
+    return cfg, mailbox.Mailbox(cfg.files, worker), who
 
 
 def _mailbox_list(a: Args) -> Reply[MailReply]:
@@ -121,7 +121,7 @@ def _claim_task(a: Args) -> Reply[ClaimReply]:
     who = authorize.fence(cfg, worker)
     _worker(cfg, worker)
     assert worker is not None
-    task, token = tasks.claim(cfg.paths, a["task_id"], worker)
+    task, token = tasks.claim(cfg.files, a["task_id"], worker)
     epilogue.beat(cfg, who)
     return Reply(
         {"ok": True, "task": task, "claimToken": token, "claim_token": token},
@@ -145,7 +145,7 @@ def _transition_task_status(a: Args) -> Reply[TaskReply]:
     # `who` is the named worker, or the pane's own worker when the call names none: either way
     # only that worker's task can move (the leader, with no worker identity, may name none).
     task = tasks.transition(
-        cfg.paths,
+        cfg.files,
         a["task_id"],
         worker=who,
         from_status=a["from"],
@@ -181,7 +181,8 @@ DESCRIPTION_WIDTH = 120
 def _roster(a: Args) -> Reply[RosterReply]:
     """Every member but the caller: role, status, presence, one line about it. Read-only."""
     from omp import clock
-    from omp.tasks import presence, tasks
+    from omp.conversations import availability
+    from omp.tasks import tasks
     from omp.textsafe import one_line
 
     team = a["team_name"]
@@ -192,7 +193,7 @@ def _roster(a: Args) -> Reply[RosterReply]:
         authorize.recipient(cfg, worker, "worker")
     task_list = tasks.list_all(team)
     by_id = {t.get("id"): t for t in task_list}
-    states = presence.member_states(cfg, clock.now(), task_list=task_list)
+    states = availability.member_states(cfg, clock.now(), task_list=task_list)
     members: list[Member] = []
     for name in cfg.recipients:
         if name == me:

@@ -3,33 +3,30 @@
     parse  →  authorize  →  guard  →  store  →  notify
 
 1. parse: the declared fields were checked by `omp.api.spec`; here the event fields of a message
-   become `EventFields` (`omp.mail.events.parse`). Nothing is read from disk yet.
+   become `EventFields` (`omp.conversations.events.parse`). Nothing is read from disk yet.
 2. authorize: the team is loaded and the caller fenced (`omp.api.authorize`): a worker acts only
    as itself, and sender and recipients are members.
 3. guard: what may refuse the message before anything is written: a message to oneself, and the
    loop-breaking limits (`omp.mail.limits`), which are checked under the recipient's lock in the
    next stage because only there is the count they read stable.
 4. store: one append per recipient (`omp.mail.mailbox`), plus, for a message with an event, the
-   conversation record and any automatic reply (`omp.mail.events`, imported only then).
+   conversation record and any automatic reply (`omp.conversations.events`, imported only then).
 5. notify: the delivery policy for each recipient (`omp.mail.delivery`): type the unread count
    into an idle pane, or leave it to the monitor. Fail-open: the message is already safe.
 
 Each stage returns a value the next one takes; none reaches back up a layer. What follows the
-reply (a worker's heartbeat, a monitor that runs) is `omp.api.epilogue`.
+reply (a worker's heartbeat, a monitor that runs) is `omp.api.epilogue`. On the per-call layer
+(CONTRIBUTING.md): the stages' values are plain classes, the team's files strings.
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple, cast
 
 from omp.api import authorize, epilogue
 from omp.api.spec import Reply
 from omp.errors import OmpError
 from omp.mail import delivery, limits, mailbox
 from omp.record import config as team_config
-from omp.record.config import TeamConfig
 from omp.store.names import LEADER
-from omp.store.paths import TeamPaths
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
@@ -37,45 +34,58 @@ if TYPE_CHECKING:
 
     from omp.api.doc import BroadcastReply, NudgeFields, SendReply
     from omp.api.spec import Args
-    from omp.mail.events import EventFields
+    from omp.conversations.events import EventFields
+    from omp.record.config import TeamConfig
+    from omp.store.layout import TeamFiles
 
-# send-message fields that make a message an event (see omp.mail.events, imported only for them)
+# send-message fields that make a message an event (omp.conversations.events: imported for them)
 EVENT_FIELDS = ("event", "intent", "need_reply", "task_id", "ref_message_id", "detail")
 
 
-class Letter(NamedTuple):
+class Letter:
     """A parsed message: who sends what to whom (one recipient, or None for a broadcast)."""
 
-    team: TeamPaths
-    sender: str
-    to: str | None
-    body: str
-    fields: EventFields | None
+    __slots__ = ("body", "fields", "sender", "team", "to")
+
+    def __init__(
+        self, team: TeamFiles, sender: str, to: str | None, body: str, fields: EventFields | None
+    ) -> None:
+        self.team, self.sender, self.to, self.body, self.fields = team, sender, to, body, fields
 
 
-class Caller(NamedTuple):
+class Caller:
     """The loaded team and who is calling (None: a process without a worker identity)."""
 
-    cfg: TeamConfig
-    who: str | None
+    __slots__ = ("cfg", "who")
+
+    def __init__(self, cfg: TeamConfig, who: str | None) -> None:
+        self.cfg, self.who = cfg, who
 
 
-class Admitted(NamedTuple):
+class Admitted:
     """A letter cleared to be stored: its recipients and the limits their appends check."""
 
-    letter: Letter
-    recipients: list[str]
-    limits: limits.Limits
+    __slots__ = ("letter", "limits", "recipients")
+
+    def __init__(self, letter: Letter, recipients: list[str], limits: limits.Limits) -> None:
+        self.letter, self.recipients, self.limits = letter, recipients, limits
 
 
-class Stored(NamedTuple):
+class Stored:
     """What the appends did: the reply so far, who got mail, and who could not be written to."""
 
-    result: dict[str, Any]
-    recipients: list[str]
-    ids: list[str]
-    others: list[str]  # recipients of automatic replies: nudged best-effort, not reported
-    errors: list[str]
+    __slots__ = ("errors", "ids", "others", "recipients", "result")
+
+    def __init__(
+        self,
+        result: dict[str, Any],
+        recipients: list[str],
+        ids: list[str],
+        others: list[str],  # recipients of automatic replies: nudged best-effort, not reported
+        errors: list[str],
+    ) -> None:
+        self.result, self.recipients, self.ids = result, recipients, ids
+        self.others, self.errors = others, errors
 
 
 # ---- the two pipelines ----------------------------------------------------------------------
@@ -90,7 +100,7 @@ def send_message(a: Args) -> Reply[SendReply]:
     epilogue.beat(caller.cfg, caller.who)
     assert letter.to is not None
     outcome = nudges[letter.to]
-    result = cast("SendReply", {**stored.result, **nudge_fields(outcome)})
+    result: SendReply = {**stored.result, **nudge_fields(outcome)}  # type: ignore[typeddict-item]
     return Reply(result, [epilogue.keep_monitor(caller.cfg, outcome.state == delivery.DEFERRED)])
 
 
@@ -119,10 +129,10 @@ def broadcast(a: Args) -> Reply[BroadcastReply]:
 
 
 def parse(a: Args) -> Letter:
-    team: TeamPaths = a["team_name"]
+    team: TeamFiles = a["team_name"]
     fields = None
     if any(a.get(k) is not None for k in EVENT_FIELDS):
-        from omp.mail import events  # the conversation machinery, only for messages that need it
+        from omp.conversations import events  # only for messages that need it
 
         fields = events.parse(a, team.project.root, a.get("cwd"))
     return Letter(team, a["from"], a.get("to"), a["body"], fields)
@@ -162,7 +172,7 @@ def store(cfg: TeamConfig, admitted: Admitted) -> Stored:
     letter = admitted.letter
     if letter.fields is not None:
         assert letter.to is not None  # broadcast takes no event fields (its declaration)
-        from omp.mail import events
+        from omp.conversations import events
 
         # The conversation's rules are checked here, under its lock, where its state is stable.
         outcome = events.send(
@@ -181,7 +191,7 @@ def store(cfg: TeamConfig, admitted: Admitted) -> Stored:
         try:
             # cfg.paths: pinned to the team directory loaded, so a team deleted (or made again)
             # meanwhile is refused under the mailbox's lock, never "sent" into nobody's mailbox
-            mailbox.Mailbox(cfg.paths, to).append_messages([msg], check)
+            mailbox.Mailbox(cfg.files, to).append_messages([msg], check)
         except OmpError as err:
             if letter.to is not None or err.code == "unknown_team":
                 raise  # one recipient, or a team deleted meanwhile: that is the answer

@@ -8,24 +8,34 @@ One declaration per operation (`Operation`, listed in `omp.api.operations.OPERAT
 - the one-line summaries of `omp team api --help` and the table in docs/commands.md, built by
   `omp.api.doc` (tests/api/test_api_spec.py compares the table with that page).
 
-This module is on the per-call path: no dataclasses, no inspect (plain classes with
-`__slots__`); what only documents lives in `omp.api.doc`, imported for `--help` and tests.
+This module is on the per-call layer (CONTRIBUTING.md): plain classes with `__slots__`, the
+team as strings (`omp.store.layout`); what only documents lives in `omp.api.doc`, imported for
+`--help` and tests.
 """
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
-
 from omp.errors import OmpError
 from omp.store import names
-from omp.store.paths import StatePaths, TeamPaths, find_root
+from omp.store.layout import ProjectFiles, TeamFiles, find_root
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
+    from typing import Any, Generic, TypeVar
 
-R = TypeVar("R")
+    R = TypeVar("R")
+
+    class _Generic(Generic[R]):
+        pass
+else:
+
+    class _Generic:  # `Reply[X]` is for mypy: at run time a plain class, no `typing`
+        __slots__ = ()
+
+        def __class_getitem__(cls, item: object) -> type:
+            return cls
+
 
 MAX_BODY = 32 * 1024
 DEFAULT_LIMIT = 50
@@ -37,7 +47,7 @@ Result = dict[str, "Any"]
 Args = dict[str, "Any"]
 
 
-class Reply(Generic[R]):
+class Reply(_Generic["R"]):
     """An operation's result, plus work to do only after the result was printed."""
 
     __slots__ = ("after", "result")
@@ -75,11 +85,11 @@ def task_id_field(inp: Result, key: str = "task_id", required: bool = True) -> s
     return names.task_id(text_field(inp, key))
 
 
-def team_field(inp: Result, key: str = "team_name", required: bool = True) -> TeamPaths:
+def team_field(inp: Result, key: str = "team_name", required: bool = True) -> TeamFiles:
     """The team named by `team_name`, in the project found from `cwd` (or the working directory)."""
     name = names.team_name(text_field(inp, key))
     cwd = text_field(inp, "cwd", required=False)
-    return StatePaths(find_root(cwd)).team(name)
+    return ProjectFiles(find_root(cwd)).team(name)
 
 
 def recipient_field(inp: Result, key: str, required: bool = True) -> str | None:
@@ -120,7 +130,7 @@ def flag_field(inp: Result, key: str, required: bool = False) -> bool:
 
 
 def raw_field(inp: Result, key: str, required: bool = False) -> Any:
-    """Passed on as given: checked by the operation (event fields, by `omp.mail.events.parse`)."""
+    """Passed on as given: checked by the operation (event fields: `omp.conversations.events`)."""
     return inp.get(key)
 
 

@@ -569,7 +569,7 @@ def _admin_dir(worktree: Path) -> Path | None:
     return path if path.is_absolute() else worktree / path
 
 
-def _tail_start(path: Path) -> int:
+def _tail_start(path: str | Path) -> int:
     """Where to start reading a long history: the first line boundary in its last
     EVENTS_TAIL bytes (0 for a short one)."""
     try:

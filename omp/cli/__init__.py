@@ -1,11 +1,13 @@
 """The `omp` console script.
 
 `omp team api ...` is called by agents hundreds of times a session, each call a fresh process, so
-it is dispatched here without importing typer (measured: typer costs 60-100 ms per process on this
-machine, more than the whole budget of an API call). So are the two commands a leader polls,
-`omp team status` and `omp team events`, in their plain forms, `omp hook stop`, which runs at
-every stop of every agent (omp/stophook/run.py), and `omp --version`. `FAST_PATHS` is that list;
-everything else goes through typer.
+it is dispatched here without importing typer (measured: importing typer alone costs about five
+times a bare `python -c pass`, twice the whole budget of an API call). So are the two commands a
+leader polls, `omp team status` and `omp team events`, in their plain forms (their grammar
+declared once, for both ways: `omp.cli.grammar`), `omp hook stop`, which runs at every stop of
+every agent (omp/cli/hook_stop.py), and `omp --version`. `FAST_PATHS` is that list; everything
+else goes through typer. What the per-call commands may load is budgeted
+(tests/cli/test_import_budget.py).
 
 One error path for all of them (`omp.cli.output.guarded`, around the fast paths too): an
 `OmpError` prints its code (one JSON object with `--json`) and exits 1 or 2, a bug exits 3,
@@ -65,37 +67,40 @@ def _api(rest: list[str]) -> None:
 
 
 def _hook_stop(rest: list[str]) -> None:
-    from omp.stophook.run import main as hook_main
+    from omp.cli.hook_stop import main as hook_main
 
     raise SystemExit(hook_main(rest))
 
 
 def _status(rest: list[str]) -> None:
-    """A leader agent polls status: same output as the typer command, without typer's cost."""
-    if _plain_status(rest):
+    """A leader agent polls status: same output as the typer command, without typer's cost.
+    Its grammar is the typer command's (`omp.cli.grammar.STATUS`)."""
+    from omp.cli.grammar import STATUS
+
+    got = STATUS.parse(rest)
+    if got is not None:
         from omp.cli.status_cmd import status_once
 
-        team = next((a for a in rest if a != "--json"), None)
-        status_once(team, as_json="--json" in rest)
+        status_once(got["team"], as_json=got["as_json"])
 
 
 def _events(rest: list[str]) -> None:
     """A leader polls its team's history with a cursor: no typer on that path either."""
-    plain = _plain_events(rest)
-    if plain is None:
-        return
-    from pathlib import Path
+    from omp.cli.grammar import EVENTS
 
+    got = EVENTS.parse(rest)
+    if got is None:
+        return
     from omp.cli.events_cmd import events_loop
     from omp.store.paths import StatePaths, find_root
 
-    team, since = plain
-    flags = set(rest)
     try:
-        project = StatePaths(find_root(Path.cwd()))
+        project = StatePaths(find_root())
     except Exception:
         return  # typer's command reports it
-    events_loop(project, team, since=since, follow="--follow" in flags, as_json="--json" in flags)
+    events_loop(
+        project, got["team"], since=got["since"], follow=got["follow"], as_json=got["as_json"]
+    )
 
 
 # The commands dispatched without typer: argv prefix -> handler of the rest of argv. A handler
@@ -150,9 +155,9 @@ def _run_typer(app: Typer, args: list[str]) -> None:
 
 
 # The click command typer builds from an app, kept for the process: typer builds it again on
-# every `app(...)` (~25 ms for omp's). A console script builds it once either way; a process
-# that runs many commands (the tests' `run_cli`) builds it once instead of once a command. The
-# app is kept with it, so an id is never reused for another app.
+# every `app(...)` (for omp's, about twice a bare `python -c pass` of CPU). A console script
+# builds it once either way; a process that runs many commands (the tests' `run_cli`) builds it
+# once instead of once a command. The app is kept with it, so an id is never reused for another.
 _CLICK: dict[int, tuple[Typer, Any]] = {}
 
 
@@ -163,35 +168,3 @@ def _click_command(app: Typer) -> Any:
 
         got = _CLICK[id(app)] = (app, typer.main.get_command(app))
     return got[1]
-
-
-def _plain_events(rest: list[str]) -> tuple[str, str | None] | None:
-    """(TEAM, CURSOR) for `TEAM [--since CURSOR] [--json] [--follow]`, each at most once; None
-    for anything else (help, `-f`, `--since=`, a typo), which goes through typer."""
-    team: str | None = None
-    since: str | None = None
-    seen: set[str] = set()
-    it = iter(rest)
-    for a in it:
-        if a in ("--json", "--follow") and a not in seen:
-            seen.add(a)
-        elif a == "--since" and a not in seen:
-            seen.add(a)
-            since = next(it, None)
-            if since is None:
-                return None
-        elif not a.startswith("-") and team is None:
-            team = a
-        else:
-            return None
-    return (team, since) if team is not None else None
-
-
-def _plain_status(rest: list[str]) -> bool:
-    """`[TEAM] [--json]` and nothing else; any other form (help, --watch) goes through typer."""
-    positional = [a for a in rest if a != "--json"]
-    return (
-        rest.count("--json") <= 1
-        and len(positional) <= 1
-        and not any(a.startswith("-") for a in positional)
-    )

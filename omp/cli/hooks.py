@@ -70,7 +70,7 @@ def stop() -> None:
     Reached through typer only in odd spellings: `omp hook stop` itself takes the fast path in
     omp/cli/__init__.py.
     """
-    from omp.stophook.run import main
+    from omp.cli.hook_stop import main
 
     raise SystemExit(main([]))
 

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 from omp.cli import options as opt
-from omp.cli.options import JsonLinesOpt, JsonOpt
+from omp.cli.grammar import EVENTS
+from omp.cli.options import JsonOpt
 from omp.cli.output import run
 
 if TYPE_CHECKING:
@@ -202,18 +203,10 @@ def register(team_app: typer.Typer) -> None:
 
     @team_app.command("events")
     def events(
-        team: str = typer.Argument(..., help="Team name.", callback=opt.text()),
-        since: str = typer.Option(
-            None,
-            "--since",
-            metavar="CURSOR",
-            help="Only what came after this cursor.",
-            callback=opt.text(max_len=1 << 16),
-        ),
-        follow: bool = typer.Option(
-            False, "--follow", "-f", help="Keep printing new events until Ctrl-C."
-        ),
-        as_json: bool = JsonLinesOpt,
+        team: str = opt.declared(EVENTS, "team"),
+        since: str = opt.declared(EVENTS, "since"),
+        follow: bool = opt.declared(EVENTS, "follow"),
+        as_json: bool = opt.declared(EVENTS, "as_json"),
     ) -> None:
         """The team's history: task moves, the leader's messages, members, loops. Read-only."""
         from omp.cli.events_cmd import events_loop

@@ -1,6 +1,7 @@
 """The options and arguments of omp's typer commands: every value a person types is checked
-here, once, before the command runs (the typer side only: the fast paths in omp/cli/__init__.py
-read their few options from argv themselves and check them in the domain).
+here, once, before the command runs. The commands with a fast path (`team status`, `team events`)
+declare their options once in `omp.cli.grammar`: `declared` builds their typer parameters from
+it; the fast path reads argv with the same declaration and checks the values in the domain.
 
 Each parameter of each command carries one of the callbacks below (`tests/cli/test_fuzz_commands.py`
 walks the command tree and fails on a parameter without one, then feeds every parameter odd
@@ -27,23 +28,13 @@ from typing import Any, NoReturn
 
 import typer
 
-JSON_HELP = "Print exactly one JSON object."
+from omp.cli.grammar import JSON_HELP, WATCH_HELP, Grammar
 
 # `as_json: bool = JsonOpt`: with it, stdout is exactly one JSON object (omp.cli.output).
 JsonOpt: Any = typer.Option(False, "--json", help=JSON_HELP)
 
 # `watch: bool = WatchOpt`: a read-only view redrawn until Ctrl-C (`omp.cli.watch`).
-WatchOpt: Any = typer.Option(
-    False,
-    "--watch",
-    "-w",
-    help="Redraw about once a second (with --json: one JSON object per line, each second).",
-)
-
-# The streaming form, for a command that prints until stopped (`team events`): JSON Lines.
-JsonLinesOpt: Any = typer.Option(
-    False, "--json", help="One JSON object per event (JSON lines), each with its cursor."
-)
+WatchOpt: Any = typer.Option(False, "--watch", "-w", help=WATCH_HELP)
 
 MAX_SECONDS = 10 * 365 * 86400.0  # ten years: longer than anything omp waits for
 MAX_COUNT = 1_000_000
@@ -52,6 +43,19 @@ NAME_MAX = 255  # bytes of one path component (Linux, macOS)
 PATH_MAX = 4095
 
 Callback = Callable[[Any, Any, Any], Any]
+
+
+def declared(grammar: Grammar, dest: str) -> Any:
+    """The typer parameter of `dest` as `grammar` declares it (`omp.cli.grammar`: the commands
+    with a fast path read the same declaration), with its check."""
+    if dest == grammar.arg.name:
+        a = grammar.arg
+        return typer.Argument(... if a.required else None, help=a.help, callback=text())
+    o = next(o for o in grammar.opts if o.dest == dest)
+    if o.value:
+        check = text() if o.max_len is None else text(max_len=o.max_len)
+        return typer.Option(None, *o.names, metavar=o.metavar, help=o.help, callback=check)
+    return typer.Option(False, *o.names, help=o.help)
 
 
 def _checked(fn: Callback) -> Callback:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 import typer
 
 from omp.cli import options as opt
+from omp.cli.grammar import STATUS
 from omp.cli.options import JsonOpt
 from omp.cli.output import progress, run
 from omp.invocation import hint
@@ -178,11 +179,9 @@ def launch(
 
 @app.command("status")
 def status(
-    team: str = typer.Argument(
-        None, help="Team name (default: every team of the project).", callback=opt.text()
-    ),
-    watch: bool = opt.WatchOpt,
-    as_json: bool = JsonOpt,
+    team: str = opt.declared(STATUS, "team"),
+    watch: bool = opt.declared(STATUS, "watch"),
+    as_json: bool = opt.declared(STATUS, "as_json"),
 ) -> None:
     """Tasks, workers and the monitor. Read-only: writes nothing, starts nothing."""
     if watch:

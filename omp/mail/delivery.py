@@ -17,22 +17,23 @@ again under the pane's typing lock (`still_due`), and write the record after a v
 before they let the lock go: whichever gets the lock first types, the other finds the record.
 It is advisory (a lost record costs at most one extra nudge), written atomically.
 
-On the `omp team api` path: no dataclasses, no tmux import unless a pane is to be typed into.
+On the per-call layer (CONTRIBUTING.md): a send decides here, and imports the tmux side
+(`omp.mail.panes`) only when a pane is to be typed into.
 """
 
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
 
 from omp import clock
-from omp.record.config import TeamConfig
 from omp.store import fs
 from omp.store.names import LEADER
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from omp.record.config import TeamConfig
 
 UNREAD_REPEAT = 60.0  # seconds between nudges about the same unread mail
 UNREAD_REPEAT_ENV = "OMP_MONITOR_UNREAD_REPEAT_SECONDS"
@@ -45,18 +46,45 @@ NO_PANE = "no_pane"  # nobody to nudge: a headless team, a leader launched witho
 UNREACHABLE = "unreachable"  # the pane or its tmux server is gone: stored, not nudged
 
 
-class Outcome(NamedTuple):
-    state: str
-    reason: str | None = None
+class Outcome:
+    """What happened to one nudge: a state above, and why when it was not typed."""
+
+    __slots__ = ("reason", "state")
+
+    def __init__(self, state: str, reason: str | None = None) -> None:
+        self.state, self.reason = state, reason
 
     @property
     def typed(self) -> bool:
         return self.state == TYPED
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Outcome) and (self.state, self.reason) == (
+            other.state,
+            other.reason,
+        )
 
-class Record(NamedTuple):
-    typed_at: float  # epoch seconds
-    ids: tuple[str, ...]
+    def __repr__(self) -> str:
+        return f"Outcome({self.state!r}, {self.reason!r})"
+
+
+class Record:
+    """The nudge record: when the last nudge was typed, and the unread ids it covered."""
+
+    __slots__ = ("ids", "typed_at")
+
+    def __init__(self, typed_at: float, ids: tuple[str, ...]) -> None:
+        self.typed_at = typed_at  # epoch seconds
+        self.ids = ids
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Record) and (self.typed_at, self.ids) == (
+            other.typed_at,
+            other.ids,
+        )
+
+    def __repr__(self) -> str:
+        return f"Record({self.typed_at!r}, {self.ids!r})"
 
 
 def unread_repeat() -> float:
@@ -70,7 +98,7 @@ def unread_repeat() -> float:
 
 def read_record(cfg: TeamConfig, recipient: str) -> Record | None:
     try:
-        obj = fs.read_json(cfg.paths.nudge_record(recipient))
+        obj = fs.read_json(cfg.files.nudge_record(recipient))
     except Exception:
         return None  # unreadable: as if none (costs at most one extra nudge)
     if not isinstance(obj, dict):
@@ -83,9 +111,9 @@ def read_record(cfg: TeamConfig, recipient: str) -> Record | None:
 
 def write_record(cfg: TeamConfig, recipient: str, ids: tuple[str, ...], now: float) -> None:
     try:
-        cfg.paths.verify()  # never into a team made again under the name
+        cfg.files.verify()  # never into a team made again under the name
         fs.write_json_atomic(
-            cfg.paths.nudge_record(recipient),
+            cfg.files.nudge_record(recipient),
             {"typedAt": int(now * 1000), "ids": list(ids)},  # now > 0: floor
             pretty=False,
         )
@@ -135,7 +163,7 @@ class Due:
         typed since the decision)."""
         from omp.mail.mailbox import Mailbox
 
-        msgs, _ = Mailbox(self.cfg.paths, self.recipient).undelivered()
+        msgs, _ = Mailbox(self.cfg.files, self.recipient).undelivered()
         self.ids = tuple(str(m.get("id")) for m in msgs)
         rec = read_record(self.cfg, self.recipient)
         if not self.ids:
@@ -154,7 +182,7 @@ COVERED = "a nudge for this mail is still outstanding"
 
 def pane_for(cfg: TeamConfig, recipient: str) -> tuple[str | None, str | None]:
     """(pane, None), or (None, why nobody is to be nudged)."""
-    if cfg.paths.shutdown.exists():
+    if os.path.exists(cfg.files.shutdown):
         return None, "the team was shut down"
     if recipient == LEADER and cfg.raw.get("nudgeLeader") is not True:
         return None, "the leader is not nudged (launch with --nudge-leader); it polls with wait"
@@ -180,7 +208,7 @@ def _nudge_now(cfg: TeamConfig, recipient: str, omp: str | None) -> Outcome:
         return Outcome(NO_PANE, why)
     from omp.mail.mailbox import Mailbox
 
-    msgs, _ = Mailbox(cfg.paths, recipient).undelivered()
+    msgs, _ = Mailbox(cfg.files, recipient).undelivered()
     ids = tuple(str(m.get("id")) for m in msgs)
     if not ids:
         return Outcome(NOT_NEEDED, READ)

@@ -16,29 +16,63 @@ Per project, `.omp/config.toml` may set any of:
 from __future__ import annotations
 
 import time
-from typing import NamedTuple
 
+from omp import clock
 from omp.errors import OmpError
 from omp.mail import mailbox
 from omp.store import project_config
-from omp.store.paths import StatePaths
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, ClassVar
+
+    from omp.store.layout import ProjectFiles
+    from omp.store.paths import StatePaths
 
 # Answers that always fit a full mailbox: refusing them would leave a requester waiting forever.
 ANSWER_EVENTS = frozenset({"task_done", "task_fail", "task_clarify_res", "task_cancel_ack"})
 
 
-class Limits(NamedTuple):
-    duplicate_window_seconds: float = 10.0
-    rate_window_seconds: float = 30.0
-    rate_max_messages: int = 8
-    mailbox_max_unread: int = 50
+class Limits:
+    """The `[limits]` table (a plain class: `typing` stays off a send's way); `_field_defaults`
+    gives each field's default and type, as a NamedTuple's does (`project_config`)."""
+
+    __slots__ = (
+        "duplicate_window_seconds",
+        "mailbox_max_unread",
+        "rate_max_messages",
+        "rate_window_seconds",
+    )
+    _field_defaults: ClassVar[dict[str, float]] = {
+        "duplicate_window_seconds": 10.0,
+        "rate_window_seconds": 30.0,
+        "rate_max_messages": 8,
+        "mailbox_max_unread": 50,
+    }
+
+    def __init__(
+        self,
+        duplicate_window_seconds: float = 10.0,
+        rate_window_seconds: float = 30.0,
+        rate_max_messages: int = 8,
+        mailbox_max_unread: int = 50,
+    ) -> None:
+        self.duplicate_window_seconds = duplicate_window_seconds
+        self.rate_window_seconds = rate_window_seconds
+        self.rate_max_messages = rate_max_messages
+        self.mailbox_max_unread = mailbox_max_unread
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Limits) and all(
+            getattr(self, k) == getattr(other, k) for k in self._field_defaults
+        )
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._field_defaults)
+        return f"Limits({fields})"
 
 
-def load(project: StatePaths) -> Limits:
+def load(project: StatePaths | ProjectFiles) -> Limits:
     return project_config.load_section(project, "limits", Limits, "limit")
 
 
@@ -61,7 +95,7 @@ def checker(
         recent = [m for m in view.recent(now - window) if m.get("from") == sender]
         dup_since = now - limits.duplicate_window_seconds
         for m in recent:
-            if m.get("body") == record["body"] and _stamp(m) >= dup_since:
+            if m.get("body") == record["body"] and _since(m, dup_since):
                 raise OmpError(
                     "duplicate",
                     f"the same message went to {recipient} {now - _stamp(m):.0f}s ago "
@@ -70,9 +104,10 @@ def checker(
                     messageId=m.get("id"),
                 )
         rate_since = now - limits.rate_window_seconds
-        in_window = sorted(_stamp(m) for m in recent if _stamp(m) >= rate_since)
+        in_window = [m for m in recent if _since(m, rate_since)]
         if len(in_window) >= limits.rate_max_messages:
-            oldest = in_window[-limits.rate_max_messages]
+            stamps = sorted(_stamp(m) for m in in_window)  # parsed only for the refusal
+            oldest = stamps[-limits.rate_max_messages]
             wait = max(1, int(oldest + limits.rate_window_seconds - now) + 1)
             raise OmpError(
                 "rate_limited",
@@ -87,7 +122,10 @@ def checker(
     return check
 
 
-def _stamp(m: dict[str, Any]) -> float:
-    from omp import clock
+def _since(m: dict[str, Any], since: float) -> bool:
+    """Was `m` stamped at or after `since`? (A stamp that is no time counts as long ago.)"""
+    return bool(clock.at_or_after(m.get("timestamp", ""), since))
 
+
+def _stamp(m: dict[str, Any]) -> float:
     return clock.parse_iso(str(m.get("timestamp", ""))) or 0.0

@@ -32,9 +32,8 @@ from itertools import accumulate
 
 from omp import clock, ids
 from omp.errors import OmpError
-from omp.record import history
 from omp.store import fs, jsonl, locks, project_config
-from omp.store.paths import TeamPaths
+from omp.store.names import LEADER
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
@@ -47,6 +46,8 @@ if TYPE_CHECKING:
     # re-exported: what a send's check is and sees (omp.mail.limits, events, monitor budget)
     from omp.store.backend import Check as Check
     from omp.store.backend import View as View
+    from omp.store.layout import TeamFiles
+    from omp.store.paths import TeamPaths
 
 INDEX_VERSION = 1
 _PROBE = 32  # bytes before the index offset that must still match: catches a replaced file
@@ -96,7 +97,7 @@ def _block_res() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
 
 def _compile() -> None:
     if not _LINE:
-        import re  # here: a send never reads a whole block (`re` is ~5 ms where nothing loaded it)
+        import re  # compiled here: a send never reads a whole block, and needs none of them
 
         _LINE.append(re.compile(_shape()))
         _LINE.append(re.compile(_shape(blanks=False, after_newline=True)))
@@ -313,20 +314,20 @@ def _count(value: Any) -> int:
 
 
 class Mailbox:
-    """One recipient's mailbox file and its index."""
+    """One recipient's mailbox file and its index (paths as strings: the per-call layer)."""
 
-    def __init__(self, team: TeamPaths, recipient: str) -> None:
-        self.team = team
+    def __init__(self, team: TeamPaths | TeamFiles, recipient: str) -> None:
+        self.team = team.files
         self.recipient = recipient
-        self.path = team.mailbox(recipient)
-        self.index_path = team.mailbox_index(recipient)
+        self.path = self.team.mailbox(recipient)
+        self.index_path = self.team.mailbox_index(recipient)
         # A project whose mail is in a store (`omp.store.select`): every public method below
         # hands over to it; the files are the default and then nothing more is imported.
         self.stored: StoredMailbox | None = None
-        if project_config.store_selected(team.project):
+        if project_config.store_selected(self.team.project):
             from omp.mail.stored import StoredMailbox
 
-            self.stored = StoredMailbox(team, recipient)
+            self.stored = StoredMailbox(self.team, recipient)
 
     # ---- reading (no writes) -------------------------------------------------------------
 
@@ -482,17 +483,19 @@ class Mailbox:
         """
         if self.stored is not None:
             unread = self.stored.append_messages(records, check)
+        else:
+            self.team.ensure_in(self.team.mailbox_dir)
+            with self._writing(create=True) as fd:
+                state = self._current(fd)
+                if check is not None:
+                    check(FileView(fd, state))
+                data = b"".join(jsonl.encode(r) for r in records)
+                self._append(fd, state, data)
+                unread = len(state.undelivered)
+        if any(LEADER in (r.get("from"), r.get("to")) for r in records):
+            from omp.record import history  # the leader's side of it, for `omp team events`
+
             history.messages(self.team, records)
-            return unread
-        self.team.ensure_in(self.team.mailbox_dir)
-        with self._writing(create=True) as fd:
-            state = self._current(fd)
-            if check is not None:
-                check(FileView(fd, state))
-            data = b"".join(jsonl.encode(r) for r in records)
-            self._append(fd, state, data)
-            unread = len(state.undelivered)
-        history.messages(self.team, records)  # the leader's side of it, for `omp team events`
         return unread
 
     def mark(self, message_ids: list[str]) -> dict[str, str | None]:
@@ -756,8 +759,7 @@ def recent_messages(fd: int, end: int, since: float) -> list[dict[str, Any]]:
     def want(rec: dict[str, Any]) -> bool:
         if not _is_message(rec):
             return True
-        ts = clock.parse_iso(str(rec.get("timestamp", "")))
-        return ts is None or ts >= since
+        return clock.at_or_after(rec.get("timestamp", ""), since) is not False
 
     return [r for r in _scan_back(fd, end, want) if _is_message(r)]
 

@@ -18,13 +18,13 @@ if TYPE_CHECKING:
     from typing import Any
 
     from omp.store.backend import Check, Store
-    from omp.store.paths import TeamPaths
+    from omp.store.layout import TeamFiles
 
 
 class StoredMailbox:
     """One recipient's mailbox in the store."""
 
-    def __init__(self, team: TeamPaths, recipient: str) -> None:
+    def __init__(self, team: TeamFiles, recipient: str) -> None:
         store = select.current(team.project)
         assert store is not None  # only made when a store is selected
         self.store: Store = store

@@ -6,22 +6,24 @@ one scan). Anything else reads as what it is: `starting` (a fresh pending lock),
 ended on its own and said why), `dead` (since its last sign of life), or `none` (never started).
 
 Read-only and cheap (two small files, one `kill(0)`, one `/proc` read; standard library only):
-it runs on the `omp team api` path, where a writing call uses it to restart a dead monitor
-(`omp.monitor.ctl.revive`, fail-open and bounded; one monitor per project is kept by its lock).
+it runs on the per-call layer (CONTRIBUTING.md), where a writing call of a team with panes uses
+it to restart a dead monitor (`omp.monitor.ctl.revive`, fail-open and bounded; one monitor per
+project is kept by its lock). The tree as strings; the monitor's stamps compared, not parsed.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from omp import clock
 from omp.store import fs, strictjson
-from omp.store.paths import StatePaths
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from typing import Any
+
+    from omp.store.layout import ProjectFiles
+    from omp.store.paths import StatePaths
 
 RUNNING_STALE = 20.0  # as monitor_policy.Intervals; OMP_MONITOR_RUNNING_STALE_SECONDS overrides
 PENDING_STALE = 15.0
@@ -66,7 +68,7 @@ def pid_alive(pid: int, token: str) -> bool:
     return token.encode() in cmdline.split(b"\0")
 
 
-def json_file(path: Path) -> dict[str, Any] | None:
+def json_file(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     try:
         data = fs.read_bytes(path)
         obj = strictjson.loads(data) if data else None
@@ -75,24 +77,26 @@ def json_file(path: Path) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _time(value: Any) -> float | None:
-    return clock.parse_iso(value) if isinstance(value, str) else None
+def _since(value: Any, t: float) -> bool | None:
+    """Is the stamp `value` at or after `t`? None when it is no time."""
+    return clock.at_or_after(value, t) if isinstance(value, str) else None
 
 
-def judge(paths: StatePaths, now: float | None = None) -> dict[str, Any]:
+def judge(paths: StatePaths | ProjectFiles, now: float | None = None) -> dict[str, Any]:
     """`{"state", "since"?, "pid"?, "why"?}`: the monitor as it really is now. Read-only."""
     t = clock.now() if now is None else now
+    files = paths.files
     try:
-        if not paths.check(paths.monitor):
+        if not files.check(files.monitor):
             return {"state": "none"}
     except Exception:
         return {"state": "none"}
     stale = _seconds("OMP_MONITOR_RUNNING_STALE_SECONDS", RUNNING_STALE)
     scan = _seconds("OMP_MONITOR_SCAN_SECONDS", SCAN)
-    owner = json_file(paths.monitor_owner)
-    status = json_file(paths.monitor_status) or {}
-    last_scan = _time(status.get("updatedAt"))
-    since = status.get("updatedAt") if last_scan is not None else None
+    owner = json_file(files.monitor_owner)
+    status = json_file(files.monitor_status) or {}
+    scanned = _since(status.get("updatedAt"), t - stale - scan)  # None: no scan recorded
+    since = status.get("updatedAt") if scanned is not None else None
     if owner is None:
         if status.get("terminal") is True and since:
             return {"state": "stopped", "since": since, "why": str(status.get("reason", "?"))}
@@ -101,18 +105,16 @@ def judge(paths: StatePaths, now: float | None = None) -> dict[str, Any]:
         return {"state": "none"}
     token, pid, phase = owner.get("token"), owner.get("pid"), owner.get("phase")
     if phase == "pending":
-        created = _time(owner.get("createdAt"))
         pending_stale = _seconds("OMP_MONITOR_PENDING_STALE_SECONDS", PENDING_STALE)
-        if created is not None and t - created <= pending_stale:
+        if _since(owner.get("createdAt"), t - pending_stale):
             return {"state": "starting", "since": owner.get("createdAt")}
         return {"state": "dead", "since": owner.get("createdAt"), "why": "never started"}
-    beat = _time(owner.get("updatedAt"))
     if not isinstance(token, str) or not isinstance(pid, int) or isinstance(pid, bool):
         return {"state": "dead", "since": since, "why": "unreadable owner lock"}
     if not pid_alive(pid, token):
         return {"state": "dead", "since": since or owner.get("updatedAt"), "pid": pid,
                 "why": f"pid {pid} is not running"}  # fmt: skip
-    if beat is None or t - beat > stale or last_scan is None or t - last_scan > stale + scan:
+    if not _since(owner.get("updatedAt"), t - stale) or not scanned:
         return {"state": "dead", "since": since or owner.get("updatedAt"), "pid": pid,
                 "why": "no scan recently (hung)"}  # fmt: skip
     return {"state": "running", "since": status.get("startedAt"), "pid": pid}

@@ -35,14 +35,15 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from omp import clock
+from omp.conversations import record as conversations
+from omp.conversations.record import Conversation
 from omp.errors import OmpError
 from omp.mail import mailbox
 from omp.record.config import TeamConfig
 from omp.store import project_config
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths, task_id_of_lock
-from omp.tasks import conversations, presence, tasks
-from omp.tasks.conversations import Conversation
+from omp.tasks import presence, tasks
 
 Action = dict[str, Any]
 

@@ -1,35 +1,56 @@
-"""A team's `config.json`: the TypeScript tool's fields plus omp's (leader pane, tmux identity)."""
+"""A team's `config.json`: the TypeScript tool's fields plus omp's (leader pane, tmux identity).
+
+On the per-call layer (CONTRIBUTING.md): loaded, checked and asked about its members by every
+`omp team api` call, over the team's files as strings (`omp.store.layout`); `TeamConfig.paths`,
+the same directory as pathlib Paths for the rest of omp, is made when first asked for.
+"""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from omp import clock
 from omp.errors import OmpError
 from omp.store import fs
+from omp.store.layout import TeamFiles
 from omp.store.names import LEADER, is_valid_name, worker_name
-from omp.store.paths import StatePaths, TeamPaths
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
+
+    from omp.store.layout import ProjectFiles
+    from omp.store.paths import StatePaths, TeamPaths
 
 MAX_WORKERS = 32
 
 
 class TeamConfig:
-    """The parsed config; `raw` keeps every field, known or not, so rewrites lose nothing."""
+    """The parsed config; `raw` keeps every field, known or not, so rewrites lose nothing.
+    `files` is the team's directory as strings (the per-call layer's), `paths` as Paths."""
 
-    __slots__ = ("paths", "raw")
+    __slots__ = ("_paths", "files", "raw")
 
-    def __init__(self, paths: TeamPaths, raw: dict[str, Any]) -> None:
-        self.paths = paths
+    def __init__(self, team: TeamPaths | TeamFiles, raw: dict[str, Any]) -> None:
+        self.files = team.files
+        self._paths = None if isinstance(team, TeamFiles) else team
         self.raw = raw
 
     @property
+    def paths(self) -> TeamPaths:
+        if self._paths is None:
+            from pathlib import Path
+
+            from omp.store.paths import StatePaths, TeamPaths
+
+            f = self.files
+            self._paths = TeamPaths(StatePaths(Path(f.project.root)), Path(f.dir), f.ident)
+        return self._paths
+
+    @property
     def name(self) -> str:
-        return self.paths.name
+        return self.files.name
 
     @property
     def workers(self) -> list[dict[str, Any]]:
@@ -64,8 +85,10 @@ class TeamConfig:
         return ident if isinstance(ident, dict) else None
 
 
-def load(paths: TeamPaths) -> TeamConfig:
-    """Read a team's config (read-only); `unknown_team` if it has none."""
+def load(team: TeamPaths | TeamFiles) -> TeamConfig:
+    """Read a team's config (read-only); `unknown_team` if it has none. The config it gives is
+    pinned to the team's directory as it is now (`TeamPaths.ident`)."""
+    paths = team.files
     if not paths.project.check(paths.dir):
         raise _unknown(paths)
     try:
@@ -75,9 +98,7 @@ def load(paths: TeamPaths) -> TeamConfig:
     except OmpError as exc:
         if exc.code != "corrupt_state":
             raise
-        raise OmpError(
-            "invalid_config", exc.message, team=paths.name, file=str(paths.config)
-        ) from None
+        raise OmpError("invalid_config", exc.message, team=paths.name, file=paths.config) from None
     if obj is None:
         raise _unknown(paths)
     if not isinstance(obj, dict):
@@ -85,13 +106,15 @@ def load(paths: TeamPaths) -> TeamConfig:
     why = problem(obj, paths.name)
     if why is not None:
         raise OmpError(
-            "invalid_config", f"{paths.config} {why}", team=paths.name, file=str(paths.config)
+            "invalid_config", f"{paths.config} {why}", team=paths.name, file=paths.config
         )
     try:
         pinned = paths.pinned()
     except FileNotFoundError:
         raise _unknown(paths) from None
-    return TeamConfig(pinned, obj)
+    if isinstance(team, TeamFiles):
+        return TeamConfig(pinned, obj)
+    return TeamConfig(team._replace(ident=pinned.ident), obj)
 
 
 # Fields omp reads as text (names, ids, keys of its tables): another type in one of them is a
@@ -131,7 +154,7 @@ def problem(raw: dict[str, Any], team: str) -> str | None:
     return None
 
 
-def _unknown(paths: TeamPaths) -> OmpError:
+def _unknown(paths: TeamFiles) -> OmpError:
     known = list_teams(paths.project)
     hint = f"; teams here: {', '.join(known)}" if known else ""
     return OmpError(
@@ -142,20 +165,22 @@ def _unknown(paths: TeamPaths) -> OmpError:
     )
 
 
-def team_dir_entries(project: StatePaths) -> list[str]:
+def team_dir_entries(project: StatePaths | ProjectFiles) -> list[str]:
     """Every name in the teams directory, sorted ([] when it is missing or unsafe; read-only)."""
+    files = project.files
     try:
-        if not project.check(project.teams):
+        if not files.check(files.teams):
             return []
-        return sorted(os.listdir(project.teams))
+        return sorted(os.listdir(files.teams))
     except (OSError, OmpError):
         return []
 
 
-def list_teams(project: StatePaths) -> list[str]:
+def list_teams(project: StatePaths | ProjectFiles) -> list[str]:
     """Names of the teams with a config (read-only)."""
-    names = team_dir_entries(project)
-    return [n for n in names if is_valid_name(n) and project.team(n).config.is_file()]
+    files = project.files
+    names = team_dir_entries(files)
+    return [n for n in names if is_valid_name(n) and os.path.isfile(files.team(n).config)]
 
 
 def new_config(
@@ -188,9 +213,10 @@ def new_config(
     }
 
 
-def write(paths: TeamPaths, raw: dict[str, Any]) -> None:
+def write(team: TeamPaths | TeamFiles, raw: dict[str, Any]) -> None:
     """Rewrite the config of a team that exists (atomically). Only launch and create make a
     team's directory (`omp.team.setup`); a team deleted meanwhile stays deleted."""
+    paths = team.files
     if not paths.project.check(paths.dir):
         raise paths.gone()
     try:

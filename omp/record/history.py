@@ -30,30 +30,34 @@ carries a fingerprint of the first line, see `parse_cursor`):
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from omp import clock
 from omp.errors import OmpError
 from omp.store import fs, jsonl
 from omp.store.names import LEADER
-from omp.store.paths import StatePaths, TeamPaths
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
     from typing import Any
 
+    from omp.store.layout import TeamFiles
+    from omp.store.paths import StatePaths, TeamPaths
 
-def path(team: TeamPaths) -> Path:
-    return team.events
+    Team = TeamPaths | TeamFiles
 
 
-def record(team: TeamPaths, *events: dict[str, Any]) -> None:
-    """Append events (best-effort; see the module docstring)."""
+def path(team: Team) -> str:
+    return team.files.events
+
+
+def record(team: Team, *events: dict[str, Any]) -> None:
+    """Append events (best-effort; see the module docstring). On the per-call layer: a message
+    to or from the leader, a task's move."""
     if not events:
         return
     try:
-        if not os.path.isdir(team.dir) or os.path.islink(team.dir):
+        if not os.path.isdir(team.files.dir) or os.path.islink(team.files.dir):
             return  # never resurrect a deleted team
         at = clock.iso()
         with jsonl.locked(path(team)) as fd:
@@ -71,7 +75,7 @@ def record(team: TeamPaths, *events: dict[str, Any]) -> None:
 
 
 def task(
-    team: TeamPaths, before: str | None, now: dict[str, Any], extra: dict[str, Any] | None = None
+    team: Team, before: str | None, now: dict[str, Any], extra: dict[str, Any] | None = None
 ) -> None:
     """A task moved (`extra`: what else a reader should see of the move, e.g. `verify`)."""
     ev: dict[str, Any] = {
@@ -89,7 +93,7 @@ def task(
     record(team, ev)
 
 
-def messages(team: TeamPaths, records: Iterable[dict[str, Any]]) -> None:
+def messages(team: Team, records: Iterable[dict[str, Any]]) -> None:
     """Messages to or from the leader (ids and events, no bodies)."""
     evs = []
     for r in records:
@@ -104,7 +108,7 @@ def messages(team: TeamPaths, records: Iterable[dict[str, Any]]) -> None:
     record(team, *evs)
 
 
-def member(team: TeamPaths, worker: str, change: str, reason: str | None = None) -> None:
+def member(team: Team, worker: str, change: str, reason: str | None = None) -> None:
     ev: dict[str, Any] = {"type": "member", "worker": worker, "change": change}
     if reason:
         ev["reason"] = reason
@@ -151,7 +155,7 @@ def make_cursor(team: str, log: str, offset: int) -> str:
     return f"{team}:{log}:{offset}"
 
 
-def cursor_at(team: TeamPaths, offset: int) -> str:
+def cursor_at(team: Team, offset: int) -> str:
     """The cursor of `offset` in this team's log as it is now (read-only)."""
     try:
         fd = fs.open_file(path(team), os.O_RDONLY)
@@ -204,9 +208,7 @@ def parse_cursor(text: str | None, team: str) -> tuple[str | None, int]:
     return (None if log == NO_LOG else log), int(offset)
 
 
-def read_since(
-    team: TeamPaths, offset: int, log: str | None = None
-) -> tuple[list[dict[str, Any]], int]:
+def read_since(team: Team, offset: int, log: str | None = None) -> tuple[list[dict[str, Any]], int]:
     """Events after byte `offset` and the offset after the last complete line. Read-only."""
     out: list[dict[str, Any]] = []
     cursor = offset
@@ -217,7 +219,7 @@ def read_since(
 
 
 def iter_since(
-    team: TeamPaths, offset: int, block: int = 1 << 20, *, log: str | None = None
+    team: Team, offset: int, block: int = 1 << 20, *, log: str | None = None
 ) -> Iterator[tuple[list[dict[str, Any]], int]]:
     """(events, offset) a block at a time: memory follows the block, not the log. Each event
     carries its `cursor`. `log`: the fingerprint the cursor named; another log is refused.
@@ -233,7 +235,7 @@ def iter_since(
 
 
 def iter_chunks(
-    team: TeamPaths, offset: int, block: int = 1 << 20, *, log: str | None = None
+    team: Team, offset: int, block: int = 1 << 20, *, log: str | None = None
 ) -> Iterator[tuple[bytes, jsonl.Chunk, str]]:
     """(the bytes read, their parsed lines, the log's fingerprint) a block at a time, from
     `offset`: `chunk.start` is where the bytes begin, `chunk.end` the offset after them. The
@@ -246,7 +248,7 @@ def iter_chunks(
 
 
 def iter_blocks(
-    team: TeamPaths, offset: int, block: int = 1 << 20, *, log: str | None = None
+    team: Team, offset: int, block: int = 1 << 20, *, log: str | None = None
 ) -> Iterator[tuple[bytes, int, str]]:
     """(bytes, the offset they start at, the log's fingerprint) a block at a time, from
     `offset`, unparsed: each block is whole lines, each ending in its newline (a line longer
@@ -283,7 +285,7 @@ def iter_blocks(
         os.close(fd)
 
 
-def _replaced(team: TeamPaths) -> OmpError:
+def _replaced(team: Team) -> OmpError:
     return OmpError(
         "invalid_cursor",
         f"the cursor was read from another event log of team {team.name} (the team was deleted "
@@ -293,7 +295,7 @@ def _replaced(team: TeamPaths) -> OmpError:
     )
 
 
-def _stale(team: TeamPaths, offset: int, size: int) -> OmpError:
+def _stale(team: Team, offset: int, size: int) -> OmpError:
     return OmpError(
         "invalid_cursor",
         f"cursor offset {offset} is not a line boundary of team {team.name}'s event log "

@@ -10,7 +10,9 @@ mode's completion word on a line of its own or the loop's cap is reached.
 - `decision`: the pure function (loop state + reply + stop + now -> decision + new state);
 - `replies`: one writer per CLI's output shape;
 - `memory`: what the hook remembers per session (decisions to replay, Gemini's last response);
-- `run`: the glue behind `omp hook stop` (a fast path: no typer), failing open on any error;
 - `install`: `omp hooks install`, merging omp's entry into each CLI's hook file;
 - `checks`: which hooks are installed where, for `omp doctor` and `omp ralph start`.
+
+The glue behind `omp hook stop` (a fast path: no typer, failing open on any error) is the entry
+point `omp.cli.hook_stop`, above `omp.modes`, which it reads and writes through.
 """

@@ -21,23 +21,66 @@ says whether that identity is unique per stop (a timestamp) or only likely (a re
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 CLIS = ("copilot", "claude", "codex", "gemini", "pi")
 
 
-class StopInput(NamedTuple):
-    cli: str  # copilot | claude | codex | gemini | pi
-    session_id: str | None  # None when the payload has no usable one: never deduped
-    stop_id: str | None
-    exact: bool  # stop_id is unique per stop (a timestamp), not a digest of the reply
-    cwd: str | None
-    transcript_path: str | None
-    reply: str | None  # the reply text the payload carries (not Copilot's)
-    stop_ms: int | None  # Copilot: this stop's timestamp in epoch ms, to find it in the transcript
-    hook_active: bool
+class StopInput:
+    """One stop as the hook reads it. The stop's identity (`stop_id`, `exact`, `stop_ms`) is
+    worked out when first asked for: only a stop under an active loop needs it, and a digest
+    (`hashlib`) or an ISO time (`datetime`) is not worth its imports on every stop."""
+
+    __slots__ = (
+        "_ms",
+        "_parts",
+        "_stamp",
+        "cli",
+        "cwd",
+        "hook_active",
+        "reply",
+        "session_id",
+        "transcript_path",
+    )
+
+    def __init__(
+        self,
+        cli: str,  # copilot | claude | codex | gemini | pi
+        session_id: str | None,  # None when the payload has no usable one: never deduped
+        cwd: str | None,
+        transcript_path: str | None,
+        reply: str | None,  # the reply text the payload carries (not Copilot's)
+        hook_active: bool,
+        *,
+        stamp: Any = None,  # the stop's timestamp as given (Copilot, Gemini): its identity
+        parts: tuple[str | None, ...] | None = None,  # else what its digest is made of
+    ) -> None:
+        self.cli, self.session_id, self.cwd = cli, session_id, cwd
+        self.transcript_path, self.reply, self.hook_active = transcript_path, reply, hook_active
+        self._stamp, self._parts = stamp, parts
+        self._ms: tuple[int | None] | None = None
+
+    @property
+    def stop_ms(self) -> int | None:
+        """Copilot: this stop's timestamp in epoch ms, to find it in the transcript."""
+        if self._ms is None:
+            self._ms = (None if self._parts is not None else epoch_ms(self._stamp),)
+        return self._ms[0]
+
+    @property
+    def exact(self) -> bool:
+        """`stop_id` is unique per stop (a timestamp), not a digest of the reply."""
+        return self._parts is None and self.stop_ms is not None
+
+    @property
+    def stop_id(self) -> str | None:
+        if self._parts is not None:
+            return "r" + _digest(*self._parts)
+        ms = self.stop_ms
+        return None if ms is None else f"t{ms}"
 
 
 def _str(value: Any) -> str | None:
@@ -64,6 +107,8 @@ def epoch_ms(value: Any) -> int | None:
 
 
 def _digest(*parts: str | None) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     for p in parts:
         h.update((p or "").encode("utf-8", "replace") + b"\0")
@@ -104,17 +149,14 @@ def _active(payload: Mapping[str, Any]) -> bool:
 
 def _copilot(p: Mapping[str, Any]) -> StopInput:
     session = _str(p.get("sessionId")) or _str(p.get("session_id"))
-    ms = epoch_ms(p.get("timestamp"))
     return StopInput(
         cli="copilot",
         session_id=session,
-        stop_id=None if ms is None else f"t{ms}",
-        exact=ms is not None,
         cwd=_str(p.get("cwd")),
         transcript_path=_str(p.get("transcriptPath")) or _str(p.get("transcript_path")),
         reply=None,
-        stop_ms=ms,
         hook_active=_active(p),
+        stamp=p.get("timestamp"),
     )
 
 
@@ -124,13 +166,11 @@ def _claude(p: Mapping[str, Any], cli: str = "claude") -> StopInput:
     return StopInput(
         cli=cli,
         session_id=_str(p.get("session_id")),
-        stop_id="r" + _digest(text, str(_active(p))),
-        exact=False,
         cwd=_str(p.get("cwd")),
         transcript_path=_str(p.get("transcript_path")),
         reply=text,
-        stop_ms=None,
         hook_active=_active(p),
+        parts=(text, str(_active(p))),
     )
 
 
@@ -141,29 +181,24 @@ def _codex(p: Mapping[str, Any]) -> StopInput:
     return StopInput(
         cli="codex",
         session_id=_str(p.get("session_id")),
-        stop_id="r" + _digest(_str(p.get("turn_id")), text, str(_active(p))),
-        exact=False,
         cwd=_str(p.get("cwd")),
         transcript_path=_str(p.get("transcript_path")),
         reply=text,
-        stop_ms=None,
         hook_active=_active(p),
+        parts=(_str(p.get("turn_id")), text, str(_active(p))),
     )
 
 
 def _gemini(p: Mapping[str, Any]) -> StopInput:
     reply = p.get("prompt_response")
-    ms = epoch_ms(p.get("timestamp"))
     return StopInput(
         cli="gemini",
         session_id=_str(p.get("session_id")),
-        stop_id=None if ms is None else f"t{ms}",
-        exact=ms is not None,
         cwd=_str(p.get("cwd")),
         transcript_path=_str(p.get("transcript_path")),
         reply=reply if isinstance(reply, str) else None,
-        stop_ms=ms,
         hook_active=_active(p),
+        stamp=p.get("timestamp"),
     )
 
 

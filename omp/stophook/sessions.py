@@ -1,6 +1,6 @@
 """Which agent session a worker pane (or a team's leader pane) runs, as its own hooks report it.
 
-A worker's stop is never held by the leader's loop (`omp.stophook.run`). What a worker's hook
+A worker's stop is never held by the leader's loop (`omp.cli.hook_stop`). What a worker's hook
 does instead is record the agent's session for that worker, in
 `workers/<worker>/session.json`:
 
@@ -28,23 +28,29 @@ shut down less than `SHUT_GRACE_S` ago: a leader that ran the whole team in one 
 the first time after its `shutdown`, and that session is the team's; a later session in the same
 pane is not (a relaunch archives the file with the run). `workers/leader/` is made inside an
 existing team's directory only (`TeamPaths.ensure_in`), never the team's own directory.
+
+On the per-call layer (every stop of every agent runs it): the tree as strings
+(`omp.store.layout`), the clock read only for a team shut down.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
 from omp import clock
 from omp.errors import OmpError
 from omp.record import config as team_config
 from omp.store import fs, names
+from omp.store.layout import ProjectFiles, find_root
 from omp.store.names import LEADER
-from omp.store.paths import StatePaths, TeamPaths, find_root
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
+
+    from omp.store.layout import TeamFiles
+    from omp.store.paths import StatePaths, TeamPaths
 
 # What a session id may look like before omp puts it on an agent's command line: the UUIDs and
 # ids the CLIs print, never a path or a shell word: `[A-Za-z0-9][A-Za-z0-9._:-]{0,199}`, checked
@@ -58,9 +64,10 @@ def valid_id(value: object) -> str | None:
     return value if names.is_word(value, _ID_CHARS, 200) else None
 
 
-def read(team: TeamPaths, worker: str) -> dict[str, Any] | None:
+def read(team: TeamPaths | TeamFiles, worker: str) -> dict[str, Any] | None:
     """The recorded session of `worker`, or None (none, unreadable, or an id omp would not put
     on a command line). Read-only."""
+    team = team.files
     try:
         if not team.project.check(team.worker_dir(worker)):
             return None
@@ -72,14 +79,14 @@ def read(team: TeamPaths, worker: str) -> dict[str, Any] | None:
     return obj
 
 
-def _member(env: Mapping[str, str], cwd: str | None) -> tuple[TeamPaths, str] | None:
+def _member(env: Mapping[str, str], cwd: str | None) -> tuple[TeamFiles, str] | None:
     """(team, worker) when the pane's identity names a current member; else None."""
     team_name, worker = env.get("OMP_TEAM", ""), env.get("OMP_WORKER", "")
     token = env.get("OMP_LAUNCH_TOKEN", "")
     if not (names.is_valid_name(team_name) and names.is_valid_name(worker) and token):
         return None
     root = env.get("OMP_ROOT") or None
-    project = StatePaths(find_root(root or cwd))
+    project = ProjectFiles(find_root(root or cwd))
     team = project.team(team_name)
     try:
         cfg = team_config.load(team)
@@ -119,7 +126,7 @@ def record(
 
 
 def _write(
-    team: TeamPaths,
+    team: TeamFiles,
     member: str,
     agent: str,
     sid: str,
@@ -155,7 +162,9 @@ def tmux_of(env: Mapping[str, str]) -> tuple[str, str, str] | None:
     return pane, sock, pid
 
 
-def leader_teams(project: StatePaths, env: Mapping[str, str]) -> list[tuple[TeamPaths, bool]]:
+def leader_teams(
+    project: StatePaths | ProjectFiles, env: Mapping[str, str]
+) -> list[tuple[TeamFiles, bool]]:
     """(team, shut down) for the teams of `project` whose recorded leader pane is the one this
     process runs in (see the module docstring); a team shut down `SHUT_GRACE_S` ago or more is
     left out. Read-only; [] outside tmux."""
@@ -163,6 +172,7 @@ def leader_teams(project: StatePaths, env: Mapping[str, str]) -> list[tuple[Team
     if here is None:
         return []
     pane, sock, pid = here
+    project = project.files
     out = []
     for name in team_config.team_dir_entries(project):
         if not names.is_valid_name(name):
@@ -177,14 +187,14 @@ def leader_teams(project: StatePaths, env: Mapping[str, str]) -> list[tuple[Team
         server = ident.get("serverPid")
         if server is None or str(server) != pid:
             continue  # another incarnation of the server: the pane id is another pane's
-        shut = os.path.lexists(cfg.paths.shutdown)
-        if shut and not _shut_lately(cfg.paths):
+        shut = os.path.lexists(cfg.files.shutdown)
+        if shut and not _shut_lately(cfg.files):
             continue
-        out.append((cfg.paths, shut))
+        out.append((cfg.files, shut))
     return out
 
 
-def _shut_lately(team: TeamPaths) -> bool:
+def _shut_lately(team: TeamFiles) -> bool:
     """Was the team shut down less than `SHUT_GRACE_S` ago (by its `shutdown.json`)?"""
     try:
         doc = fs.read_json(team.shutdown) if fs.check_entry(team.shutdown, want_dir=False) else None
@@ -196,7 +206,7 @@ def _shut_lately(team: TeamPaths) -> bool:
 
 def record_leader(
     env: Mapping[str, str],
-    project: StatePaths,
+    project: StatePaths | ProjectFiles,
     *,
     agent: str,
     session_id: str | None,

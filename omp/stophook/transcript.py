@@ -12,7 +12,7 @@ FIFO, a file of a terabyte, a link to one of them. `read_tail` is the one reader
 regular file only (checked by `lstat` before the open and by `fstat` on the descriptor, opened
 with `O_NOFOLLOW | O_NONBLOCK`, so neither a link nor a FIFO is ever followed or waited on), and
 only its last `TAIL_BYTES` as they were when it was opened. The wait is capped by `MAX_WAIT_MS`,
-inside the hook's own time budget (omp/stophook/run.py).
+inside the hook's own time budget (omp/cli/hook_stop.py).
 """
 
 from __future__ import annotations

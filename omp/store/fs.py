@@ -24,15 +24,18 @@ import errno
 import json
 import os
 import stat
-from pathlib import Path
 
 from omp.errors import OmpError
 from omp.store import strictjson
-from omp.store.tree import GITIGNORE, OMP_DIR, STATE_DIR, in_state_tree
+from omp.store.tree import GITIGNORE, OMP_DIR, STATE_DIR, below, in_state_tree
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypeVar
+
+    from omp.store.tree import StrPath
+
+    P = TypeVar("P", bound=StrPath)
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -44,16 +47,16 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 
 
-def _unsafe(path: Path, why: str) -> OmpError:
+def _unsafe(path: StrPath, why: str) -> OmpError:
     return OmpError("unsafe_path", f"refusing {path}: {why}", path=str(path))
 
 
-def storage_error(path: Path, exc: OSError) -> OmpError:
+def storage_error(path: StrPath, exc: OSError) -> OmpError:
     reason = exc.strerror or str(exc)
     return OmpError("storage_error", f"cannot write {path}: {reason}", path=str(path))
 
 
-def _check_stat(path: Path, st: os.stat_result, *, want_dir: bool) -> None:
+def _check_stat(path: StrPath, st: os.stat_result, *, want_dir: bool) -> None:
     if stat.S_ISLNK(st.st_mode):
         raise _unsafe(path, "it is a symlink")
     if st.st_uid != os.geteuid():
@@ -70,7 +73,7 @@ def _check_stat(path: Path, st: os.stat_result, *, want_dir: bool) -> None:
         raise _unsafe(path, _widened(path, st))
 
 
-def _widened(path: Path, st: os.stat_result) -> str:
+def _widened(path: StrPath, st: os.stat_result) -> str:
     """Why a widened entry is refused, naming who could write it and the chmod that fixes it."""
     import shlex
 
@@ -135,7 +138,7 @@ def _lookup_private(gid: int, uid: int) -> bool:
         return False  # cannot tell: fail closed
 
 
-def check_entry(path: Path, *, want_dir: bool) -> bool:
+def check_entry(path: StrPath, *, want_dir: bool) -> bool:
     """True if `path` exists as a safe entry of the wanted kind, False if it does not exist."""
     try:
         st = os.lstat(path)
@@ -145,15 +148,15 @@ def check_entry(path: Path, *, want_dir: bool) -> bool:
     return True
 
 
-def ensure_dir(path: Path, *, base: Path) -> Path:
+def ensure_dir(path: P, *, base: StrPath) -> P:
     """Create `path` (and its parents up to `base`) 0700, refusing symlinks and foreign owners.
 
     `base` itself (the project root) is trusted as given; every component below it is checked.
     """
-    rel = path.relative_to(base)
-    cur = base
-    for part in rel.parts:
-        cur = cur / part
+    top = os.fspath(base)
+    cur = top
+    for part in below(path, top):
+        parent, cur = cur, os.path.join(cur, part)
         if not check_entry(cur, want_dir=True):
             try:
                 os.mkdir(cur, DIR_MODE)
@@ -171,10 +174,10 @@ def ensure_dir(path: Path, *, base: Path) -> Path:
                 # makes the tree), state works without it, and raising would not bring it back
                 # (the directory exists now, so no later call writes it); that call's own writes
                 # report a full disk themselves.
-                if cur.parent == base and part == OMP_DIR:
+                if parent == top and part == OMP_DIR:
                     write_gitignore(cur, IGNORE_ALL)
-                elif part == STATE_DIR and cur.parent == base / OMP_DIR:  # `.omp/` is the user's
-                    write_gitignore(cur.parent, IGNORE_STATE)
+                elif part == STATE_DIR and parent == os.path.join(top, OMP_DIR):  # the user's
+                    write_gitignore(parent, IGNORE_STATE)
             check_entry(cur, want_dir=True)
     return path
 
@@ -183,7 +186,7 @@ IGNORE_ALL = b"# omp's state, worktrees and logs: never committed\n*\n"
 IGNORE_STATE = b"# omp's state: never committed (the settings beside it are yours)\n/state/\n"
 
 
-def write_gitignore(directory: Path, body: bytes, *, required: bool = False) -> bool:
+def write_gitignore(directory: StrPath, body: bytes, *, required: bool = False) -> bool:
     """Give `directory` a `.gitignore` holding `body` unless it has one; True when written.
 
     The one writer of omp's `.gitignore` files: `.omp/.gitignore` (see `ensure_dir`) and that of
@@ -192,7 +195,7 @@ def write_gitignore(directory: Path, body: bytes, *, required: bool = False) -> 
     fails leaves no file behind, so the next writer starts afresh. The error policy is the
     caller's: by default a failure is swallowed (False), with `required` it is `storage_error`.
     """
-    path = directory / GITIGNORE
+    path = os.path.join(directory, GITIGNORE)
     try:  # (no `contextlib.suppress`: contextlib is kept off the per-call path)
         fd = os.open(
             path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, FILE_MODE
@@ -221,7 +224,7 @@ def write_gitignore(directory: Path, body: bytes, *, required: bool = False) -> 
     return True
 
 
-def open_file(path: Path, flags: int, *, create: bool = False) -> int:
+def open_file(path: StrPath, flags: int, *, create: bool = False) -> int:
     """Open a regular file without following a symlink; refuse foreign owners and open modes.
 
     The checks run on the opened descriptor (`fstat`), so what is checked is what is used.
@@ -245,7 +248,7 @@ def open_file(path: Path, flags: int, *, create: bool = False) -> int:
     return fd
 
 
-def read_bytes(path: Path) -> bytes | None:
+def read_bytes(path: StrPath) -> bytes | None:
     """The whole file, or None if it does not exist."""
     try:
         fd = open_file(path, os.O_RDONLY)
@@ -260,7 +263,7 @@ def read_bytes(path: Path) -> bytes | None:
         os.close(fd)
 
 
-def read_json(path: Path) -> Any | None:
+def read_json(path: StrPath) -> Any | None:
     """Parsed JSON, or None if the file is missing. A file that is not JSON omp could have
     written (truncated, not UTF-8, `NaN`, `Infinity`, `1e999`, nested too deeply: see
     `omp.store.strictjson`) is `corrupt_state` naming it: the one door every state file is read
@@ -275,7 +278,7 @@ def read_json(path: Path) -> Any | None:
         raise corrupt(path, exc.why) from None
 
 
-def corrupt(path: Path, why: str) -> OmpError:
+def corrupt(path: StrPath, why: str) -> OmpError:
     """The error for a state file omp cannot trust: names the file and what is wrong. Nothing
     is changed on disk by the refusal; the way out is the person's (fix or remove the file)."""
     return OmpError(
@@ -285,7 +288,7 @@ def corrupt(path: Path, why: str) -> OmpError:
     )
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: StrPath, data: bytes) -> None:
     """Write via a temp file in the same directory and `os.replace`: readers see old or new."""
     check_entry(path, want_dir=False)
     fd, tmp = _temp_beside(path)
@@ -300,15 +303,16 @@ def write_atomic(path: Path, data: bytes) -> None:
     except OSError as exc:
         if fd >= 0:
             os.close(fd)
-        _unlink_quietly(Path(tmp))
+        _unlink_quietly(tmp)
         raise storage_error(path, exc) from exc
 
 
-def _temp_beside(path: Path) -> tuple[int, str]:
+def _temp_beside(path: StrPath) -> tuple[int, str]:
     """A new private temp file next to `path` (what `tempfile.mkstemp` does, without its
-    ~4 ms of imports on every `omp team api` call)."""
+    ~8 ms of imports on every `omp team api` call)."""
     for _ in range(16):
-        tmp = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
+        where, name = os.path.split(os.fspath(path))
+        tmp = os.path.join(where, f".{name}.{os.urandom(6).hex()}.tmp")
         try:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
             return os.open(tmp, flags, FILE_MODE), tmp
@@ -319,12 +323,12 @@ def _temp_beside(path: Path) -> tuple[int, str]:
     raise storage_error(path, FileExistsError(17, "no free temporary name"))
 
 
-def write_json_atomic(path: Path, obj: Any, *, pretty: bool = True) -> None:
+def write_json_atomic(path: StrPath, obj: Any, *, pretty: bool = True) -> None:
     text = json.dumps(obj, indent=2 if pretty else None, ensure_ascii=False)
     write_atomic(path, (text + "\n").encode())
 
 
-def _unlink_quietly(path: Path) -> None:
+def _unlink_quietly(path: StrPath) -> None:
     try:
         os.unlink(path)
     except OSError:

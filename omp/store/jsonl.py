@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 from omp.store import fs, locks, strictjson
 
@@ -23,6 +22,8 @@ TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off t
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
+
+    from omp.store.tree import StrPath
 
 
 def encode(record: dict[str, Any]) -> bytes:
@@ -36,7 +37,7 @@ class locked:
 
     __slots__ = ("_create", "_fd", "path")
 
-    def __init__(self, path: Path, *, create: bool = True) -> None:
+    def __init__(self, path: StrPath, *, create: bool = True) -> None:
         self.path, self._create, self._fd = path, create, -1
 
     def __enter__(self) -> int:
@@ -56,7 +57,7 @@ class locked:
         os.close(self._fd)  # closing the last descriptor releases the flock
 
 
-def append_locked(fd: int, data: bytes, path: Path, *, clean_end: int = -1) -> int:
+def append_locked(fd: int, data: bytes, path: StrPath, *, clean_end: int = -1) -> int:
     """Append under a lock the caller holds; returns the offset the data starts at.
 
     `clean_end`: a size at which the caller knows the file ends in a newline (its own last
@@ -74,7 +75,7 @@ def append_locked(fd: int, data: bytes, path: Path, *, clean_end: int = -1) -> i
     return end
 
 
-def append(path: Path, record: dict[str, Any]) -> int:
+def append(path: StrPath, record: dict[str, Any]) -> int:
     """Append one record as one line; returns its byte offset."""
     data = encode(record)
     with locked(path) as fd:
@@ -89,7 +90,7 @@ class Appender:
     every line (the library path that writes many records, e.g. an import or a benchmark).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: StrPath) -> None:
         self.path = path
         try:
             self.fd = fs.open_file(path, os.O_RDWR | os.O_APPEND, create=True)
@@ -212,7 +213,7 @@ def read_fd(fd: int, offset: int = 0) -> Chunk:
     return chunk
 
 
-def read_from(path: Path, offset: int = 0) -> Chunk:
+def read_from(path: StrPath, offset: int = 0) -> Chunk:
     """Complete lines from `offset` to the end of the file (missing file: nothing)."""
     try:
         fd = fs.open_file(path, os.O_RDONLY)
@@ -224,7 +225,7 @@ def read_from(path: Path, offset: int = 0) -> Chunk:
         os.close(fd)
 
 
-def read_cursor(path: Path) -> int:
+def read_cursor(path: StrPath) -> int:
     """A cursor file `{"bytesRead": N}` (the TypeScript tool's format); 0 if missing.
 
     A damaged one is `corrupt_state` naming it, never read as 0: from 0 every line would be
@@ -239,11 +240,11 @@ def read_cursor(path: Path) -> int:
     raise fs.corrupt(path, 'is not a cursor ({"bytesRead": N} with N a count of bytes)')
 
 
-def write_cursor(path: Path, offset: int) -> None:
+def write_cursor(path: StrPath, offset: int) -> None:
     fs.write_json_atomic(path, {"bytesRead": offset}, pretty=False)
 
 
-def read_new(path: Path, cursor: Path) -> Chunk:
+def read_new(path: StrPath, cursor: StrPath) -> Chunk:
     """Read past the cursor and move it at once, before the caller sees the lines.
 
     A caller killed after this returns but before it handled the lines has lost them (the cursor
@@ -254,7 +255,7 @@ def read_new(path: Path, cursor: Path) -> Chunk:
     return chunk
 
 
-def consume(path: Path, cursor: Path, handle: Callable[[Chunk], None]) -> Chunk:
+def consume(path: StrPath, cursor: StrPath, handle: Callable[[Chunk], None]) -> Chunk:
     """Read past the cursor, hand the lines to `handle`, and only then move the cursor.
 
     At-least-once: if `handle` raises, or the process dies before it returns, the cursor stays
@@ -267,11 +268,11 @@ def consume(path: Path, cursor: Path, handle: Callable[[Chunk], None]) -> Chunk:
     return chunk
 
 
-def _advance(cursor: Path, chunk: Chunk) -> None:
+def _advance(cursor: StrPath, chunk: Chunk) -> None:
     if chunk.end != chunk.start or chunk.reset:
         write_cursor(cursor, chunk.end)
 
 
-def peek_new(path: Path, cursor: Path) -> Chunk:
+def peek_new(path: StrPath, cursor: StrPath) -> Chunk:
     """Like `read_new` but never moves the cursor."""
     return read_from(path, read_cursor(cursor))

@@ -17,9 +17,12 @@ import errno
 import fcntl
 import os
 import time
-from pathlib import Path
 
 from omp.store import fs
+
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
+if TYPE_CHECKING:
+    from omp.store.tree import StrPath
 
 _BUSY = (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
 POLL = 0.005
@@ -49,7 +52,7 @@ def release(fd: int) -> None:
 
 
 # The context managers below are classes, not `contextlib.contextmanager` generators: the
-# `omp team api` path takes locks on every call, and `contextlib` costs ~0.5 ms of imports.
+# `omp team api` path takes locks on every call, and importing `contextlib` costs ~2 ms.
 
 
 class holding:
@@ -76,7 +79,7 @@ class flocked:
 
     __slots__ = ("_fd", "_path", "_poll", "_wait")
 
-    def __init__(self, path: Path, wait: bool | float = True, *, poll: float = POLL) -> None:
+    def __init__(self, path: StrPath, wait: bool | float = True, *, poll: float = POLL) -> None:
         self._path, self._wait, self._poll, self._fd = path, wait, poll, -1
 
     def __enter__(self) -> bool:
@@ -91,13 +94,14 @@ class flocked:
         os.close(self._fd)  # closing the last descriptor releases the flock
 
 
-def create_exclusive(path: Path, data: bytes, *, whole: bool = False) -> bool:
+def create_exclusive(path: StrPath, data: bytes, *, whole: bool = False) -> bool:
     """Create `path` holding `data` only if nothing is there: False if something was.
 
     `whole`: write a complete file beside it and hard-link it into place, so no reader ever
     sees it half-written. A failed write leaves nothing behind (`storage_error`).
     """
-    target = path.with_name(f".{path.name}.{os.urandom(6).hex()}.new") if whole else path
+    where, name = os.path.split(os.fspath(path))
+    target = os.path.join(where, f".{name}.{os.urandom(6).hex()}.new") if whole else path
     try:
         fd = fs.open_file(target, os.O_WRONLY | os.O_EXCL, create=True)
     except FileExistsError:
@@ -125,7 +129,7 @@ def create_exclusive(path: Path, data: bytes, *, whole: bool = False) -> bool:
         _unlink_quietly(target)
 
 
-def _unlink_quietly(path: Path) -> None:
+def _unlink_quietly(path: StrPath) -> None:
     try:
         os.unlink(path)
     except OSError:

@@ -9,9 +9,8 @@ if TYPE_CHECKING:
     from typing import TypeGuard
 
 # Checked with str methods, not regular expressions: a name is checked on every `omp team api`
-# call, and compiling the two patterns cost ~0.3 ms a process (and `re` itself ~5 ms where the
-# console script does not import it). The patterns they stand for, pinned by
-# tests/store/test_names_paths.py: a name `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`, a task id
+# call, and compiling the two patterns cost ~0.3 ms a process. The patterns they stand for,
+# pinned by tests/store/test_names_paths.py: a name `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`, a task id
 # `[A-Za-z0-9_-]{1,64}`.
 ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 NAME_CHARS = _NAME_CHARS = ALNUM + "._-"

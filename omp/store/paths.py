@@ -1,6 +1,8 @@
 """Where state lives: `<root>/.omp/state/`, the root found from the working directory.
 
-The one map of the tree: every file and directory name of it is spelled here and nowhere else.
+The one map of the tree, as pathlib Paths: every file and directory name of it is spelled here
+or, for the files the per-call commands touch, in `omp.store.layout` (the same map as strings,
+which this one hands out as `files` and builds those paths from), and nowhere else.
 The names are shared with the TypeScript tool (and pinned by the `.omp-example/` tests): keep
 them as they are.
 
@@ -33,15 +35,23 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from omp.errors import OmpError
-from omp.store import fs
-from omp.store.names import recipient_name, team_name, worker_name
-from omp.store.tree import OMP_DIR, STATE_DIR, in_state_tree
+from omp.store import layout
+from omp.store.layout import PROJECT_MARK, ROOT_MARKERS, task_id_of_lock, task_id_of_record
+from omp.store.names import team_name
+from omp.store.tree import in_state_tree
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
-__all__ = ["in_state_tree"]  # the test for the private part of the tree, named with the map
+if TYPE_CHECKING:
+    from omp.errors import OmpError
 
-ROOT_MARKERS = (OMP_DIR, ".git")
+__all__ = [  # the test for the private part of the tree, and the names of `layout`, with the map
+    "PROJECT_MARK",
+    "ROOT_MARKERS",
+    "in_state_tree",
+    "task_id_of_lock",
+    "task_id_of_record",
+]
+
 TOMB_PREFIX = ".tomb-"
 _LOCK, _JSON, _JSONL = ".lock", ".json", ".jsonl"
 
@@ -50,20 +60,9 @@ def _stem(name: str, suffix: str) -> str | None:
     return name[: -len(suffix)] if name.endswith(suffix) else None
 
 
-def task_id_of_lock(name: str) -> str | None:
-    """The task id a `tasks/` entry named `name` locks, or None if it is no lock file."""
-    return _stem(name, _LOCK)
-
-
 def recipient_of_mailbox(name: str) -> str | None:
     """The recipient a `mailbox/` entry named `name` holds mail for (unvalidated), or None."""
     return _stem(name, _JSONL)
-
-
-def task_id_of_record(name: str) -> str | None:
-    """The task id of a `tasks/` or `conversations/` record named `name`, or None (a hidden
-    file such as the summary, a lock, anything else)."""
-    return None if name.startswith(".") else _stem(name, _JSON)
 
 
 def is_hook_file(name: str, kind: str) -> bool:
@@ -96,91 +95,37 @@ RESUME_INBOX = "resume.md"  # what `omp team resume` tells a restarted worker (f
 
 
 def find_root(cwd: str | os.PathLike[str] | None = None) -> Path:
-    """`OMP_ROOT`, else the nearest ancestor of `cwd` holding `.omp/` or `.git` (for a worker's
-    git worktree: the project it serves, see `_worker_project`), else `cwd`."""
-    env = os.environ.get("OMP_ROOT")
-    if env:
-        root = Path(env)
-        if not root.is_absolute():
-            root = Path.cwd() / root
-        if not root.is_dir():
-            raise OmpError("invalid_root", f"OMP_ROOT={env} is not a directory")
-        return root
-    start = Path(cwd) if cwd is not None else Path.cwd()
-    if not start.is_absolute():
-        start = Path.cwd() / start
-    if not start.is_dir():
-        raise OmpError("invalid_input", f"cwd {start} is not a directory")
-    start = start.resolve()
-    for d in (start, *start.parents):
-        if any(os.path.lexists(d / m) for m in ROOT_MARKERS):
-            return _worker_project(d) or d
-    return start
-
-
-PROJECT_MARK = "omp-project"  # in a worker's worktree's git directory: the project it serves
-_MARK_MAX = 4096
-
-
-def _worker_project(d: Path) -> Path | None:
-    """The project a worker's git worktree at `d` belongs to, or None. Launch writes the
-    project's root into the worktree's own git directory (`.git/worktrees/<name>/omp-project`,
-    which git keeps out of every checkout and removes with the worktree), so omp run inside a
-    worker's worktree without OMP_ROOT (a person who `cd`s there, a shell that dropped it) finds
-    the team's state rather than a state tree of its own. A `.omp/` there without a state tree
-    is the project's committed settings (`.omp/config.toml`, checked out in every worktree), not
-    a project of its own. Cheap: two small reads, no git."""
-    dot_git = d / ".git"
-    if (
-        os.path.lexists(d / OMP_DIR / STATE_DIR)
-        or not os.path.isfile(dot_git)
-        or os.path.islink(dot_git)
-    ):
-        return None
-    try:
-        with open(dot_git, "rb") as f:
-            head = f.read(_MARK_MAX).decode("utf-8", "replace").strip()
-        if not head.startswith("gitdir:"):
-            return None
-        gitdir = Path(head[len("gitdir:") :].strip())
-        gitdir = gitdir if gitdir.is_absolute() else d / gitdir
-        with open(gitdir / PROJECT_MARK, "rb") as f:
-            root = Path(f.read(_MARK_MAX).decode("utf-8", "replace").strip())
-    except OSError:
-        return None
-    if (
-        root.is_absolute()
-        and root.is_dir()
-        and any(os.path.lexists(root / m) for m in ROOT_MARKERS)
-    ):
-        return root
-    return None
+    """`OMP_ROOT`, else the nearest ancestor of `cwd` holding `.omp/` or `.git` (a worker's git
+    worktree: the project it serves), else `cwd` (`omp.store.layout.find_root`)."""
+    return Path(layout.find_root(cwd))
 
 
 class StatePaths(NamedTuple):
-    """Paths of one project's state tree. Nothing here touches the disk.
-
-    NamedTuples, not dataclasses, on the `omp team api` path: `dataclasses` imports `inspect`,
-    about 10 ms of every call.
-    """
+    """Paths of one project's state tree. Nothing here touches the disk but `check` and
+    `ensure`. (Not on the per-call way: that takes `files`, the same tree as strings.)"""
 
     root: Path
 
     @property
+    def files(self) -> layout.ProjectFiles:
+        """The same tree as strings (`omp.store.layout`): what the per-call layer takes."""
+        return layout.ProjectFiles(self.root)
+
+    @property
     def omp_dir(self) -> Path:
-        return self.root / OMP_DIR
+        return Path(self.files.omp_dir)
 
     @property
     def state(self) -> Path:
-        return self.omp_dir / STATE_DIR
+        return Path(self.files.state)
 
     @property
     def teams(self) -> Path:
-        return self.state / "team"
+        return Path(self.files.teams)
 
     @property
     def config_toml(self) -> Path:
-        return self.omp_dir / "config.toml"
+        return Path(self.files.config_toml)
 
     @property
     def agents_toml(self) -> Path:
@@ -233,15 +178,15 @@ class StatePaths(NamedTuple):
 
     @property
     def monitor(self) -> Path:
-        return self.state / "team-monitor"
+        return Path(self.files.monitor)
 
     @property
     def monitor_owner(self) -> Path:
-        return self.monitor / "owner.lock"
+        return Path(self.files.monitor_owner)
 
     @property
     def monitor_status(self) -> Path:
-        return self.monitor / "status.json"
+        return Path(self.files.monitor_status)
 
     @property
     def monitor_events(self) -> Path:
@@ -301,7 +246,7 @@ class StatePaths(NamedTuple):
         return self.state / "locks"
 
     def mode_file(self, mode: str) -> Path:
-        return self.state / f"{mode}{_JSON}"
+        return Path(self.files.mode_file(mode))
 
     def tombstone(self, kind: str, team: str, tag: str) -> Path:
         """`.tomb-<kind>~<team>~<tag>`: `~` is in no team name, so the team is recoverable."""
@@ -312,16 +257,12 @@ class StatePaths(NamedTuple):
 
     def ensure(self, path: Path) -> Path:
         """Create a directory under the root, fail-closed (see `fs.ensure_dir`)."""
-        return fs.ensure_dir(path, base=self.root)
+        self.files.ensure(path)
+        return path
 
     def check(self, path: Path) -> bool:
         """Check every existing directory from the root down to `path` (inclusive)."""
-        cur = self.root
-        for part in path.relative_to(self.root).parts:
-            cur = cur / part
-            if not fs.check_entry(cur, want_dir=True):
-                return False
-        return True
+        return self.files.check(path)
 
 
 class TeamPaths(NamedTuple):
@@ -338,39 +279,28 @@ class TeamPaths(NamedTuple):
     dir: Path
     ident: tuple[int, int] | None = None
 
+    @property
+    def files(self) -> layout.TeamFiles:
+        """The same directory as strings (`omp.store.layout`): what the per-call layer takes."""
+        return layout.TeamFiles(self.project.files, self.dir, self.ident)
+
     def pinned(self) -> TeamPaths:
         """These paths, pinned to the directory that is there now (see `ident`)."""
-        st = os.lstat(self.dir)
-        return self._replace(ident=(st.st_dev, st.st_ino))
+        return self._replace(ident=self.files.pinned().ident)
 
     def gone(self) -> OmpError:
-        return OmpError(
-            "unknown_team",
-            f"team {self.name} was deleted (or deleted and made again) while this call ran; "
-            "nothing was written",
-            team=self.name,
-        )
+        return self.files.gone()
 
     def verify(self) -> None:
         """`unknown_team` unless the team's directory is still there and, when pinned, is still
         the directory the config was loaded from. Writers call it holding their file's lock."""
-        try:
-            st = os.lstat(self.dir)
-        except FileNotFoundError:
-            raise self.gone() from None
-        if self.ident is not None and (st.st_dev, st.st_ino) != self.ident:
-            raise self.gone()
+        self.files.verify()
 
     def ensure_in(self, path: Path) -> Path:
         """Create a directory inside this team's directory, which must exist: a team deleted
         meanwhile stays deleted (`unknown_team`), its directory is never made again here."""
-        if not self.project.check(self.dir):
-            raise self.gone()
-        try:
-            return fs.ensure_dir(path, base=self.dir)
-        except OmpError:
-            self.verify()  # the team went away under us: say that, not a storage error
-            raise
+        self.files.ensure_in(path)
+        return path
 
     @property
     def name(self) -> str:
@@ -378,11 +308,11 @@ class TeamPaths(NamedTuple):
 
     @property
     def config(self) -> Path:
-        return self.dir / "config.json"
+        return Path(self.files.config)
 
     @property
     def events(self) -> Path:
-        return self.dir / "events.jsonl"
+        return Path(self.files.events)
 
     @property
     def members_lock(self) -> Path:
@@ -398,7 +328,7 @@ class TeamPaths(NamedTuple):
 
     @property
     def conversations_dir(self) -> Path:
-        return self.dir / "conversations"
+        return Path(self.files.conversations_dir)
 
     def conversation(self, task_id: str) -> Path:
         return self.conversations_dir / f"{task_id}{_JSON}"
@@ -410,7 +340,7 @@ class TeamPaths(NamedTuple):
 
     @property
     def shutdown(self) -> Path:
-        return self.dir / "shutdown.json"
+        return Path(self.files.shutdown)
 
     @property
     def budget(self) -> Path:
@@ -432,28 +362,28 @@ class TeamPaths(NamedTuple):
 
     @property
     def mailbox_dir(self) -> Path:
-        return self.dir / "mailbox"
+        return Path(self.files.mailbox_dir)
 
     @property
     def tasks_dir(self) -> Path:
-        return self.dir / "tasks"
+        return Path(self.files.tasks_dir)
 
     @property
     def workers_dir(self) -> Path:
-        return self.dir / "workers"
+        return Path(self.files.workers_dir)
 
     def mailbox(self, recipient: str) -> Path:
-        return self.mailbox_dir / f"{recipient_name(recipient)}{_JSONL}"
+        return Path(self.files.mailbox(recipient))
 
     def mailbox_index(self, recipient: str) -> Path:
-        return self.mailbox_dir / f".{recipient_name(recipient)}.index.json"
+        return Path(self.files.mailbox_index(recipient))
 
     def nudge_record(self, recipient: str) -> Path:
         """The last nudge typed into the recipient's pane and the unread ids it covered."""
-        return self.mailbox_dir / f".{recipient_name(recipient)}.nudge.json"
+        return Path(self.files.nudge_record(recipient))
 
     def worker_dir(self, worker: str) -> Path:
-        return self.workers_dir / worker_name(worker)
+        return Path(self.files.worker_dir(worker))
 
     def inbox(self, worker: str) -> Path:
         return self.worker_dir(worker) / INBOX
@@ -462,18 +392,17 @@ class TeamPaths(NamedTuple):
         return self.worker_dir(worker) / "result.md"
 
     def session(self, worker: str) -> Path:
-        """The worker agent's own session (`{agent, sessionId, transcriptPath, cwd, updatedAt}`),
-        recorded by the stop hook; `omp team resume` resumes it."""
-        return self.worker_dir(worker) / "session.json"
+        """The worker agent's own session (`omp.store.layout.TeamFiles.session`)."""
+        return Path(self.files.session(worker))
 
     def resume_inbox(self, worker: str) -> Path:
         return self.worker_dir(worker) / RESUME_INBOX
 
     def outbox(self, worker: str) -> Path:
-        return self.worker_dir(worker) / "outbox.jsonl"
+        return Path(self.files.outbox(worker))
 
     def heartbeat(self, worker: str) -> Path:
-        return self.worker_dir(worker) / "heartbeat.json"
+        return Path(self.files.heartbeat(worker))
 
     def run_files(self, worker: str) -> tuple[Path, ...]:
         """What one run of a team leaves per worker; a relaunch under the same name starts
@@ -490,10 +419,10 @@ class TeamPaths(NamedTuple):
         )
 
     def task(self, task_id: str) -> Path:
-        return self.tasks_dir / f"{task_id}{_JSON}"
+        return Path(self.files.task(task_id))
 
     def task_lock(self, task_id: str) -> Path:
-        return self.tasks_dir / f"{task_id}{_LOCK}"
+        return Path(self.files.task_lock(task_id))
 
     def verify_dir(self, task_id: str) -> Path:
         """The check of a completion (`--verify`): its state, log and lock, beside the task."""
@@ -507,4 +436,4 @@ class TeamPaths(NamedTuple):
     @property
     def tasks_guard(self) -> Path:
         """The flock serialising every change of the team's tasks."""
-        return self.tasks_dir / ".guard"
+        return Path(self.files.tasks_guard)

@@ -31,6 +31,9 @@ from omp.store.paths import StatePaths
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from omp.store.backend import Store
+    from omp.store.layout import ProjectFiles
+
+    Project = StatePaths | ProjectFiles
 
 ENV = "OMP_STORE"
 ENV_FILE = "OMP_STORE_FILE"
@@ -46,11 +49,11 @@ class Settings(NamedTuple):
     wait_seconds: float = 30.0
 
 
-def settings(paths: StatePaths) -> Settings:
+def settings(paths: Project) -> Settings:
     return project_config.load_section(paths, "store", Settings, "store setting")
 
 
-def configured_url(paths: StatePaths) -> str:
+def configured_url(paths: Project) -> str:
     """The store URL this process should use; "" for the files."""
     url = os.environ.get(ENV, "")
     if not url and (path := os.environ.get(ENV_FILE)):
@@ -115,7 +118,7 @@ def warnings(url: str) -> list[str]:
     ]
 
 
-def namespace(paths: StatePaths, url: str) -> str:
+def namespace(paths: Project, url: str) -> str:
     from urllib.parse import parse_qsl, urlsplit
 
     for key, value in parse_qsl(urlsplit(url).query):
@@ -126,7 +129,9 @@ def namespace(paths: StatePaths, url: str) -> str:
         return ns
     import hashlib
 
-    return "p" + hashlib.sha256(str(paths.root).encode()).hexdigest()[:12]
+    # the real path: the leader and its workers name one project alike, however they got there
+    root = os.path.realpath(paths.root)
+    return "p" + hashlib.sha256(root.encode()).hexdigest()[:12]
 
 
 def with_namespace(url: str, ns: str) -> str:
@@ -164,7 +169,7 @@ def open_store(root: Path, *, url: str | None = None) -> Store:
 _OPEN: dict[tuple[str, str], Store] = {}
 
 
-def current(paths: StatePaths) -> Store | None:
+def current(paths: Project) -> Store | None:
     """The project's store when it is not the files (None: the files, the default), opened
     once per process. What mail/ and tasks/ ask before they touch a file."""
     if not project_config.store_selected(paths):
@@ -175,5 +180,5 @@ def current(paths: StatePaths) -> Store | None:
     key = (str(paths.root), url)
     store = _OPEN.get(key)
     if store is None:
-        store = _OPEN[key] = open_store(paths.root, url=url)
+        store = _OPEN[key] = open_store(Path(paths.root), url=url)
     return store

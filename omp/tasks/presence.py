@@ -13,32 +13,34 @@ Presence is classified when read, never by a write:
 - `stalled`: alive as far as anyone knows, but nothing for longer (mail waits; it does not bounce);
 - `unknown`: never seen (no heartbeat yet, or the leader, whose presence is not tracked).
 
-Status (`available`, `busy`, `inactive`) is derived from the files: an open task conversation or a
-claimed `in_progress` task makes a member busy; `offline` presence, or a worker marked inactive by
-the sweep (no `task_cancel_ack` in time), makes it inactive until its next own API call.
+Status (`available`, `busy`, `inactive`: whether a member may take a request) is the task
+conversations' question and lives with them (`omp.conversations.availability`); it reads presence
+from here. A worker marked inactive by the sweep (no `task_cancel_ack` in time) stays so until
+its next own API call (`touch`).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from omp import clock
 from omp.errors import OmpError
-from omp.record.config import TeamConfig
 from omp.store import fs
 from omp.store.names import LEADER
-from omp.store.paths import TeamPaths
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
     from typing import Any
+
+    from omp.record.config import TeamConfig
+    from omp.store.layout import TeamFiles
+    from omp.store.paths import TeamPaths
+
+    Team = TeamPaths | TeamFiles
 
 LIVE_SECONDS = 45.0
 # The monitor's look rewrites a live heartbeat at most this often: every scan would be churn.
 OBSERVE_REFRESH_SECONDS = 10.0
-STATUSES = ("available", "busy", "inactive")
 DEAD_PANES = frozenset({"dead", "gone"})
 OMP_SOURCES = frozenset({"api", "pane", "sweep"})  # the writers of a heartbeat omp trusts
 
@@ -83,15 +85,12 @@ class Heartbeat:
         # Only a heartbeat omp wrote is evidence of death: the TypeScript tool's task calls write
         # the pid of their own short-lived CLI process, which has exited by the time anyone reads
         # it. A foreign heartbeat still says when someone was active, never that a worker is gone.
-        source = obj.get("source")
-        ours = isinstance(source, str) and source in OMP_SOURCES
-        pid = obj.get("pid") if ours else None
-        pane = obj.get("pane_id")
+        ours = _ours(obj)
         state = obj.get("state") if ours else "live"
         inactive = obj.get("inactive") if ours else None
         return cls(
-            pid=pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None,
-            pane_id=pane if isinstance(pane, str) else None,
+            pid=_pid(obj),
+            pane_id=_pane(obj),
             state=state if state in ("live", "offline") else "live",
             updated_at=clock.parse_iso(str(obj.get("updated_at", ""))),
             inactive=inactive if isinstance(inactive, dict) else None,
@@ -99,18 +98,39 @@ class Heartbeat:
         )
 
 
-def heartbeat_path(team: TeamPaths, worker: str) -> Path:
-    return team.heartbeat(worker)
+def _ours(obj: dict[str, Any]) -> bool:
+    source = obj.get("source")
+    return isinstance(source, str) and source in OMP_SOURCES
 
 
-def read(team: TeamPaths, worker: str) -> Heartbeat | None:
-    """The worker's heartbeat, or None (missing, unparsable or unsafe: never seen). Read-only."""
+def _pid(obj: dict[str, Any]) -> int | None:
+    pid = obj.get("pid") if _ours(obj) else None
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+
+
+def _pane(obj: dict[str, Any]) -> str | None:
+    pane = obj.get("pane_id")
+    return pane if isinstance(pane, str) else None
+
+
+def heartbeat_path(team: Team, worker: str) -> str:
+    return team.files.heartbeat(worker)
+
+
+def _read_json(team: Team, worker: str) -> Any:
+    """The worker's heartbeat file as JSON, or None (missing, unparsable or unsafe)."""
+    files = team.files
     try:
-        if not team.project.check(team.worker_dir(worker)):
+        if not files.project.check(files.worker_dir(worker)):
             return None
-        return Heartbeat.from_json(fs.read_json(heartbeat_path(team, worker)))
+        return fs.read_json(heartbeat_path(files, worker))
     except (OmpError, OSError):
         return None
+
+
+def read(team: Team, worker: str) -> Heartbeat | None:
+    """The worker's heartbeat, or None (missing, unparsable or unsafe: never seen). Read-only."""
+    return Heartbeat.from_json(_read_json(team, worker))
 
 
 def pid_alive(pid: int) -> bool:
@@ -143,15 +163,16 @@ def classify(hb: Heartbeat | None, now: float, pane: str | None = None) -> str:
     return "stalled"
 
 
-def _worker_dir_ok(team: TeamPaths, worker: str) -> bool:
+def _worker_dir_ok(team: Team, worker: str) -> bool:
+    files = team.files
     try:
-        team.verify()  # not a team deleted (or made again) since the call loaded it
-        return team.project.check(team.worker_dir(worker))
+        files.verify()  # not a team deleted (or made again) since the call loaded it
+        return files.project.check(files.worker_dir(worker))
     except OmpError:
         return False
 
 
-def _write(team: TeamPaths, worker: str, hb: Heartbeat) -> bool:
+def _write(team: Team, worker: str, hb: Heartbeat) -> bool:
     # Never creates the directory: a heartbeat in flight must not resurrect a removed team.
     if not _worker_dir_ok(team, worker):
         return False
@@ -163,15 +184,17 @@ def _write(team: TeamPaths, worker: str, hb: Heartbeat) -> bool:
 
 
 def touch(cfg: TeamConfig, worker: str, now: float | None = None) -> bool:
-    """A worker's own writing API call: it is live now; a sweep's inactive mark is lifted."""
+    """A worker's own writing API call: it is live now; a sweep's inactive mark is lifted. On
+    the per-call layer: of the old heartbeat only its pid and pane are kept (no time parsed)."""
     if worker == LEADER or worker not in cfg.worker_names:
         return False
-    team = cfg.paths
+    team = cfg.files
     t = clock.now() if now is None else now
-    old = read(team, worker)
+    old = _read_json(team, worker)
+    old = old if isinstance(old, dict) else {}
     hb = Heartbeat(
-        pid=old.pid if old else None,
-        pane_id=(old.pane_id if old and old.pane_id else None) or cfg.pane_of(worker),
+        pid=_pid(old),
+        pane_id=_pane(old) or cfg.pane_of(worker),
         state="live",
         updated_at=t,
         source="api",
@@ -248,99 +271,3 @@ def mark_inactive(cfg: TeamConfig, worker: str, reason: str, now: float) -> bool
     hb.inactive = {"reason": reason, "at": clock.iso(now)}
     hb.source = "sweep"
     return _write(team, worker, hb)
-
-
-# ---- status ---------------------------------------------------------------------------------
-
-
-class MemberState:
-    __slots__ = ("busy_with", "inactive_reason", "last_seen", "name", "presence", "status")
-
-    def __init__(
-        self,
-        name: str,
-        presence: str,
-        status: str,
-        busy_with: list[str] | None = None,  # conversation ids, "task:<id>" for claims
-        inactive_reason: str | None = None,
-        last_seen: float | None = None,
-    ) -> None:
-        self.name = name
-        self.presence = presence
-        self.status = status
-        self.busy_with = busy_with if busy_with is not None else []
-        self.inactive_reason = inactive_reason
-        self.last_seen = last_seen
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "status": self.status,
-            "presence": self.presence,
-            "busyWith": self.busy_with,
-            "lastSeen": clock.iso(self.last_seen) if self.last_seen is not None else None,
-        }
-        if self.inactive_reason:
-            out["inactiveReason"] = self.inactive_reason
-        return out
-
-
-def member_states(
-    cfg: TeamConfig,
-    now: float,
-    *,
-    names: Iterable[str] | None = None,
-    panes: Mapping[str, str] | None = None,
-    task_list: list[dict[str, Any]] | None = None,
-) -> dict[str, MemberState]:
-    """Presence and status of members (default: every worker and the leader). Read-only."""
-    from omp.tasks import tasks
-
-    team = cfg.paths
-    wanted = list(cfg.recipients if names is None else names)
-    busy: dict[str, list[str]] = {n: [] for n in wanted}
-    # A team without conversations (one the TypeScript tool ran) skips loading their machinery
-    # (`dataclasses` and `inspect`, ~8 ms of a `status`): without the directory there are none.
-    if os.path.lexists(team.conversations_dir):
-        from omp.tasks import conversations
-
-        for conv in conversations.open_conversations(team):
-            if conv.worker in busy:
-                busy[conv.worker].append(conv.task_id)
-    for t in tasks.list_all(team) if task_list is None else task_list:
-        owner = t.get("owner")
-        if t.get("status") == "in_progress" and isinstance(owner, str) and owner in busy:
-            busy[owner].append(f"task:{t.get('id')}")
-    out: dict[str, MemberState] = {}
-    for n in wanted:
-        hb = None if n == LEADER else read(team, n)
-        pres = classify(hb, now, (panes or {}).get(n))
-        reason = None
-        if pres == "offline":
-            status, reason = "inactive", "offline"
-        elif hb is not None and hb.inactive:
-            status, reason = "inactive", str(hb.inactive.get("reason", "marked inactive"))
-        elif busy[n]:
-            status = "busy"
-        else:
-            status = "available"
-        out[n] = MemberState(
-            n, pres, status, busy[n], reason, hb.updated_at if hb is not None else None
-        )
-    return out
-
-
-def describe(state: MemberState, now: float) -> str:
-    """One line for a pong: `worker-2: busy with <task>; live (seen 3s ago)`."""
-    text = f"{state.name}: {state.status}"
-    if state.status == "busy" and state.busy_with:
-        text += f" with {', '.join(state.busy_with)}"
-    if state.inactive_reason and state.inactive_reason != "offline":
-        text += f" ({state.inactive_reason})"
-    if state.presence == "unknown":
-        seen = "presence not tracked" if state.name == LEADER else "not seen yet"
-    elif state.last_seen is not None:
-        seen = f"{state.presence} (seen {max(0, int(now - state.last_seen))}s ago)"
-    else:
-        seen = state.presence
-    return f"{text}; {seen}"

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from omp.store.backend import Lease, Store
-    from omp.store.paths import TeamPaths
+    from omp.store.layout import TeamFiles
 
 TTL = 15.0  # seconds a guard is leased: far longer than any change of tasks under it
 WAIT = 30.0  # seconds a writer waits for the guard before `claim_race`
@@ -32,7 +32,7 @@ WAIT = 30.0  # seconds a writer waits for the guard before `claim_race`
 _HELD: dict[str, Lease] = {}
 
 
-def _store(team: TeamPaths) -> Store:
+def _store(team: TeamFiles) -> Store:
     store = select.current(team.project)
     assert store is not None  # only reached when a store is selected
     return store
@@ -43,7 +43,7 @@ class Guard:
 
     __slots__ = ("_lease", "_store", "_team")
 
-    def __init__(self, team: TeamPaths) -> None:
+    def __init__(self, team: TeamFiles) -> None:
         self._team = team
         self._store = _store(team)
         self._lease: Lease | None = None
@@ -75,7 +75,7 @@ class Guard:
             self._lease = None
 
 
-def write(store: Store, team: TeamPaths, task: dict[str, Any]) -> None:
+def write(store: Store, team: TeamFiles, task: dict[str, Any]) -> None:
     """Write the task, fenced by this process's guard of the team (held by the caller)."""
     lease = _HELD.get(f"tasks.{team.name}")
     if lease is None:

@@ -14,22 +14,25 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
-from pathlib import Path
 
 from omp import clock
 from omp.errors import OmpError
 from omp.record import history
 from omp.store import fs, jsonl, locks, project_config
+from omp.store.layout import task_id_of_lock, task_id_of_record
 from omp.store.names import task_id as check_task_id
-from omp.store.paths import TeamPaths, task_id_of_lock, task_id_of_record
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from omp.store.backend import Store
+    from omp.store.layout import TeamFiles
+    from omp.store.paths import TeamPaths
     from omp.tasks import stored
+
+    Team = TeamPaths | TeamFiles
 
 STATUSES = ("pending", "in_progress", "verifying", "completed", "failed", "interrupted")
 TERMINAL = frozenset({"completed", "failed", "interrupted"})
@@ -44,12 +47,12 @@ MOVES = {
 class guarded:  # (lower case: used as `with guarded(team):`, as the function it was)
     """The team's task guard held: its tasks directory exists, the lock file is flocked, and the
     team is still the one the caller loaded. A class, not `contextlib.contextmanager`: contextlib
-    costs ~1.3 ms on the way of `omp team status`, which imports this module and never locks."""
+    costs ~2 ms on the way of `omp team status`, which imports this module and never locks."""
 
     __slots__ = ("_fd", "_stored", "_team")
 
-    def __init__(self, team: TeamPaths) -> None:
-        self._team = team
+    def __init__(self, team: Team) -> None:
+        self._team = team.files
         self._fd = -1
         self._stored: stored.Guard | None = None
 
@@ -100,8 +103,9 @@ def problem(obj: Any, tid: str) -> str | None:
     return None
 
 
-def read(team: TeamPaths, tid: str) -> dict[str, Any] | None:
+def read(team: Team, tid: str) -> dict[str, Any] | None:
     """The task, or None when there is none; `invalid_task` (naming the file) when it is broken."""
+    team = team.files
     path = team.task(check_task_id(tid))
     try:
         obj = (
@@ -133,9 +137,10 @@ class TaskList(_Tasks):
     broken: list[dict[str, Any]]
 
 
-def read_all(team: TeamPaths) -> TaskList:
+def read_all(team: Team) -> TaskList:
     """Every task file, ordered by id (numeric ids numerically): valid ones, and broken ones aside.
     Read-only."""
+    team = team.files
     out = TaskList()
     out.broken = []
     if (st := _store(team)) is not None:
@@ -182,8 +187,9 @@ def read_all(team: TeamPaths) -> TaskList:
     return out
 
 
-def list_all(team: TeamPaths) -> list[dict[str, Any]]:
+def list_all(team: Team) -> list[dict[str, Any]]:
     """The valid tasks (see `read_all` for the broken ones too). Read-only."""
+    team = team.files
     return read_all(team)
 
 
@@ -206,7 +212,7 @@ def _sort_key(tid: str) -> tuple[int, int, str]:
     return (0, int(tid), "") if tid.isdigit() else (1, 0, tid)
 
 
-def _write(team: TeamPaths, task: dict[str, Any]) -> None:
+def _write(team: TeamFiles, task: dict[str, Any]) -> None:
     if (st := _store(team)) is not None:
         from omp.tasks import stored
 
@@ -215,7 +221,7 @@ def _write(team: TeamPaths, task: dict[str, Any]) -> None:
     fs.write_json_atomic(team.task(task["id"]), task)
 
 
-def _store(team: TeamPaths) -> Store | None:
+def _store(team: TeamFiles) -> Store | None:
     """The project's store when its tasks are not in the files (`omp.store.select`)."""
     if not project_config.store_selected(team.project):
         return None
@@ -224,7 +230,7 @@ def _store(team: TeamPaths) -> Store | None:
     return select.current(team.project)
 
 
-def _take_lock(team: TeamPaths, tid: str, owner: str, *, replace: bool) -> bool:
+def _take_lock(team: TeamFiles, tid: str, owner: str, *, replace: bool) -> bool:
     """`tasks/<tid>.lock`, the TypeScript tool's record of who holds a task (a store keeps no
     such file). `replace`: a lock found there was left behind (we hold the guard) and goes."""
     if _store(team) is not None:
@@ -243,7 +249,7 @@ def _take_lock(team: TeamPaths, tid: str, owner: str, *, replace: bool) -> bool:
     return True
 
 
-def _drop_lock(team: TeamPaths, tid: str) -> None:
+def _drop_lock(team: TeamFiles, tid: str) -> None:
     if _store(team) is not None:
         return
     try:
@@ -252,7 +258,8 @@ def _drop_lock(team: TeamPaths, tid: str) -> None:
         pass
 
 
-def create(team: TeamPaths, tid: str, description: str) -> dict[str, Any]:
+def create(team: Team, tid: str, description: str) -> dict[str, Any]:
+    team = team.files
     task = {
         "id": check_task_id(tid),
         "description": description,
@@ -265,7 +272,7 @@ def create(team: TeamPaths, tid: str, description: str) -> dict[str, Any]:
     return task
 
 
-def _require(team: TeamPaths, tid: str) -> dict[str, Any]:
+def _require(team: TeamFiles, tid: str) -> dict[str, Any]:
     task = read(team, tid)
     if task is None:
         known = [t["id"] for t in list_all(team)]
@@ -278,14 +285,15 @@ def _require(team: TeamPaths, tid: str) -> dict[str, Any]:
     return task
 
 
-def settle_claims(team: TeamPaths) -> None:
+def settle_claims(team: Team) -> None:
     """Wait for every claim in progress to finish (take the guard, let it go): a claim that
     starts after this sees the roster as it is now (`claim` reads it under the guard)."""
+    team = team.files
     with guarded(team):
         pass
 
 
-def _require_member(team: TeamPaths, worker: str) -> None:
+def _require_member(team: TeamFiles, worker: str) -> None:
     """Under the guard: the worker must still be on the roster. `omp team remove-worker` changes
     the roster first and then settles the worker's tasks after `settle_claims`, so a claim never
     leaves a task in_progress with an owner who is not a member."""
@@ -308,7 +316,8 @@ def _require_member(team: TeamPaths, worker: str) -> None:
     )
 
 
-def claim(team: TeamPaths, tid: str, worker: str) -> tuple[dict[str, Any], str]:
+def claim(team: Team, tid: str, worker: str) -> tuple[dict[str, Any], str]:
+    team = team.files
     check_task_id(tid)
     with guarded(team):
         _require_member(team, worker)
@@ -333,7 +342,7 @@ def claim(team: TeamPaths, tid: str, worker: str) -> tuple[dict[str, Any], str]:
 
 
 def transition(
-    team: TeamPaths,
+    team: Team,
     tid: str,
     *,
     worker: str | None,
@@ -346,6 +355,7 @@ def transition(
     """Move a task as its claimant (or the leader) asks. `amend`, called under the guard once
     every check passed, may change the task before it is written (a completion that must be
     verified first becomes `verifying`) and returns what the history line adds, if anything."""
+    team = team.files
     check_task_id(tid)
     for s in (from_status, to_status):
         if s not in STATUSES:
@@ -421,10 +431,11 @@ def offline_result(worker: str) -> str:
     return f"interrupted: {worker} went offline"
 
 
-def reclaim(team: TeamPaths, tid: str, worker: str) -> dict[str, Any] | None:
+def reclaim(team: Team, tid: str, worker: str) -> dict[str, Any] | None:
     """Give a task the monitor interrupted because `worker` went offline back to that worker,
     still claimed by it with the same claim token (`omp team resume`: its work is where it left
     it). Any other task, or one that moved meanwhile, is left alone: None."""
+    team = team.files
     check_task_id(tid)
     with guarded(team):
         task = read(team, tid)
@@ -447,7 +458,7 @@ def reclaim(team: TeamPaths, tid: str, worker: str) -> dict[str, Any] | None:
 
 
 def omp_move(
-    team: TeamPaths,
+    team: Team,
     tid: str,
     *,
     expect: str,
@@ -465,6 +476,7 @@ def omp_move(
     its lock file is made again (the TypeScript tool's record of who holds it); a terminal one
     gets `finishedAt` and loses its lock; a completion is written to the owner's outbox.
     `amend` changes the task last, under the guard (a check started again records its run)."""
+    team = team.files
     check_task_id(tid)
     with guarded(team):
         task = read(team, tid)
@@ -493,9 +505,10 @@ def omp_move(
     return task
 
 
-def annotate(team: TeamPaths, tid: str, fields: dict[str, Any]) -> dict[str, Any] | None:
+def annotate(team: Team, tid: str, fields: dict[str, Any]) -> dict[str, Any] | None:
     """Add `fields` to a task without moving it (a merge records `mergedAt` and its commit);
     None when there is no such task."""
+    team = team.files
     check_task_id(tid)
     with guarded(team):
         task = read(team, tid)
@@ -515,7 +528,7 @@ class _StoredLog:
         self.name = name
 
 
-def _post(team: TeamPaths, outbox: Path | _StoredLog, task: dict[str, Any]) -> None:
+def _post(team: TeamFiles, outbox: str | _StoredLog, task: dict[str, Any]) -> None:
     if isinstance(outbox, _StoredLog):
         st = _store(team)
         assert st is not None
@@ -524,7 +537,7 @@ def _post(team: TeamPaths, outbox: Path | _StoredLog, task: dict[str, Any]) -> N
         jsonl.append(outbox, _outbox_line(task))
 
 
-def _outbox_path(team: TeamPaths, worker: str) -> Path | _StoredLog:
+def _outbox_path(team: TeamFiles, worker: str) -> str | _StoredLog:
     """The worker's outbox, checked before the task changes: a refused outbox changes nothing."""
     if _store(team) is not None:
         return _StoredLog(f"outbox/{worker}")
@@ -546,8 +559,9 @@ def _outbox_line(task: dict[str, Any]) -> dict[str, Any]:
     return line
 
 
-def clear_locks(team: TeamPaths) -> int:
+def clear_locks(team: Team) -> int:
     """Remove every task lock (shutdown); returns how many."""
+    team = team.files
     if _store(team) is not None:
         return 0  # a store keeps no lock files; its guard is a lease that runs out by itself
     n = 0
@@ -560,7 +574,7 @@ def clear_locks(team: TeamPaths) -> int:
     for name in names:
         if task_id_of_lock(name) is not None:
             try:
-                os.unlink(team.tasks_dir / name)
+                os.unlink(os.path.join(team.tasks_dir, name))
                 n += 1
             except OSError:
                 pass

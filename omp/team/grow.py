@@ -64,9 +64,9 @@ class AddWorkers(Launch):
         *,
         agent: str | None,
         task: str,
-        env: Mapping[str, str],
-        tmux_factory: Callable[..., Tmux],
-        progress: Progress,
+        env: Mapping[str, str] | None = None,
+        tmux_factory: Callable[..., Tmux] | None = None,
+        progress: Progress | None = None,
         ready_timeout: float | None = None,
         workspace: str | None = None,
         carry_changes: bool = False,
@@ -165,6 +165,12 @@ class AddWorkers(Launch):
         )
 
     # ---- the change -----------------------------------------------------------------------------
+
+    def watches(self, result: dict[str, Any]) -> bool:
+        return bool(self.cfg.tmux)
+
+    def project_root(self) -> Path:
+        return self.cfg.paths.project.root
 
     def run(self) -> dict[str, Any]:
         profile = self.check()
@@ -288,24 +294,15 @@ def add_workers(
     workspace: str | None = None,
     carry_changes: bool = False,
 ) -> dict[str, Any]:
-    if tmux_factory is None:
-        from omp.tmux import Tmux
-
-        tmux_factory = Tmux
-    from omp.team.launch import _ensure_monitor
-
-    result = AddWorkers(
+    return AddWorkers(
         cfg,
         count,
         agent=agent,
         task=task,
-        env=os.environ if env is None else env,
+        env=env,
         tmux_factory=tmux_factory,
-        progress=progress or (lambda _msg: None),
+        progress=progress,
         ready_timeout=ready_timeout,
         workspace=workspace,
         carry_changes=carry_changes,
-    ).run()
-    if cfg.tmux:
-        _ensure_monitor(cfg.paths.project.root)
-    return result
+    ).watched()

@@ -139,20 +139,25 @@ def worker_env(
 
 
 class Launch:
-    """One launch attempt; `created_*` record what to undo if it fails midway."""
+    """One launch attempt; `created_*` record what to undo if it fails midway. `Resume` and
+    `AddWorkers` are launches too: the same panes, the same tmux, the same monitor after."""
 
     def __init__(
         self,
         req: LaunchRequest,
         *,
-        env: Mapping[str, str],
-        tmux_factory: Callable[..., Tmux],
-        progress: Progress,
+        env: Mapping[str, str] | None = None,
+        tmux_factory: Callable[..., Tmux] | None = None,
+        progress: Progress | None = None,
     ) -> None:
+        if tmux_factory is None:
+            from omp.tmux import Tmux
+
+            tmux_factory = Tmux
         self.req = req
-        self.env = env
+        self.env = os.environ if env is None else env
         self.tmux_factory = tmux_factory
-        self.progress = progress
+        self.progress = progress or (lambda _msg: None)
         self.created_panes: list[str] = []
         self.tokens: set[str] = set()  # launch tokens the created panes carry (what to end)
         self.profiles: Mapping[str, AgentProfile] = {}
@@ -347,6 +352,26 @@ class Launch:
         return profile
 
     # ---- the launch ------------------------------------------------------------------------
+
+    def watched(self) -> dict[str, Any]:
+        """`run`, then make sure the project's monitor runs while the team has panes to watch
+        (`watches`). Fail-open: a monitor that cannot start never fails the command."""
+        result = self.run()
+        if self.watches(result):
+            try:
+                from omp.monitor.ctl import ensure_monitor
+
+                ensure_monitor(self.project_root())
+            except Exception:
+                pass
+        return result
+
+    def watches(self, result: dict[str, Any]) -> bool:
+        """Whether the team now has panes for the monitor (a launch always does)."""
+        return True
+
+    def project_root(self) -> Path:
+        return find_root(self.req.cwd)
 
     def run(self) -> dict[str, Any]:
         project, team, profile = self.preflight()
@@ -777,24 +802,4 @@ def launch(
     tmux_factory: Callable[..., Tmux] | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    if tmux_factory is None:
-        from omp.tmux import Tmux
-
-        tmux_factory = Tmux
-    result = Launch(
-        req,
-        env=os.environ if env is None else env,
-        tmux_factory=tmux_factory,
-        progress=progress or (lambda _msg: None),
-    ).run()
-    _ensure_monitor(find_root(req.cwd))
-    return result
-
-
-def _ensure_monitor(root: Path) -> None:
-    try:
-        from omp.monitor.ctl import ensure_monitor
-
-        ensure_monitor(root)
-    except Exception:
-        pass  # fail-open: a monitor that cannot start never fails a launch
+    return Launch(req, env=env, tmux_factory=tmux_factory, progress=progress).watched()

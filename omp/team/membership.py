@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from omp import clock, procs
+from omp.conversations import record as conversations
 from omp.errors import OmpError
 from omp.mail import mailbox
 from omp.monitor import sweep
@@ -35,7 +36,7 @@ from omp.record.config import TeamConfig
 from omp.store import fs, locks
 from omp.store.names import worker_name
 from omp.store.paths import TeamPaths
-from omp.tasks import conversations, tasks
+from omp.tasks import tasks
 
 
 @contextlib.contextmanager

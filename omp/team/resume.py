@@ -131,9 +131,9 @@ class Resume(Launch):
         cfg: TeamConfig,
         workers: list[str] | None,
         *,
-        env: Mapping[str, str],
-        tmux_factory: Callable[..., Tmux],
-        progress: Progress,
+        env: Mapping[str, str] | None = None,
+        tmux_factory: Callable[..., Tmux] | None = None,
+        progress: Progress | None = None,
         socket: str | None = None,
         new_session: bool = False,
         ready_timeout: float | None = None,
@@ -418,6 +418,12 @@ class Resume(Launch):
         return Place(tmux, leader, window_id, False, leader, session_id, session=sess)
 
     # ---- the resume ---------------------------------------------------------------------------
+
+    def watches(self, result: dict[str, Any]) -> bool:
+        return bool(result["resumed"] or result["skipped"])
+
+    def project_root(self) -> Path:
+        return self.cfg.paths.project.root
 
     def run(self) -> dict[str, Any]:
         names = self.check()
@@ -772,22 +778,13 @@ def resume(
     tmux_factory: Callable[..., Tmux] | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    if tmux_factory is None:
-        from omp.tmux import Tmux
-
-        tmux_factory = Tmux
-    result = Resume(
+    return Resume(
         cfg,
         workers,
-        env=os.environ if env is None else env,
+        env=env,
         tmux_factory=tmux_factory,
-        progress=progress or (lambda _msg: None),
+        progress=progress,
         socket=socket,
         new_session=new_session,
         ready_timeout=ready_timeout,
-    ).run()
-    from omp.team.launch import _ensure_monitor
-
-    if result["resumed"] or result["skipped"]:
-        _ensure_monitor(cfg.paths.project.root)
-    return result
+    ).watched()

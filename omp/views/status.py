@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from omp import clock
+from omp.conversations import availability
 from omp.errors import OmpError
 from omp.invocation import team_command
 from omp.mail import mailbox
@@ -18,7 +19,7 @@ from omp.record import config as team_config
 from omp.record.config import TeamConfig
 from omp.store import fs
 from omp.store.paths import StatePaths, TeamPaths
-from omp.tasks import presence, tasks
+from omp.tasks import tasks
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def team_status(
     team = cfg.paths
     task_list = tasks.read_all(team)
     views = pane_views(cfg)
-    states = presence.member_states(
+    states = availability.member_states(
         cfg,
         clock.now(),
         names=cfg.worker_names,

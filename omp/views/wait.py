@@ -217,7 +217,7 @@ def wait(
         raise OmpError("invalid_input", "poll interval must be > 0")
     team = cfg.paths
     box = Mailbox(team, LEADER)
-    watched = [box.path, team.tasks_dir, team.shutdown, team.config, team.attention]
+    watched = [Path(box.path), team.tasks_dir, team.shutdown, team.config, team.attention]
     start = clock()
     seen: int | None = None  # without --since, any worker that needs a person now is news
     if since is not None:

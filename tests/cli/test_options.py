@@ -7,7 +7,7 @@ from typing import Any
 
 import typer.main
 
-from omp.cli.options import JSON_HELP, JsonLinesOpt
+from omp.cli.grammar import JSON_HELP, JSON_LINES_HELP
 
 
 def _commands(cmd: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
@@ -26,7 +26,7 @@ def test_every_json_option_is_the_shared_one() -> None:
         for p in cmd.params:
             if "--json" in getattr(p, "opts", []):
                 seen += 1
-                assert p.help in (JSON_HELP, JsonLinesOpt.help), (path, p.help)
+                assert p.help in (JSON_HELP, JSON_LINES_HELP), (path, p.help)
                 assert p.default is False and p.is_flag, path
     assert seen >= 20
 

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from omp.api.operations import OPERATIONS, SUMMARIES
+from omp.conversations.events import EVENTS
 from omp.errors import USAGE_CODES
-from omp.mail.events import EVENTS
 from omp.tasks import tasks
 from omp.tasks.tasks import STATUSES
 from tests.helpers import call_api, isolate, make_project, make_team, snapshot_tree

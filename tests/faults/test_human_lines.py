@@ -64,7 +64,7 @@ RAW_WRITES = {
     "omp/cli/output.py": 3,  # write_err, write_bytes (twice): the door itself
     "omp/cli/watch.py": 3,  # the clear-screen code, the frame through `visible`, a newline
     "omp/cli/__init__.py": 1,  # `omp --version`
-    "omp/stophook/run.py": 3,  # the usage line, the JSON answer, `_say` through `visible`
+    "omp/cli/hook_stop.py": 3,  # the usage line, the JSON answer, `_say` through `visible`
     "omp/demo_agent.py": 0,
     "omp/workspace/verify.py": 1,  # the verify runner's fixed usage line
 }

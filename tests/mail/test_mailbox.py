@@ -78,10 +78,10 @@ def test_new_message_extra_fields_never_override_the_core() -> None:
 def test_append_writes_exact_lines_and_private_files(box: Mailbox) -> None:
     msg = new_message("worker-1", "worker-2", "hello \u2713\nline two")
     assert box.append_messages([msg]) == 1
-    assert box.path.read_bytes() == jsonl.encode(msg)
+    assert Path(box.path).read_bytes() == jsonl.encode(msg)
     assert os.stat(box.path).st_mode & 0o777 == 0o600
     assert os.stat(box.index_path).st_mode & 0o777 == 0o600
-    assert os.stat(box.path.parent).st_mode & 0o777 == 0o700
+    assert os.stat(Path(box.path).parent).st_mode & 0o777 == 0o700
 
 
 def test_append_many_in_one_call_returns_the_unread_count(box: Mailbox) -> None:
@@ -97,10 +97,10 @@ def test_append_many_in_one_call_returns_the_unread_count(box: Mailbox) -> None:
 def test_receipt_has_the_ts_shape_and_never_rewrites_the_message(box: Mailbox) -> None:
     m = send(box, "one")
     send(box, "two")
-    before = box.path.read_bytes()
+    before = Path(box.path).read_bytes()
     done = box.mark([m["id"]])
     assert list(done) == [m["id"]] and ISO_MS.match(done[m["id"]] or "")
-    after = box.path.read_bytes()
+    after = Path(box.path).read_bytes()
     assert after.startswith(before)  # append-only: every earlier byte unchanged
     last = json.loads(raw_lines(box.path)[-1])
     assert list(last) == RECEIPT_KEYS
@@ -110,9 +110,9 @@ def test_receipt_has_the_ts_shape_and_never_rewrites_the_message(box: Mailbox) -
 def test_marking_twice_writes_one_receipt(box: Mailbox) -> None:
     m = send(box, "one")
     first = box.mark([m["id"]])
-    size = box.path.stat().st_size
+    size = Path(box.path).stat().st_size
     assert box.mark([m["id"]]) == {m["id"]: None}
-    assert box.path.stat().st_size == size
+    assert Path(box.path).stat().st_size == size
     assert sum(r["type"] == "delivery-receipt" for r in records(box.path)) == 1
     assert first[m["id"]] is not None
 
@@ -136,10 +136,10 @@ def test_marking_in_a_missing_mailbox_raises_and_creates_nothing(box: Mailbox, r
 
 def test_a_mixed_mark_with_one_unknown_id_writes_nothing(box: Mailbox) -> None:
     m = send(box, "one")
-    size = box.path.stat().st_size
+    size = Path(box.path).stat().st_size
     with pytest.raises(OmpError):
         box.mark([m["id"], "nope"])
-    assert box.path.stat().st_size == size
+    assert Path(box.path).stat().st_size == size
     assert box.unread_count() == 1
 
 
@@ -227,7 +227,7 @@ def test_listing_is_strictly_read_only_even_with_a_stale_index(box: Mailbox, roo
 
 def test_lines_appended_behind_omps_back_are_seen_everywhere(box: Mailbox) -> None:
     a = send(box, "omp one")
-    assert box.index_path.exists()
+    assert Path(box.index_path).exists()
     write_raw(
         box.path,
         ts_message("ext-1", "worker-3", "worker-2", "external one"),
@@ -264,7 +264,7 @@ def test_corrupt_lines_are_counted_and_never_hide_later_messages(box: Mailbox) -
     assert bodies(msgs) == ["one", "two"] and bad == 2
     und, bad = box.undelivered()
     assert bodies(und) == ["one", "two"] and bad == 2
-    assert b"{garbage\n" in box.path.read_bytes()
+    assert b"{garbage\n" in Path(box.path).read_bytes()
 
 
 def test_a_torn_tail_becomes_one_bad_line_and_the_next_message_is_whole(box: Mailbox) -> None:
@@ -310,13 +310,13 @@ def test_a_missing_or_bad_index_is_rebuilt_from_the_file(box: Mailbox, damage: s
     if damage == "delete":
         os.unlink(box.index_path)
     elif damage == "garbage":
-        box.index_path.write_text("{nope")
+        Path(box.index_path).write_text("{nope")
     elif damage == "wrong-version":
-        obj = json.loads(box.index_path.read_text())
-        box.index_path.write_text(json.dumps({**obj, "v": 999, "undelivered": []}))
+        obj = json.loads(Path(box.index_path).read_text())
+        Path(box.index_path).write_text(json.dumps({**obj, "v": 999, "undelivered": []}))
     else:
-        obj = json.loads(box.index_path.read_text())
-        box.index_path.write_text(json.dumps({**obj, "offset": 10**9}))
+        obj = json.loads(Path(box.index_path).read_text())
+        Path(box.index_path).write_text(json.dumps({**obj, "offset": 10**9}))
     assert bodies(box.undelivered()[0]) == ["b0", "b2", "b3"]
     assert box.unread_count() == 3
     send(box, "b4")
@@ -326,7 +326,7 @@ def test_a_missing_or_bad_index_is_rebuilt_from_the_file(box: Mailbox, damage: s
 def test_a_replaced_mailbox_file_is_not_described_by_the_old_index(box: Mailbox) -> None:
     for i in range(3):
         send(box, f"old{i}")
-    new = box.path.with_name("new.jsonl")
+    new = Path(box.path).with_name("new.jsonl")
     write_raw(new, ts_message("n1", "leader", "worker-2", "new one"))
     os.chmod(new, 0o600)
     os.replace(new, box.path)
@@ -336,7 +336,7 @@ def test_a_replaced_mailbox_file_is_not_described_by_the_old_index(box: Mailbox)
 
 def test_a_truncated_mailbox_is_read_again_from_the_top(box: Mailbox) -> None:
     first = send(box, "keep")
-    keep = box.path.read_bytes()
+    keep = Path(box.path).read_bytes()
     for i in range(3):
         send(box, f"gone{i}")
     with open(box.path, "r+b") as f:  # same inode, shorter
@@ -390,12 +390,12 @@ def test_a_symlinked_index_is_never_followed(box: Mailbox, tmp_path: Path) -> No
 # ---- history without an index: only what can matter is parsed ---------------------------------
 
 
-def _oracle(path: Path) -> tuple[list[str], int, int]:
+def _oracle(path: str | Path) -> tuple[list[str], int, int]:
     """(undelivered ids in file order, messages, bad lines): every line through the JSON parser.
     A message id that appears twice is where it last appeared."""
     und: dict[str, int] = {}
     messages = bad = 0
-    for at, raw in enumerate(path.read_bytes().split(b"\n")[:-1]):
+    for at, raw in enumerate(Path(path).read_bytes().split(b"\n")[:-1]):
         if not raw.strip():
             continue
         try:
@@ -469,7 +469,7 @@ def test_reading_history_from_bytes_agrees_with_parsing_every_line(
     assert snapshot_tree(root / ".omp") == before  # and all of it read-only
     # an omp writer folds the same history into its index: the same answers afterwards
     send(box, "after")
-    assert box.index_path.exists()
+    assert Path(box.index_path).exists()
     msgs, got_bad = box.undelivered()
     assert [m["id"] for m in msgs] == [*want, msgs[-1]["id"]] and got_bad == bad
     assert box.listing(undelivered_only=False, limit=0)[1] == messages + 1
@@ -482,22 +482,22 @@ def test_marking_in_history_without_an_index_finds_only_real_message_ids(
 
     monkeypatch.setattr(mailbox, "SCAN_BLOCK", 200)
     _mixed_history(box)
-    assert not box.index_path.exists()
-    size = box.path.stat().st_size
+    assert not Path(box.index_path).exists()
+    size = Path(box.path).stat().st_size
     # delivered long ago: found by a byte search for the id, then that line parsed
     assert box.mark(["c-1", "c-0", "spaced-1"]) == dict.fromkeys(["c-1", "c-0", "spaced-1"])
-    assert box.path.stat().st_size == size
+    assert Path(box.path).stat().st_size == size
     os.unlink(box.index_path)
     first = box.mark(["odd id é"])["odd id é"]  # unread: marked now
     assert first is not None and ISO_MS.match(first)
     os.unlink(box.index_path)
     assert box.mark(["odd id é"]) == {"odd id é": None}  # not plain ASCII: every line parsed
-    size = box.path.stat().st_size
+    size = Path(box.path).stat().st_size
     for absent in ("never-sent", "n-1", "torn-1", "c-4x"):  # a receipt, a note, damage, nothing
         with pytest.raises(OmpError) as err:
             box.mark([absent])
         assert err.value.code == "message_not_found"
-    assert box.path.stat().st_size == size  # a refused mark writes nothing
+    assert Path(box.path).stat().st_size == size  # a refused mark writes nothing
 
 
 def test_mailbox_read_keeps_the_index_it_rebuilt_and_read_only_calls_do_not(
@@ -514,7 +514,7 @@ def test_mailbox_read_keeps_the_index_it_rebuilt_and_read_only_calls_do_not(
     items.append(ts_message("m-new", "worker-1", "worker-2", "unread"))
     box.team.project.ensure(box.team.mailbox_dir)
     write_raw(box.path, *items)
-    assert box.path.stat().st_size > mailbox.KEEP_AFTER
+    assert Path(box.path).stat().st_size > mailbox.KEEP_AFTER
     before = snapshot_tree(root / ".omp")
     box.undelivered()
     box.unread_count()
@@ -522,14 +522,14 @@ def test_mailbox_read_keeps_the_index_it_rebuilt_and_read_only_calls_do_not(
     assert snapshot_tree(root / ".omp") == before
     msgs, _ = box.undelivered(keep=True)
     assert [m["id"] for m in msgs] == ["m-new"]
-    assert box.path.read_bytes() == before[str(box.path.relative_to(root / ".omp"))][1]
-    kept = json.loads(box.index_path.read_text())
-    assert kept["offset"] == box.path.stat().st_size and kept["messages"] == 601
+    assert Path(box.path).read_bytes() == before[str(Path(box.path).relative_to(root / ".omp"))][1]
+    kept = json.loads(Path(box.index_path).read_text())
+    assert kept["offset"] == Path(box.path).stat().st_size and kept["messages"] == 601
     assert [u[0] for u in kept["undelivered"]] == ["m-new"]
     # a second reader starts from it: nothing left to parse, so nothing written again
-    stamp = box.index_path.stat().st_mtime_ns
+    stamp = Path(box.index_path).stat().st_mtime_ns
     assert [m["id"] for m in box.undelivered(keep=True)[0]] == ["m-new"]
-    assert box.index_path.stat().st_mtime_ns == stamp
+    assert Path(box.index_path).stat().st_mtime_ns == stamp
 
 
 def test_a_keeping_read_never_waits_for_a_writer(box: Mailbox) -> None:
@@ -537,7 +537,7 @@ def test_a_keeping_read_never_waits_for_a_writer(box: Mailbox) -> None:
     write_raw(box.path, *[ts_message(f"m-{i}", "a", "b", "y" * 200) for i in range(400)])
     with jsonl.locked(box.path):  # a writer holds the mailbox's lock
         assert len(box.undelivered(keep=True)[0]) == 400
-        assert not box.index_path.exists()  # the writer saves its own; the reader moved on
+        assert not Path(box.index_path).exists()  # the writer saves its own; the reader moved on
 
 
 # Any mix of lines, as (kind, id) pairs: the usual shapes, spaced JSON, other records, damage. A
@@ -586,12 +586,12 @@ def test_any_history_reads_the_same_from_bytes_as_parsed_line_by_line(
     monkeypatch.setattr(mailbox, "SMALL", 0)  # every block read from its bytes
     box.team.project.ensure(box.team.mailbox_dir)
     for f in (box.path, box.index_path):
-        f.unlink(missing_ok=True)
+        Path(f).unlink(missing_ok=True)
     lines = [_line(kind, mid, i) for i, (kind, mid) in enumerate(history)]
     write_raw(box.path, *lines[:indexed_at], b"")
     if indexed_at:  # that much folded into an index by an omp writer, the rest appended after
         box.append_messages([])
-        assert box.index_path.exists()
+        assert Path(box.index_path).exists()
     write_raw(box.path, *lines[indexed_at:])
     want, messages, bad = _oracle(box.path)
     msgs, got_bad = box.undelivered()

@@ -1022,16 +1022,16 @@ def test_the_scan_keeps_an_index_for_history_no_omp_writer_indexed(world: World)
     items.append(ts_message("m-new", "worker-1", "leader", "unread"))
     team.project.ensure(team.mailbox_dir)
     write_raw(box.path, *items)
-    assert box.path.stat().st_size > mailbox.KEEP_AFTER
+    assert Path(box.path).stat().st_size > mailbox.KEEP_AFTER
     old = time.time() - 60  # settled: no writer is mid-append
     os.utime(box.path, (old, old))
-    data = box.path.read_bytes()
+    data = Path(box.path).read_bytes()
     mon = world.monitor()
     mon.scan()
-    kept = json.loads(box.index_path.read_text())
+    kept = json.loads(Path(box.index_path).read_text())
     assert kept["offset"] == len(data) and [u[0] for u in kept["undelivered"]] == ["m-new"]
-    assert box.path.read_bytes() == data  # the mailbox itself untouched
+    assert Path(box.path).read_bytes() == data  # the mailbox itself untouched
     assert box.unread_count() == 1
-    stamp = box.index_path.stat().st_mtime_ns
+    stamp = Path(box.index_path).stat().st_mtime_ns
     mon.scan()  # unchanged since: not read again
-    assert box.index_path.stat().st_mtime_ns == stamp
+    assert Path(box.index_path).stat().st_mtime_ns == stamp

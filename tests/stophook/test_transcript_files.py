@@ -329,7 +329,7 @@ def test_a_stdin_that_never_ends_is_cut_by_the_hooks_budget(proj: Path) -> None:
 
 
 def test_the_budget_never_exceeds_the_default() -> None:
-    from omp.stophook.run import BUDGET_S, budget_s
+    from omp.cli.hook_stop import BUDGET_S, budget_s
 
     assert budget_s({}) == BUDGET_S
     assert budget_s({"OMP_HOOK_BUDGET_MS": "99999999999"}) == BUDGET_S

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from omp import clock
+from omp.conversations import availability
 from omp.record import config as team_config
 from omp.store import fs
 from omp.store.paths import StatePaths
@@ -142,7 +143,7 @@ def test_a_heartbeat_omp_did_not_write_never_makes_a_worker_inactive(
 ) -> None:
     ts_heartbeat(root, "worker-1")
     cfg = team_config.load(StatePaths(root).team("t"))
-    st = presence.member_states(cfg, clock.now())["worker-1"]
+    st = availability.member_states(cfg, clock.now())["worker-1"]
     assert st.presence != "offline" and st.status == "available"
     roster = call_api(capsys, "roster", {"team_name": "t"})
     w1 = next(m for m in roster.json["members"] if m["name"] == "worker-1")
@@ -168,7 +169,7 @@ def test_a_heartbeat_omp_did_not_write_never_makes_a_worker_inactive(
 def test_a_pid_omp_recorded_still_says_a_worker_is_gone(root: Path) -> None:
     cfg = team_config.load(StatePaths(root).team("t"))
     presence.observe_pane(cfg, "worker-1", now=clock.now(), alive=True, pid=dead_pid())
-    assert presence.member_states(cfg, clock.now())["worker-1"].presence == "offline"
+    assert availability.member_states(cfg, clock.now())["worker-1"].presence == "offline"
     # but a pane seen alive outweighs a pid
     hb = presence.read(cfg.paths, "worker-1")
     assert presence.classify(hb, clock.now(), "alive") != "offline"

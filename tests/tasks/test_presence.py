@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from omp import clock
+from omp.conversations import availability
 from omp.record import config as team_config
 from omp.store.paths import StatePaths, TeamPaths
 from omp.tasks import presence
@@ -149,13 +150,13 @@ def test_only_the_workers_own_call_lifts_an_inactive_mark(team: TeamPaths) -> No
     cfg = cfg_of(team)
     presence.mark_inactive(cfg, "worker-1", "no cancel ack", T0)
     presence.observe_pane(cfg, "worker-1", now=T0 + 20, alive=True, activity_at=T0 + 20)
-    states = presence.member_states(cfg, T0 + 20)
+    states = availability.member_states(cfg, T0 + 20)
     assert (states["worker-1"].status, states["worker-1"].inactive_reason) == (
         "inactive",
         "no cancel ack",
     )
     presence.touch(cfg, "worker-1", T0 + 30)
-    assert presence.member_states(cfg, T0 + 30)["worker-1"].status == "available"
+    assert availability.member_states(cfg, T0 + 30)["worker-1"].status == "available"
 
 
 # ---- which calls beat ---------------------------------------------------------------------------
@@ -222,7 +223,7 @@ def test_status_is_derived_from_the_files(
     team: TeamPaths, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def status_of(w: str) -> str:
-        return presence.member_states(cfg_of(team), clock.now())[w].status
+        return availability.member_states(cfg_of(team), clock.now())[w].status
 
     assert status_of("worker-1") == "available"
     claim = api(capsys, "claim-task", task_id="1", worker="worker-1")

@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 
 from omp import clock
+from omp.conversations import availability
+from omp.conversations import record as conversations
 from omp.errors import OmpError
 from omp.mail.panes import PaneView
 from omp.monitor import sweep
 from omp.record import config as team_config
 from omp.store.paths import StatePaths, TeamPaths
-from omp.tasks import conversations, presence
+from omp.tasks import presence
 from tests.helpers import call_api, isolate, make_project, make_team, records, snapshot_tree
 
 T0 = 1_900_000_000.0
@@ -219,7 +221,7 @@ def test_a_cancel_acknowledged_in_time_ends_quietly(
     )
     assert conv_state(team, tid) == "cancelled"
     assert unchanged(root, lambda: run(team, T0 + TIMEOUT + 100)) == []
-    assert presence.member_states(cfg(team), fake.t)["worker-1"].status == "available"
+    assert availability.member_states(cfg(team), fake.t)["worker-1"].status == "available"
 
 
 def test_no_cancel_ack_marks_the_worker_inactive_and_fails_the_task(
@@ -246,7 +248,7 @@ def test_no_cancel_ack_marks_the_worker_inactive_and_fails_the_task(
     assert "20 min" in fail["body"] and "20 s" in fail["body"] and "inactive" in fail["body"]
     assert conv_state(team, tid) == "timed_out"
     fake.t = cancel_at + 30
-    state = presence.member_states(cfg(team), fake.t)["worker-1"]
+    state = availability.member_states(cfg(team), fake.t)["worker-1"]
     assert state.status == "inactive" and "20 s" in str(state.inactive_reason)
     # a new request to it is turned away; a late answer finds the task closed
     assert (
@@ -260,7 +262,7 @@ def test_no_cancel_ack_marks_the_worker_inactive_and_fails_the_task(
     )
     # its own next call shows it is back
     api(capsys, "mailbox-read", worker="worker-1")
-    assert presence.member_states(cfg(team), fake.t)["worker-1"].status == "available"
+    assert availability.member_states(cfg(team), fake.t)["worker-1"].status == "available"
     assert unchanged(root, lambda: run(team, cancel_at + 1000)) == []
 
 

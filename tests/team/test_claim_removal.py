@@ -23,6 +23,7 @@ import pytest
 
 from omp.errors import OmpError
 from omp.record import config as team_config
+from omp.store.layout import TeamFiles
 from omp.store.paths import StatePaths, TeamPaths
 from omp.tasks import tasks
 from omp.team import membership
@@ -110,7 +111,7 @@ def test_a_claim_inside_the_guard_when_the_roster_changes_is_settled_by_the_remo
     go = threading.Event()
     real = tasks._require_member
 
-    def check_then_hold(tp: TeamPaths, worker: str) -> None:
+    def check_then_hold(tp: TeamFiles, worker: str) -> None:
         real(tp, worker)
         checked.set()
         go.wait(30)

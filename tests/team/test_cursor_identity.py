@@ -65,7 +65,9 @@ def test_a_cursor_of_this_log_resumes_and_names_the_team(root: Path) -> None:
     c = end_cursor(root, "a")
     team, log, offset = c.split(":")
     assert (
-        team == "a" and len(log) == 8 and int(offset) == history.path(tp(root, "a")).stat().st_size
+        team == "a"
+        and len(log) == 8
+        and int(offset) == Path(history.path(tp(root, "a"))).stat().st_size
     )
     history.member(tp(root, "a"), "worker-1", "offline")
     r = events(root, "a", "--since", c)
@@ -75,7 +77,7 @@ def test_a_cursor_of_this_log_resumes_and_names_the_team(root: Path) -> None:
 def test_another_teams_cursor_is_refused_even_on_a_line_boundary(root: Path) -> None:
     a_end = end_cursor(root, "a")
     offset = int(a_end.split(":")[2])
-    b_log = history.path(tp(root, "b")).read_bytes()
+    b_log = Path(history.path(tp(root, "b"))).read_bytes()
     assert b_log[offset - 1 : offset] == b"\n"  # the old byte cursor would have been accepted
     refused(events(root, "b", "--since", a_end), "belongs to team a")
     # the same offset dressed up with b's name but a's log is refused as another log
@@ -93,14 +95,14 @@ def test_a_cursor_of_an_earlier_team_of_the_same_name_is_refused(root: Path) -> 
     _remake(root, "a")
     history.member(tp(root, "a"), "worker-2", "offline")  # news the old cursor would skip
     offset = int(old.split(":")[2])
-    assert history.path(tp(root, "a")).read_bytes()[offset - 1 : offset] == b"\n"
+    assert Path(history.path(tp(root, "a"))).read_bytes()[offset - 1 : offset] == b"\n"
     refused(events(root, "a", "--since", old), "deleted and made again")
     assert events(root, "a").rc == 0  # from the start it reads
 
 
 def test_a_log_an_older_omp_wrote_is_named_by_its_first_line(root: Path) -> None:
     """No header line: the fingerprint of its first line (its time, to the ms) names it."""
-    log = history.path(tp(root, "a"))
+    log = Path(history.path(tp(root, "a")))
     lines = log.read_bytes().splitlines(keepends=True)
     assert json.loads(lines[0])["type"] == "log"
     log.write_bytes(b"".join(lines[1:]))  # as an older omp left it

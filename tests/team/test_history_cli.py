@@ -225,7 +225,7 @@ def test_reading_a_block_at_a_time_misses_nothing_and_stops_before_a_torn_line(
     tp = StatePaths(root).team("t")
     for i in range(50):
         history.member(tp, "worker-1", "online", "x" * (i * 7))  # lines of many sizes
-    log = history.path(tp)
+    log = Path(history.path(tp))
     with open(log, "ab") as f:
         f.write(b'{"type":"member","worker":"worker-2","chan')  # a writer still at work
     whole, end = history.read_since(tp, 0)
@@ -320,7 +320,7 @@ def test_events_json_passes_lines_through_as_the_json_it_would_write(
         ours = [i for i, ev in enumerate(whole) if ev.get("type") not in ("note", None)]
         assert [lines[i] for i in ours] == [dumps(whole[i]) for i in ours]
         # the log's header line names the log: skipped; every cursor names the team and the log
-        assert history.path(tp).read_bytes().startswith(b'{"type":"log",')
+        assert Path(history.path(tp)).read_bytes().startswith(b'{"type":"log",')
         shown = [json.loads(x) for x in lines[:n]]
         assert not [e for e in shown if e.get("type") == "log"]
         (att,) = [e for e in whole if e.get("type") == "attention"]

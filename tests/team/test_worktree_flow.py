@@ -341,7 +341,7 @@ def test_a_check_that_keeps_crashing_ends_as_failed_not_verifying_forever(
     # the task was written verifying and its check never started (a process killed between)
     task = _task(cfg, "1")
     task.update(status="verifying", verify={"run": "gone", "attempt": verifying.MAX_ATTEMPTS})
-    tasks._write(cfg.paths, task)
+    tasks._write(cfg.files, task)
     assert verifying.settle_task(cfg, "1", now=4e9)["action"] == "verify_failed"  # type: ignore[index]
     task = _task(cfg, "1")
     assert task["status"] == "in_progress" and task["verify"]["status"] == "crashed"

@@ -13,6 +13,7 @@ import pytest
 
 from omp import clock, modes
 from omp.cli import replies
+from omp.cli.hook_stop import handle
 from omp.cli.team_text import wait_text
 from omp.errors import OmpError
 from omp.mail.mailbox import Mailbox
@@ -21,7 +22,6 @@ from omp.monitor.loop import Monitor
 from omp.monitor.policy import IDLE_PROMPT
 from omp.record import budget as budgets
 from omp.record import config as team_config
-from omp.stophook.run import handle
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths
 from omp.usage.totals import Tokens

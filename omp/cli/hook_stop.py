@@ -1,7 +1,10 @@
 """`omp hook stop`: read the hook's JSON on stdin, print the CLI's answer, never fail closed.
 
-A fast path (see omp/cli/__init__.py): no typer, nothing heavy, one small JSON file per loop
-mode read on every stop of every agent. Order of work:
+The entry point beside the other commands, above every layer it uses (`omp.stophook` for the
+payloads, the decision and its memory; `omp.modes` for the loops). A fast path (see
+omp/cli/__init__.py) on the per-call layer (CONTRIBUTING.md): no typer, no `pathlib`, one small
+JSON file per loop mode read on every stop of every agent; what a loop needs (the transcript,
+the decision, its memory, the budgets) is imported only while one is active. Order of work:
 
 1. a worker pane of a team (`OMP_TEAM_WORKER` / `OMP_WORKER` set) is never held by the leader's
    loop: allow; the only thing written is the worker's agent session (`omp.stophook.sessions`:
@@ -35,11 +38,16 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
-from types import FrameType, TracebackType
-from typing import Any
 
 from omp.stophook import payloads, replies
+
+TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from types import FrameType, TracebackType
+    from typing import Any
+
+    from omp.store.layout import ProjectFiles
 
 MAX_INPUT = 4 << 20
 USAGE = "usage: omp hook stop  (reads the agent CLI's stop-hook JSON on stdin)"
@@ -152,13 +160,19 @@ def handle(
         return inp.cli, replies.allow(inp.cli)
 
     from omp import modes
-    from omp.store.paths import StatePaths, find_root
+    from omp.store.layout import ProjectFiles, find_root
 
-    paths = StatePaths(find_root(_root_dir(inp.cwd)))
+    files = ProjectFiles(find_root(_root_dir(inp.cwd)))
     if env.get("TMUX_PANE"):
-        _record_leader(paths, inp, payload, env)
-    if not any(modes.is_active(modes.read_state(paths, m)) for m in modes.MODES):
+        _record_leader(files, inp, payload, env)
+    if not any(modes.is_active(modes.read_state(files, m)) for m in modes.MODES):
         return inp.cli, replies.allow(inp.cli)
+
+    from pathlib import Path  # a loop is active: what follows takes the tree as Paths
+
+    from omp.store.paths import StatePaths
+
+    paths = StatePaths(Path(files.root))
 
     reply = inp.reply
     waited = None
@@ -209,7 +223,10 @@ def _record_session(
 
 
 def _record_leader(
-    paths: Any, inp: payloads.StopInput, payload: Mapping[str, Any], env: Mapping[str, str]
+    files: ProjectFiles,
+    inp: payloads.StopInput,
+    payload: Mapping[str, Any],
+    env: Mapping[str, str],
 ) -> None:
     """A leader pane's hook records the leader's session in each team it leads
     (`omp.stophook.sessions.record_leader`); a failure is logged and the stop goes on. The
@@ -222,7 +239,7 @@ def _record_leader(
 
         sessions.record_leader(
             env,
-            paths,
+            files,
             agent=inp.cli,
             session_id=sid,
             transcript_path=inp.transcript_path,

@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from omp import clock
+from omp.conversations import availability, record
+from omp.conversations.record import Conversation
 from omp.errors import OmpError
 from omp.mail import limits, mailbox
 from omp.record.config import TeamConfig
 from omp.store.names import is_task_id
 from omp.store.names import task_id as check_task_id
 from omp.store.paths import TeamPaths
-from omp.tasks import conversations, presence
-from omp.tasks.conversations import Conversation
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def given(inp: dict[str, Any]) -> bool:
 # ---- validation (before any file is touched) -----------------------------------------------
 
 
-def parse(inp: dict[str, Any], root: Path, cwd: str | None) -> EventFields:
+def parse(inp: dict[str, Any], root: str | os.PathLike[str], cwd: str | None) -> EventFields:
     event = inp.get("event")
     if event is not None:
         if not isinstance(event, str) or event not in EVENTS:
@@ -165,7 +165,7 @@ def parse(inp: dict[str, Any], root: Path, cwd: str | None) -> EventFields:
     )
 
 
-def check_detail(value: Any, root: Path, cwd: str | None) -> str:
+def check_detail(value: Any, root: str | os.PathLike[str], cwd: str | None) -> str:
     """An existing regular file inside the project: its absolute path (symlinks resolved)."""
     if not isinstance(value, str) or not value or "\x00" in value:
         raise OmpError("invalid_detail", "detail must be the path of a file", field="detail")
@@ -174,7 +174,7 @@ def check_detail(value: Any, root: Path, cwd: str | None) -> str:
         path = Path(cwd if cwd is not None else os.getcwd()) / path
     try:
         real = path.resolve(strict=True)
-        base = root.resolve(strict=True)
+        base = Path(root).resolve(strict=True)
     except (OSError, RuntimeError):
         raise OmpError(
             "invalid_detail", f"detail {value!r}: no such file", field="detail"
@@ -222,7 +222,7 @@ def send(
     # broadcast, info_only, or no event: a labelled message, correlated only by ref_message_id
     msg = mailbox.new_message(sender, to, body, f.line_fields())
     answer = f.ref_message_id is not None and (
-        conversations.open_refs(team).get(f.ref_message_id) == sender
+        record.open_refs(team).get(f.ref_message_id) == sender
     )
     unread = _append(team, to, msg, limits.checker(lim, sender, to, msg, is_answer=answer))
     out: dict[str, Any] = {"ok": True, "messageId": msg["id"]}
@@ -236,8 +236,8 @@ def _ping(
 ) -> Outcome:
     now = clock.now()
     ping_id = mailbox.new_message(sender, to, body)["id"]
-    state = presence.member_states(cfg, now, names=[to])[to]
-    text = presence.describe(state, now)
+    state = availability.member_states(cfg, now, names=[to])[to]
+    text = availability.describe(state, now)
     pong = auto_message(
         to,
         sender,
@@ -273,13 +273,11 @@ def _task_req(
     msg = mailbox.new_message(sender, to, body, f.line_fields())
     tid = msg["id"]
     msg["task_id"] = tid
-    with conversations.locked(team):
+    with record.locked(team):
         now = clock.now()
-        conv = conversations.new(
-            tid, sender, to, now=now, intent=f.intent, body=body, detail=f.detail
-        )
+        conv = record.new(tid, sender, to, now=now, intent=f.intent, body=body, detail=f.detail)
         conv.add_event(msg, now)
-        state = presence.member_states(cfg, now, names=[to])[to]
+        state = availability.member_states(cfg, now, names=[to])[to]
         if state.status != "available":
             return _reject(team, conv, msg, state, now)
         conv.acked_at = now
@@ -287,14 +285,14 @@ def _task_req(
 
         def check_then_record(view: mailbox.View) -> None:
             check(view)  # a refused request leaves no record behind
-            conversations.publish(team, conv, expected=0)
+            record.publish(team, conv, expected=0)
 
         try:
             unread = _append(team, to, msg, check_then_record)
         except OmpError:
             if conv.revision:  # recorded, then the append itself failed: take it back
                 with contextlib.suppress(OmpError, OSError):
-                    conversations.remove_unpublished(team, tid)
+                    record.remove_unpublished(team, tid)
             raise
         ack = auto_message(
             to,
@@ -315,7 +313,7 @@ def _task_req(
         try:
             _append(team, sender, ack, None)
             conv.add_event(ack, now)
-            conversations.publish(team, conv, expected=conv.revision)
+            record.publish(team, conv, expected=conv.revision)
             out["autoReplies"] = [{"messageId": ack["id"], "event": "task_ack", "to": sender}]
         except OmpError as err:  # the request is delivered and recorded; the ack is a courtesy
             out["ackError"] = f"{err.code}: {err.message}"
@@ -326,7 +324,7 @@ def _reject(
     team: TeamPaths,
     conv: Conversation,
     msg: dict[str, Any],
-    state: presence.MemberState,
+    state: availability.MemberState,
     now: float,
 ) -> Outcome:
     to, sender, tid = conv.worker, conv.requester, conv.task_id
@@ -347,7 +345,7 @@ def _reject(
     conv.closed_at = now
     conv.add_event(rej, now)
     # Recorded first: if the reply cannot be written the caller still sees the refusal.
-    conversations.publish(team, conv, expected=0)
+    record.publish(team, conv, expected=0)
     _append(team, sender, rej, None)
     return Outcome(
         {
@@ -392,8 +390,8 @@ def _task_event(
     event = f.event
     tid = f.task_id
     assert event is not None and tid is not None
-    with conversations.locked(team):
-        conv = conversations.load(team, tid)
+    with record.locked(team):
+        conv = record.load(team, tid)
         if conv is None:
             raise OmpError(
                 "unknown_task",
@@ -440,14 +438,14 @@ def _task_event(
 
         def check_then_record(view: mailbox.View) -> None:
             check(view)  # a refused message leaves the record as it was
-            conversations.publish(team, conv, expected=expected)
+            record.publish(team, conv, expected=expected)
 
         try:
             unread = _append(team, to, msg, check_then_record)
         except OmpError:
             if conv.revision != expected:  # recorded, then the append failed: put it back
                 with contextlib.suppress(OmpError, OSError):
-                    conversations.publish(team, before, expected=conv.revision)
+                    record.publish(team, before, expected=conv.revision)
             raise
     out: dict[str, Any] = {
         "ok": True,

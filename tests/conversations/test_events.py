@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from omp.api import send as send_pipeline
+from omp.conversations import events
+from omp.conversations import record as conversations
 from omp.errors import USAGE_CODES, OmpError
-from omp.mail import events
 from omp.store.paths import StatePaths, TeamPaths
-from omp.tasks import conversations
 from tests.helpers import (
     MESSAGE_KEYS,
     NO_LIMITS_TOML,
@@ -482,7 +482,7 @@ try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-heavy = ("omp.mail.events", "omp.tasks.conversations", "omp.monitor.sweep")
+heavy = ("omp.conversations.events", "omp.conversations.record", "omp.monitor.sweep")
 print(sorted(m for m in heavy if m in sys.modules))
 """
 
@@ -508,13 +508,13 @@ def test_a_plain_send_does_not_import_the_conversation_machinery(
     plain = {"team_name": "t", "from": "leader", "to": "worker-1", "body": "plain"}
     assert loaded(plain) == []
     assert loaded({**plain, "body": "labelled", "event": "info_only"}) == [
-        "omp.mail.events",
-        "omp.tasks.conversations",
+        "omp.conversations.events",
+        "omp.conversations.record",
     ]
 
 
 _COSTLY = _PROBE.replace(
-    'heavy = ("omp.mail.events", "omp.tasks.conversations", "omp.monitor.sweep")',
+    'heavy = ("omp.conversations.events", "omp.conversations.record", "omp.monitor.sweep")',
     # what no API call on a headless team needs; each costs ~10-100 ms of start-up
     'heavy = ("typer", "libtmux", "ulid", "dataclasses", "inspect", "tempfile")',
 )

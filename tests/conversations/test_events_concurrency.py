@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from omp.api import operations as team_api
+from omp.conversations import availability
+from omp.conversations import record as conversations
 from omp.errors import OmpError
 from omp.store.paths import StatePaths
-from omp.tasks import conversations, presence
 from tests.helpers import isolate, make_project, make_team, records
 
 pytestmark = pytest.mark.slow  # racing processes
@@ -27,14 +28,14 @@ SENDERS = ["leader", "worker-2", "worker-3", "worker-4", "worker-5", "worker-6"]
 
 def _sender(root: str, sender: str, barrier: Any, results: Any) -> None:
     os.environ["OMP_ROOT"] = root
-    look = presence.member_states
+    look = availability.member_states
 
     def slow_look(*args: Any, **kwargs: Any) -> Any:
         states = look(*args, **kwargs)
         time.sleep(0.05)  # widen the window between deciding and recording
         return states
 
-    presence.member_states = slow_look
+    availability.member_states = slow_look
     inp = {"team_name": "t", "from": sender, "to": "worker-1", "body": f"job from {sender}"}
     barrier.wait(timeout=30)
     try:
