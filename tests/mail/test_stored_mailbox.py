@@ -156,3 +156,22 @@ def test_a_relaunch_archives_the_last_run_in_the_store(
     setup.archive_previous_run(team)
     assert store(root).docs("demo", "tasks") == []
     assert store(root).unread("demo", "leader") == 0
+
+
+def test_heartbeats_go_through_the_store(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from omp.record import config as team_config
+    from omp.tasks import presence
+
+    team = StatePaths(root).team("demo")
+    cfg = team_config.load(team)
+    assert presence.touch(cfg, "worker-1")
+    assert not team.heartbeat("worker-1").exists()
+    beat = store(root).heartbeats("demo")["worker-1"]
+    assert beat["source"] == "api" and beat["host"]
+    hb = presence.read(team, "worker-1")
+    assert hb is not None and hb.state == "live"
+    # a heartbeat another host wrote: its pid is no evidence here
+    store(root).beat("demo", "worker-2", {**beat, "pid": 999999, "host": "elsewhere"})
+    other = presence.read(team, "worker-2")
+    assert other is not None and other.pid is None
+    assert presence.classify(other, other.updated_at or 0.0) == "live"
