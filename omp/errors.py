@@ -130,6 +130,15 @@ CODES: dict[str, int] = {
     "signing_failed": EXIT_REFUSED,
     "nothing_committed": EXIT_REFUSED,
     "no_task_worker": EXIT_REFUSED,
+    # the store interface (omp/store/backend.py) and its Redis backend
+    "invalid_store": EXIT_REFUSED,
+    "store_unavailable": EXIT_REFUSED,
+    "store_error": EXIT_REFUSED,
+    "stale_fence": EXIT_REFUSED,
+    "task_exists": EXIT_REFUSED,
+    # workers on other hosts (omp/tmux/ssh.py)
+    "host_unreachable": EXIT_REFUSED,
+    "remote_failed": EXIT_REFUSED,
     "internal": EXIT_INTERNAL,
 }
 

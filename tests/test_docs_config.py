@@ -22,7 +22,9 @@ from omp.mail import limits
 from omp.monitor import sweep
 from omp.record import settings
 from omp.record import workspace as ws
+from omp.store import select
 from omp.store.paths import StatePaths
+from omp.tmux import ssh
 from omp.usage import prices
 from tests.helpers import REPO
 
@@ -94,5 +96,7 @@ def test_every_documented_setting_is_accepted_by_every_reader(
     assert backlog.merge_mode(None, project) == doc["team"]["merge"]
     got_limit = backlog.limits(project).max_tasks_per_worker
     assert got_limit == doc["backlog"]["max_tasks_per_worker"]
+    assert select.settings(project).url == doc["store"]["url"]
+    assert set(ssh.load_hosts(project)) == set(doc["hosts"])
     limits.load(project)  # the tables the docs do not show read their defaults
     sweep.load_settings(project)

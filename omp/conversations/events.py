@@ -283,8 +283,8 @@ def _task_req(
         conv.acked_at = now
         check = limits.checker(lim, sender, to, msg, is_answer=False)
 
-        def check_then_record(fd: int, ms: mailbox.MailState) -> None:
-            check(fd, ms)  # a refused request leaves no record behind
+        def check_then_record(view: mailbox.View) -> None:
+            check(view)  # a refused request leaves no record behind
             record.publish(team, conv, expected=0)
 
         try:
@@ -436,8 +436,8 @@ def _task_event(
         _apply(conv, event, msg, now)
         check = limits.checker(lim, sender, to, msg, is_answer=answer)
 
-        def check_then_record(fd: int, ms: mailbox.MailState) -> None:
-            check(fd, ms)  # a refused message leaves the record as it was
+        def check_then_record(view: mailbox.View) -> None:
+            check(view)  # a refused message leaves the record as it was
             record.publish(team, conv, expected=expected)
 
         try:

@@ -28,6 +28,7 @@ from typing import Any
 
 from omp import clock, invocation
 from omp.doctor.check import Check
+from omp.doctor.store import check_store
 from omp.errors import OmpError
 from omp.store.paths import StatePaths
 
@@ -379,6 +380,7 @@ def diagnose(root: Path, *, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
     checks += _guard("state", lambda: [check_state(project)])
     checks += _guard("monitor", lambda: [check_monitor(project)])
     checks += _guard("teams", lambda: check_teams(project))
+    checks += _guard("store", lambda: check_store(project))
     checks += _guard("hooks", lambda: check_hooks(root, agent))
     counts = {s: sum(1 for c in checks if c.status == s) for s in ("ok", "warn", "fail")}
     good = counts["fail"] == 0

@@ -167,8 +167,8 @@ def _workspace(
         where = "on a clean copy of your last commit" if worktree else "in your directory"
         lines += [
             "",
-            f"On completion omp runs `{verify}` {where}; the task is done once it",
-            "passes. If it fails you get mail and the task is yours again: fix, commit, complete.",
+            f"On completion omp runs `{verify}` {where}: the task is done once it passes;",
+            "if it fails, omp mails you and the task is yours again: fix, commit, complete.",
         ]
     return "\n".join(lines) + ("\n" if lines else "")
 
@@ -176,7 +176,7 @@ def _workspace(
 def _tasks_between(omp: str, team: str, worker: str) -> str:
     return (
         f"Who is free: {api_command(omp, 'roster', team_name=team, worker=worker)}\n"
-        f"To ask a teammate for work (task_req) or answer one: {omp} team api --help\n"
+        f"Tasks between teammates (task_req): {omp} team api --help\n"
     )
 
 

@@ -81,22 +81,18 @@ def checker(
 ) -> mailbox.Check:
     """A check for `Mailbox.append_messages` enforcing the limits for one new message."""
 
-    def check(fd: int, state: mailbox.MailState) -> None:
-        if not is_answer and len(state.undelivered) >= limits.mailbox_max_unread:
+    def check(view: mailbox.View) -> None:
+        if not is_answer and view.unread >= limits.mailbox_max_unread:
             raise OmpError(
                 "mailbox_full",
-                f"{recipient} has {len(state.undelivered)} unread messages (limit "
+                f"{recipient} has {view.unread} unread messages (limit "
                 f"{limits.mailbox_max_unread}); wait until they read their mail",
                 limit=limits.mailbox_max_unread,
-                unread=len(state.undelivered),
+                unread=view.unread,
             )
         now = time.time()
         window = max(limits.duplicate_window_seconds, limits.rate_window_seconds)
-        recent = [
-            m
-            for m in mailbox.recent_messages(fd, state.offset, now - window)
-            if m.get("from") == sender
-        ]
+        recent = [m for m in view.recent(now - window) if m.get("from") == sender]
         dup_since = now - limits.duplicate_window_seconds
         for m in recent:
             if m.get("body") == record["body"] and _since(m, dup_since):

@@ -32,7 +32,7 @@ from itertools import accumulate
 
 from omp import clock, ids
 from omp.errors import OmpError
-from omp.store import fs, jsonl, locks
+from omp.store import fs, jsonl, locks, project_config
 from omp.store.names import LEADER
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
@@ -41,10 +41,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import Any
 
+    from omp.mail.stored import StoredMailbox
+
+    # re-exported: what a send's check is and sees (omp.mail.limits, events, monitor budget)
+    from omp.store.backend import Check as Check
+    from omp.store.backend import View as View
     from omp.store.layout import TeamFiles
     from omp.store.paths import TeamPaths
-
-    Check = Callable[[int, "MailState"], None]
 
 INDEX_VERSION = 1
 _PROBE = 32  # bytes before the index offset that must still match: catches a replaced file
@@ -318,6 +321,13 @@ class Mailbox:
         self.recipient = recipient
         self.path = self.team.mailbox(recipient)
         self.index_path = self.team.mailbox_index(recipient)
+        # A project whose mail is in a store (`omp.store.select`): every public method below
+        # hands over to it; the files are the default and then nothing more is imported.
+        self.stored: StoredMailbox | None = None
+        if project_config.store_selected(self.team.project):
+            from omp.mail.stored import StoredMailbox
+
+            self.stored = StoredMailbox(self.team, recipient)
 
     # ---- reading (no writes) -------------------------------------------------------------
 
@@ -368,6 +378,8 @@ class Mailbox:
         `keep`: a caller that is not a promised read-only command lets a read that had to parse
         much of the file (no index, or one far behind) save the index it rebuilt.
         """
+        if self.stored is not None:
+            return self.stored.undelivered()
         if not self._exists():
             return [], 0
         fd = fs.open_file(self.path, os.O_RDONLY)
@@ -401,6 +413,8 @@ class Mailbox:
         """For a writer that runs anyway (the monitor's scan): catch the index up if the file
         holds more than `KEEP_AFTER` bytes past it, and save it when the lock is free (never
         waits). True if it read that much."""
+        if self.stored is not None:
+            return False  # a store keeps its own index
         if not self._exists():
             return False
         fd = fs.open_file(self.path, os.O_RDONLY)
@@ -418,6 +432,8 @@ class Mailbox:
         """How many messages are unread. With no usable index, a long history is counted from
         its bytes (`omp.mail.unread`: exact, or not sure and then rebuilt as usual); read-only
         either way."""
+        if self.stored is not None:
+            return self.stored.unread_count()
         if not self._exists():
             return 0
         fd = fs.open_file(self.path, os.O_RDONLY)
@@ -438,6 +454,8 @@ class Mailbox:
         self, *, undelivered_only: bool, limit: int
     ) -> tuple[list[dict[str, Any]], int, int]:
         """(the newest `limit` messages oldest first, how many were left out, bad line count)."""
+        if self.stored is not None:
+            return self.stored.listing(undelivered_only=undelivered_only, limit=limit)
         if not self._exists():
             return [], 0, 0
         fd = fs.open_file(self.path, os.O_RDONLY)
@@ -463,14 +481,17 @@ class Mailbox:
         `check` runs under the mailbox's lock with the current state, so limits that count what
         is already there (duplicates, rate, a full mailbox) hold against concurrent senders.
         """
-        self.team.ensure_in(self.team.mailbox_dir)
-        with self._writing(create=True) as fd:
-            state = self._current(fd)
-            if check is not None:
-                check(fd, state)
-            data = b"".join(jsonl.encode(r) for r in records)
-            self._append(fd, state, data)
-            unread = len(state.undelivered)
+        if self.stored is not None:
+            unread = self.stored.append_messages(records, check)
+        else:
+            self.team.ensure_in(self.team.mailbox_dir)
+            with self._writing(create=True) as fd:
+                state = self._current(fd)
+                if check is not None:
+                    check(FileView(fd, state))
+                data = b"".join(jsonl.encode(r) for r in records)
+                self._append(fd, state, data)
+                unread = len(state.undelivered)
         if any(LEADER in (r.get("from"), r.get("to")) for r in records):
             from omp.record import history  # the leader's side of it, for `omp team events`
 
@@ -483,6 +504,8 @@ class Mailbox:
         Returns id -> deliveredAt for each id handled now, or None for an id that was already
         delivered. An id the mailbox never held raises `message_not_found` and writes nothing.
         """
+        if self.stored is not None:
+            return self.stored.mark(message_ids)
         self.team.verify()  # a team deleted meanwhile is no "message not found"
         if not self._exists():
             raise _not_found(message_ids[0], self.recipient)
@@ -546,6 +569,25 @@ class Mailbox:
             fs.write_json_atomic(self.index_path, state.to_json(), pretty=False)
         except (OSError, OmpError):
             pass  # the index is a cache: the next reader rescans; the message itself is safe
+
+
+class FileView:
+    """The mailbox file as a send's check sees it under the lock (see `Mailbox.append_messages`)."""
+
+    __slots__ = ("_fd", "_state")
+
+    def __init__(self, fd: int, state: MailState) -> None:
+        self._fd, self._state = fd, state
+
+    @property
+    def unread(self) -> int:
+        return len(self._state.undelivered)
+
+    def recent(self, since: float) -> list[dict[str, Any]]:
+        return recent_messages(self._fd, self._state.offset, since)
+
+    def holds(self, message_id: str) -> bool:
+        return message_id in self._state.undelivered or bool(_ids_in(self._fd, {message_id}))
 
 
 class _Writing:

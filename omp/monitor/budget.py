@@ -121,11 +121,10 @@ def _tell(cfg: TeamConfig, c: Mapping[str, Any], gen: str) -> None:
     )
     if mail_id:
         msg["id"] = mail_id
-    needle = f'"id":"{mail_id}"'.encode()
 
-    def not_yet(fd: int, _state: mailbox.MailState) -> None:
+    def not_yet(view: mailbox.View) -> None:
         # Only a monitor that died between the append and `mailed` finds it: a rare full read.
-        if mail_id and needle in os.pread(fd, os.fstat(fd).st_size, 0):
+        if mail_id and view.holds(mail_id):
             raise _AlreadySent(mail_id)
 
     try:

@@ -690,12 +690,13 @@ class Monitor:
         return person_lines(profile, lines) if profile else [ln for ln in lines if ln.strip()][-3:]
 
     def _unread(self, team: TeamPaths, worker: str) -> policy.Unread:
-        path = team.mailbox(worker)
-        key = _stat_key(path, self.wall())
+        box = Mailbox(team, worker)
+        # mail in a store (`omp.mail.stored`) has no file whose stat tells a change: ask it
+        key = None if box.stored is not None else _stat_key(team.mailbox(worker), self.wall())
         cached = self._mail.get((team.name, worker))
         if key is not None and cached is not None and cached[0] == key:
             return cached[1]
-        msgs, _ = Mailbox(team, worker).undelivered(keep=True)
+        msgs, _ = box.undelivered(keep=True)
         newest = omp_clock.parse_iso(str(msgs[-1].get("timestamp", ""))) if msgs else None
         ids = tuple(str(m["id"]) for m in msgs[-policy.BATCH_IDS :])
         unread = policy.Unread(count=len(msgs), ids=ids, newest_at=newest)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 # pinned by tests/store/test_names_paths.py: a name `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`, a task id
 # `[A-Za-z0-9_-]{1,64}`.
 ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-_NAME_CHARS = ALNUM + "._-"
+NAME_CHARS = _NAME_CHARS = ALNUM + "._-"
 _TASK_ID_CHARS = ALNUM + "_-"
 MAX_NAME = 64
 LEADER = "leader"

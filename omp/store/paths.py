@@ -9,6 +9,7 @@ them as they are.
     .omp/config.toml  agents.toml | agents.json
     .omp/state/<mode>.json
     .omp/state/tmux-locks/pane-<server>-<pane>.lock
+    .omp/state/locks/<name>.json .<name>.flock  (leased locks: `omp.store.filestore`)
     .omp/state/hooks/                       (the stop hook's memory, `lock`, `hook.log`)
     .omp/state/hooks/workers/               (how the stop hook reaches worker panes: a Copilot
                                              plugin, Claude Code settings)
@@ -237,6 +238,12 @@ class StatePaths(NamedTuple):
     @property
     def notify_log(self) -> Path:
         return self.notify / "notify.log"
+
+    @property
+    def store_locks(self) -> Path:
+        """Leased locks with fencing tokens (`omp.store.filestore`): `<name>.json` and its
+        `.<name>.flock`."""
+        return self.state / "locks"
 
     def mode_file(self, mode: str) -> Path:
         return Path(self.files.mode_file(mode))

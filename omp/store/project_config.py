@@ -157,3 +157,17 @@ def _number(raw: str) -> int | float | None:
     if dot:
         return float(raw) if frac and _DIGITS.issuperset(frac) else None
     return int(raw)
+
+
+def store_selected(project: StatePaths | ProjectFiles) -> bool:
+    """Does this process keep the project's mail and tasks in a store other than the files
+    (`omp.store.select`)? Asked on every per-call command, so answered from what they load
+    anyway: the environment and this file's `[store]` table; the store itself is opened (and
+    its client imported) only when the answer is yes."""
+    env = os.environ.get("OMP_STORE", "").strip()
+    if env:
+        return env != "file"
+    if os.environ.get("OMP_STORE_FILE"):
+        return True
+    url = load_table(project, "store").get("url")
+    return isinstance(url, str) and url.strip() not in ("", "file")

@@ -25,7 +25,7 @@ import os
 
 from omp import clock
 from omp.errors import OmpError
-from omp.store import fs
+from omp.store import fs, project_config
 from omp.store.names import LEADER
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from omp.record.config import TeamConfig
+    from omp.store.backend import Store
     from omp.store.layout import TeamFiles
     from omp.store.paths import TeamPaths
 
@@ -88,8 +89,11 @@ class Heartbeat:
         ours = _ours(obj)
         state = obj.get("state") if ours else "live"
         inactive = obj.get("inactive") if ours else None
+        # a heartbeat in a store (`omp.store.select`) names its host: another host's pid says
+        # nothing here
+        here = "host" not in obj or obj["host"] == _hostname()
         return cls(
-            pid=_pid(obj),
+            pid=_pid(obj) if here else None,
             pane_id=_pane(obj),
             state=state if state in ("live", "offline") else "live",
             updated_at=clock.parse_iso(str(obj.get("updated_at", ""))),
@@ -117,9 +121,30 @@ def heartbeat_path(team: Team, worker: str) -> str:
     return team.files.heartbeat(worker)
 
 
+def _hostname() -> str:
+    import socket  # only for heartbeats kept in a store
+
+    return socket.gethostname()
+
+
+def _store(team: Team) -> Store | None:
+    """The project's store when its heartbeats are not files (`omp.store.select`)."""
+    files = team.files
+    if not project_config.store_selected(files.project):
+        return None
+    from omp.store import select
+
+    return select.current(files.project)
+
+
 def _read_json(team: Team, worker: str) -> Any:
     """The worker's heartbeat file as JSON, or None (missing, unparsable or unsafe)."""
     files = team.files
+    if (store := _store(files)) is not None:
+        try:
+            return store.heartbeats(files.name).get(worker)
+        except OmpError:
+            return None
     try:
         if not files.project.check(files.worker_dir(worker)):
             return None
@@ -177,7 +202,10 @@ def _write(team: Team, worker: str, hb: Heartbeat) -> bool:
     if not _worker_dir_ok(team, worker):
         return False
     try:
-        fs.write_json_atomic(heartbeat_path(team, worker), hb.to_json(), pretty=False)
+        if (store := _store(team)) is not None:
+            store.beat(team.files.name, worker, {**hb.to_json(), "host": _hostname()})
+        else:
+            fs.write_json_atomic(heartbeat_path(team, worker), hb.to_json(), pretty=False)
     except (OmpError, OSError):
         return False  # presence is best-effort: the call it rides on has already succeeded
     return True

@@ -18,7 +18,7 @@ import time
 from omp import clock
 from omp.errors import OmpError
 from omp.record import history
-from omp.store import fs, jsonl, locks
+from omp.store import fs, jsonl, locks, project_config
 from omp.store.layout import task_id_of_lock, task_id_of_record
 from omp.store.names import task_id as check_task_id
 
@@ -27,8 +27,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from omp.store.backend import Store
     from omp.store.layout import TeamFiles
     from omp.store.paths import TeamPaths
+    from omp.tasks import stored
 
     Team = TeamPaths | TeamFiles
 
@@ -50,14 +52,23 @@ class guarded:  # (lower case: used as `with guarded(team):`, as the function it
     team is still the one the caller loaded. A class, not `contextlib.contextmanager`: contextlib
     costs ~2 ms on the way of `omp team status`, which imports this module and never locks."""
 
-    __slots__ = ("_fd", "_team")
+    __slots__ = ("_fd", "_stored", "_team")
 
     def __init__(self, team: Team) -> None:
         self._team = team.files
         self._fd = -1
+        self._stored: stored.Guard | None = None
 
     def __enter__(self) -> None:
         team = self._team
+        if project_config.store_selected(team.project):
+            # the store's lease stands for the flock: one writer of the team's tasks at a time,
+            # on whichever host it runs (`omp.tasks.stored`)
+            from omp.tasks import stored
+
+            self._stored = stored.Guard(team)
+            self._stored.__enter__()
+            return
         team.ensure_in(team.tasks_dir)  # never makes the team's own directory (a deleted team)
         try:
             fd = fs.open_file(team.tasks_guard, os.O_RDWR, create=True)
@@ -72,6 +83,9 @@ class guarded:  # (lower case: used as `with guarded(team):`, as the function it
         self._fd = fd
 
     def __exit__(self, *exc: object) -> None:
+        if self._stored is not None:
+            self._stored.__exit__()
+            return
         os.close(self._fd)  # releases the flock
 
 
@@ -97,7 +111,9 @@ def read(team: Team, tid: str) -> dict[str, Any] | None:
     team = team.files
     path = team.task(check_task_id(tid))
     try:
-        obj = fs.read_json(path)
+        obj = (
+            fs.read_json(path) if (st := _store(team)) is None else st.doc(team.name, "tasks", tid)
+        )
     except OmpError as exc:
         if exc.code != "corrupt_state":
             raise
@@ -130,6 +146,23 @@ def read_all(team: Team) -> TaskList:
     team = team.files
     out = TaskList()
     out.broken = []
+    if (st := _store(team)) is not None:
+        for doc in st.docs(team.name, "tasks"):
+            key = str(doc.get("id"))
+            wrong = problem(doc, key)
+            if wrong is None:
+                out.append(doc)
+            else:
+                where = f"{st.url} tasks/{key}"
+                out.broken.append(
+                    {
+                        "id": key,
+                        "file": where,
+                        "error": "invalid_task",
+                        "message": f"{where} {wrong}",
+                    }
+                )
+        return out
     try:
         if not team.project.check(team.tasks_dir):
             return out
@@ -183,7 +216,49 @@ def _sort_key(tid: str) -> tuple[int, int, str]:
 
 
 def _write(team: TeamFiles, task: dict[str, Any]) -> None:
+    if (st := _store(team)) is not None:
+        from omp.tasks import stored
+
+        stored.write(st, team, task)
+        return
     fs.write_json_atomic(team.task(task["id"]), task)
+
+
+def _store(team: TeamFiles) -> Store | None:
+    """The project's store when its tasks are not in the files (`omp.store.select`)."""
+    if not project_config.store_selected(team.project):
+        return None
+    from omp.store import select
+
+    return select.current(team.project)
+
+
+def _take_lock(team: TeamFiles, tid: str, owner: str, *, replace: bool) -> bool:
+    """`tasks/<tid>.lock`, the TypeScript tool's record of who holds a task (a store keeps no
+    such file). `replace`: a lock found there was left behind (we hold the guard) and goes."""
+    if _store(team) is not None:
+        return True
+    lock = team.task_lock(tid)
+    body = jsonl.encode({"owner": owner, "pid": os.getpid(), "claimedAt": clock.iso()})
+    # A full disk leaves no empty lock behind: a clean refusal (storage_error).
+    if locks.create_exclusive(lock, body):
+        return True
+    if not replace:
+        return False
+    fs.check_entry(lock, want_dir=False)
+    os.unlink(lock)
+    if not locks.create_exclusive(lock, body):
+        raise OmpError("claim_race", f"task {tid}: could not take its lock")
+    return True
+
+
+def _drop_lock(team: TeamFiles, tid: str) -> None:
+    if _store(team) is not None:
+        return
+    try:
+        os.unlink(team.task_lock(tid))
+    except FileNotFoundError:
+        pass
 
 
 def create(team: Team, tid: str, description: str) -> dict[str, Any]:
@@ -261,18 +336,9 @@ def claim(team: Team, tid: str, worker: str) -> tuple[dict[str, Any], str]:
             )
         if task.get("backlog") is True and (task.get("blockedBy") or task.get("agent")):
             _backlog_gate(team, task, worker)
-        lock = team.task_lock(tid)
-        lock_body = jsonl.encode({"owner": worker, "pid": os.getpid(), "claimedAt": clock.iso()})
-        for attempt in (1, 2):
-            # A full disk leaves no empty lock behind: a clean refusal (storage_error).
-            if locks.create_exclusive(lock, lock_body):
-                break
-            # A lock on a task that is still pending was left by a claimer that died between
-            # the lock and the task write (we hold the guard, so nobody is mid-claim now).
-            if attempt == 2:
-                raise OmpError("claim_race", f"task {tid}: could not take its lock")
-            fs.check_entry(lock, want_dir=False)
-            os.unlink(lock)
+        # A lock on a task that is still pending was left by a claimer that died between the
+        # lock and the task write (we hold the guard, so nobody is mid-claim now): replaced.
+        _take_lock(team, tid, worker, replace=True)
         token = f"{worker}-{int(time.time() * 1000)}-{os.urandom(4).hex()}"
         task.update(status="in_progress", owner=worker, startedAt=clock.iso(), claimToken=token)
         _write(team, task)
@@ -392,12 +458,9 @@ def transition(
         # under the guard: the log keeps the true order
         history.task(team, from_status, task, extra)
         if final in TERMINAL:
-            try:
-                os.unlink(team.task_lock(tid))
-            except FileNotFoundError:
-                pass
+            _drop_lock(team, tid)
     if outbox is not None:
-        jsonl.append(outbox, _outbox_line(task))
+        _post(team, outbox, task)
     return task
 
 
@@ -423,13 +486,7 @@ def reclaim(team: Team, tid: str, worker: str) -> dict[str, Any] | None:
             or not str(task.get("result") or "").startswith(offline_result(worker))
         ):
             return None
-        lock = team.task_lock(tid)
-        body = jsonl.encode({"owner": worker, "pid": os.getpid(), "claimedAt": clock.iso()})
-        if not locks.create_exclusive(lock, body):
-            fs.check_entry(lock, want_dir=False)
-            os.unlink(lock)  # a terminal task holds no lock: this one was left behind
-            if not locks.create_exclusive(lock, body):
-                raise OmpError("claim_race", f"task {tid}: could not take its lock")
+        _take_lock(team, tid, worker, replace=True)  # a terminal task holds none: a leftover
         task["status"] = "in_progress"
         for key in ("result", "finishedAt"):
             task.pop(key, None)
@@ -477,17 +534,13 @@ def omp_move(
         elif to == "in_progress":
             task.pop("finishedAt", None)
             if owner:
-                body = jsonl.encode({"owner": owner, "pid": os.getpid(), "claimedAt": clock.iso()})
-                locks.create_exclusive(team.task_lock(tid), body)  # False: it is there already
+                _take_lock(team, tid, owner, replace=False)  # False: it is there already
         _write(team, task)
         history.task(team, expect, task, extra)
         if to in TERMINAL:
-            try:
-                os.unlink(team.task_lock(tid))
-            except FileNotFoundError:
-                pass
+            _drop_lock(team, tid)
     if outbox is not None:
-        jsonl.append(outbox, _outbox_line(task))
+        _post(team, outbox, task)
     return task
 
 
@@ -505,8 +558,28 @@ def annotate(team: Team, tid: str, fields: dict[str, Any]) -> dict[str, Any] | N
     return task
 
 
-def _outbox_path(team: TeamFiles, worker: str) -> str:
+class _StoredLog:
+    """A worker's outbox in the store (`outbox/<worker>`), where the files would have a path."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _post(team: TeamFiles, outbox: str | _StoredLog, task: dict[str, Any]) -> None:
+    if isinstance(outbox, _StoredLog):
+        st = _store(team)
+        assert st is not None
+        st.append(team.name, outbox.name, [_outbox_line(task)])
+    else:
+        jsonl.append(outbox, _outbox_line(task))
+
+
+def _outbox_path(team: TeamFiles, worker: str) -> str | _StoredLog:
     """The worker's outbox, checked before the task changes: a refused outbox changes nothing."""
+    if _store(team) is not None:
+        return _StoredLog(f"outbox/{worker}")
     team.ensure_in(team.worker_dir(worker))
     path = team.outbox(worker)
     fs.check_entry(path, want_dir=False)
@@ -528,6 +601,8 @@ def _outbox_line(task: dict[str, Any]) -> dict[str, Any]:
 def clear_locks(team: Team) -> int:
     """Remove every task lock (shutdown); returns how many."""
     team = team.files
+    if _store(team) is not None:
+        return 0  # a store keeps no lock files; its guard is a lease that runs out by itself
     n = 0
     if not team.project.check(team.tasks_dir):  # unsafe_path for a symlinked tasks directory
         return 0

@@ -135,6 +135,9 @@ def worker_env(
         OMP_COMMAND=omp,
         PATH=path if path.split(os.pathsep)[0] == bindir else f"{bindir}{os.pathsep}{path}",
     )
+    # the store the leader uses (docs/remote.md), whatever the tmux server's own environment:
+    # the URL itself, or the 0600 file that holds it; never written into the pane's screen
+    out.update({k: env[k] for k in ("OMP_STORE", "OMP_STORE_FILE") if env.get(k)})
     return out
 
 
@@ -219,7 +222,17 @@ class Launch:
             from omp.team.backlog import BacklogStart
 
             self.backlog = BacklogStart.load(req, project, team.name, self.plan)
+        self.warn_about_store(project)
         return project, team, profile
+
+    def warn_about_store(self, project: StatePaths) -> None:
+        """A store open to anyone on its network is said before a team uses it (docs/remote.md)."""
+        if setup.selected_store(project) is None:
+            return
+        from omp.store import select
+
+        for warning in select.warnings(select.configured_url(project)):
+            self.progress(f"warning: {warning}")
 
     # ---- workers' worktrees (omp.team.worktrees): what launch and add-worker both do ------
 

@@ -23,7 +23,7 @@ import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omp import clock, procs
 from omp.errors import OmpError
@@ -38,6 +38,9 @@ DEFAULT_OLDER_THAN = "7d"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
 Remover = Callable[[Path], None]
+
+if TYPE_CHECKING:
+    from omp.store.backend import Store
 
 
 def parse_duration(text: str) -> float:
@@ -219,6 +222,23 @@ def _unread_in(box_owner: TeamPaths, run: str | None) -> list[dict[str, Any]]:
     return out
 
 
+def _stored_unread(store: Store, team: str, recipients: list[str]) -> list[dict[str, Any]]:
+    """`_unread_in` for a team whose mail is in the store (`omp.mail.stored`)."""
+    out: list[dict[str, Any]] = []
+    for name in recipients:
+        msgs = store.undelivered(team, name)
+        if msgs:
+            out.append(
+                {
+                    "recipient": name,
+                    "unread": len(msgs),
+                    "from": sorted({str(m.get("from")) for m in msgs}),
+                    "messageIds": [m["id"] for m in msgs],
+                }
+            )
+    return out
+
+
 def run_mail(team: TeamPaths, run: Path) -> list[dict[str, Any]]:
     """Unread mail an archived run holds (a relaunch moves the leader's mail of the last run
     into `runs/<time>/mailbox/`). Read-only."""
@@ -354,7 +374,10 @@ def delete(
             team=name,
             panes=alive,
         )
-    lost = unread_mail(team)
+    from omp.team.setup import selected_store
+
+    store = selected_store(project)
+    lost = unread_mail(team) + (_stored_unread(store, name, cfg.recipients) if store else [])
     if lost and not force:
         raise _unread_error(name, lost)
     gone = _worktrees_first(cfg, force=force)
@@ -362,6 +385,11 @@ def delete(
     finished = finish_tombstones(project, remove=remove)
     size = tree_bytes(team.dir)
     lost = _take_away(project, team, force=force, remove=remove)
+    if store is not None:
+        # the team's mail and tasks in the store go with it (a writer is refused from the
+        # moment the store forgets the team, before its keys go)
+        lost += _stored_unread(store, name, cfg.recipients)
+        store.drop_team(name)
     return {
         "ok": True,
         "team": name,

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omp import clock
 from omp.errors import OmpError
 from omp.invocation import hint
 from omp.record import config as team_config
 from omp.record import history
-from omp.store import fs, names
+from omp.store import fs, names, project_config
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths, find_root
 from omp.tasks import tasks
+
+if TYPE_CHECKING:
+    from omp.store.backend import Store
 
 
 def task_description(task: str, i: int, n: int) -> str:
@@ -104,7 +107,25 @@ def archive_previous_run(team: TeamPaths) -> Path | None:
     for src, dst in moves:
         team.project.ensure(dst.parent)
         os.rename(src, dst)
+    if (store := selected_store(team.project)) is not None:
+        store.archive_run(team.name, run.name, [LEADER])  # the same, where the store keeps it
     return run.dir
+
+
+def selected_store(project: StatePaths) -> Store | None:
+    """The project's store when its mail and tasks are not in the files (`omp.store.select`)."""
+    if not project_config.store_selected(project):
+        return None
+    from omp.store import select
+
+    return select.current(project)
+
+
+def ensure_stored_team(team: TeamPaths) -> None:
+    """A team whose mail and tasks live in a store is known there before anything is written
+    (the store refuses writes to a team it does not know: a deleted one stays deleted)."""
+    if (store := selected_store(team.project)) is not None:
+        store.ensure_team(team.name)
 
 
 def write_state(
@@ -116,6 +137,7 @@ def write_state(
     writer creates only inside an existing one (`TeamPaths.ensure_in`), so a deleted team stays
     deleted."""
     team.project.ensure(team.dir)
+    ensure_stored_team(team)
     archive_previous_run(team)
     n = len(raw["workers"])
     for i, w in enumerate(raw["workers"], start=1):

@@ -230,7 +230,8 @@ def wait(
     looked_gone: float | None = None
     while True:
         key, newest = _key(watched)
-        if key != last or wall() - newest < _RACY:
+        # mail and tasks in a store (`omp.store.select`) change no file: look every poll
+        if key != last or wall() - newest < _RACY or box.stored is not None:
             last = key
             result = _look(cfg, box, before, seen)
             if result is not None:

@@ -235,6 +235,11 @@ MAKERS = {
     ("omp/backlog/worktrees.py", "home.mkdir(parents=True, exist_ok=True)"): "tasks' worktrees",
     ("omp/cli/demo.py", "(repo / rel).parent.mkdir(parents=True, exist_ok=True)"): "the same",
     ("omp/cli/crash.py", "d.mkdir(mode=0o700, parents=True, exist_ok=True)"): "crash logs",
+    # the store interface's file backend: `ensure_team` is the store's "create" (launch's)
+    ("omp/store/filestore.py", "self.paths.ensure(self.paths.team(team_name(team)).dir)"): "create",
+    ("omp/store/filestore.py", "self.paths.ensure(self.paths.store_locks)"): "locks/, no team's",
+    ("omp/store/filestore.py", "self.paths.ensure(dst.parent)"): "a relaunch's runs/<label>/",
+    ("omp/tmux/ssh.py", "os.mkdir(base, 0o700)"): "ssh master sockets, outside the state",
 }
 
 

@@ -1,0 +1,133 @@
+"""Placing one worker on another host: what `omp team launch --host` is to do for each remote
+worker (that option is not wired yet: see docs/remote.md, Status).
+
+On the host, under `<dir>/<project>/` (`[hosts.<name>] dir`):
+
+    repo.git, worktrees/<team>/<worker>   the worker's checkout (`omp.workspace.remote`)
+    root/.omp/state/team/<team>/          the team's config and the worker's inbox, mirrored:
+                                          the omp there reads them (OMP_ROOT=root)
+    store-url                             the store's URL, 0600 (OMP_STORE_FILE)
+
+The agent runs in a pane of the host's tmux server (`omp.tmux.remote`), with the identity launch
+gives every worker (OMP_TEAM, OMP_WORKER, OMP_LAUNCH_TOKEN): the omp on that host fences it
+against the mirrored config exactly as the leader's would (`omp.api.authorize`), and its mail
+and tasks go through the store every host reaches. The store's address and credentials reach
+the host through ssh's standard input into the 0600 file: never a command line, an environment
+typed into a pane, an inbox or a message.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from omp.mail import bootstrap
+from omp.store.paths import INBOX
+from omp.tmux import ssh
+from omp.tmux.remote import RemoteTmux
+from omp.workspace import remote as checkout
+
+
+class Placed(NamedTuple):
+    """Where a remote worker runs (recorded in its config entry as `host`)."""
+
+    host: str
+    root: str  # OMP_ROOT there
+    worktree: str
+    branch: str
+    socket: str  # the host's tmux server (-L)
+    pane: str
+
+    def to_config(self) -> dict[str, str]:
+        return self._asdict()
+
+
+def state_dir(root: str, team: str) -> str:
+    return f"{root}/.omp/state/team/{team}"
+
+
+def inbox_path(root: str, team: str, worker: str) -> str:
+    return f"{state_dir(root, team)}/workers/{worker}/{INBOX}"
+
+
+def mirror_config(host: ssh.Host, root: str, team: str, config: dict[str, Any]) -> None:
+    """The team's config on the host (after every change of it: launch, grow, removal)."""
+    text = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
+    ssh.put_file(host, f"{state_dir(root, team)}/config.json", text)
+
+
+def place(
+    host: ssh.Host,
+    *,
+    leader_repo: Path,
+    project: str,
+    team: str,
+    worker: str,
+    task_id: str | None,
+    description: str,
+    teammates: list[str],
+    config: dict[str, Any],
+    token: str,
+    start: str,
+    store_url: str,
+    agent_command: list[str],
+) -> Placed:
+    """The worker's checkout, state and pane on `host` (see the module docstring)."""
+    branch = f"omp/{team}/{worker}"
+    worktree = checkout.provision(
+        host, leader_repo, project, branch=branch, start=start, worktree=f"{team}/{worker}"
+    )
+    base = checkout.prepare(host, project)
+    root = f"{base}/root"
+    mirror_config(host, root, team, config)
+    inbox = bootstrap.inbox_markdown(
+        team=team,
+        worker=worker,
+        task_id=task_id,
+        description=description,
+        teammates=teammates,
+        result_path=Path(f"{state_dir(root, team)}/workers/{worker}/result.md"),
+        omp=host.settings.omp,
+        worktree=(worktree, branch),
+    )
+    ssh.put_file(host, inbox_path(root, team, worker), inbox)
+    url_file = f"{base}/store-url"
+    ssh.put_file(host, url_file, store_url + "\n")
+    env = {
+        "OMP_TEAM": team,
+        "OMP_WORKER": worker,
+        "OMP_TEAM_WORKER": "1",
+        "OMP_LAUNCH_TOKEN": token,
+        "OMP_ROOT": root,
+        "OMP_STORE_FILE": url_file,
+        "OMP_COMMAND": host.settings.omp,
+    }
+    socket = f"omp-{project}"
+    tmux = RemoteTmux(host, socket)
+    _, _, pane = tmux.new_session(
+        f"omp-{team}-{worker}".replace(".", "_"), cwd=worktree, command=agent_command, env=env
+    )
+    tmux.set_pane_option(pane, "remain-on-exit", "on")
+    return Placed(host.name, root, worktree, branch, socket, pane)
+
+
+def trigger(host: ssh.Host, placed: Placed, team: str, worker: str) -> str:
+    """The line that starts the worker on its task (`omp.mail.bootstrap.trigger_line`)."""
+    line = bootstrap.trigger_line(Path(inbox_path(placed.root, team, worker)))
+    tmux = RemoteTmux(host, placed.socket)
+    tmux.send_literal(placed.pane, line)
+    tmux.send_key(placed.pane, "Enter")
+    return line
+
+
+def bring_back(host: ssh.Host, leader_repo: Path, project: str, placed: Placed) -> str:
+    """The worker's branch into the leader's repository (fast-forward only): its commit."""
+    return checkout.fetch_back(host, leader_repo, project, branch=placed.branch)
+
+
+def remove(host: ssh.Host, project: str, team: str, worker: str, placed: Placed) -> None:
+    """The worker's pane, checkout and mirrored state go (its branch is kept at the leader's)."""
+    tmux = RemoteTmux(host, placed.socket)
+    tmux.kill_session(f"omp-{team}-{worker}".replace(".", "_"))
+    checkout.remove(host, project, worktree=f"{team}/{worker}")

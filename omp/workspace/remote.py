@@ -1,0 +1,111 @@
+"""A worker's checkout on another host: a clone of the leader's repository there, a worktree per
+worker, and the worker's branch brought back to the leader's repository.
+
+On the host, under its `dir` (`[hosts.<name>]`, default `~/.omp-remote`):
+
+    <dir>/<project>/repo.git                    a bare repository, one per project
+    <dir>/<project>/worktrees/<team>/<worker>   the worker's checkout of its branch
+
+The leader pushes (over the host's ssh master, `GIT_SSH_COMMAND`): the host never needs a way
+back to the leader. The worker's branch starts at the commit the leader's worktree workers start
+at, and is fetched back fast-forward only, into the same branch name in the leader's repository,
+so `omp team diff`, `verify` and `merge` see it as a local worker's branch. A branch that moved
+on the leader's side as well is refused (`git_failed`), never overwritten.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omp.errors import OmpError
+from omp.store.names import is_valid_name
+from omp.tmux import ssh
+from omp.workspace.git import git
+
+_PREPARE = """set -e
+mkdir -p "$1"
+cd "$1"
+[ -d repo.git ] || git init -q --bare repo.git
+pwd
+"""
+_WORKTREE = """set -e
+cd "$1"
+if [ -e "$2/.git" ]; then exit 0; fi
+mkdir -p "$(dirname "$2")"
+git -C repo.git worktree add -q "$2" "$3"
+"""
+
+_REMOVE = """cd "$1" || exit 0
+git -C repo.git worktree remove --force "$2" 2>/dev/null
+rm -rf "$2"
+git -C repo.git worktree prune
+if [ -n "$3" ]; then git -C repo.git branch -q -D "$3" 2>/dev/null; fi
+exit 0
+"""
+
+
+def project_dir(host: ssh.Host, project: str) -> str:
+    if not is_valid_name(project):
+        raise OmpError("invalid_input", f"invalid project key {project!r}")
+    return f"{host.settings.dir.rstrip('/')}/{project}"
+
+
+def prepare(host: ssh.Host, project: str) -> str:
+    """The project's bare repository on `host` (made if missing); its directory, absolute."""
+    out = ssh.run(host, ["sh", "-c", _PREPARE, "sh", project_dir(host, project)]).out
+    base = out.strip().splitlines()[-1] if out.strip() else ""
+    if not base.startswith("/"):
+        raise OmpError(
+            "remote_failed", f"on {host.name}: could not make {project_dir(host, project)}"
+        )
+    return base
+
+
+def _url(host: ssh.Host, base: str) -> str:
+    # scp-like syntax would take the port from nowhere; the ssh options carry it (`-p`)
+    return f"ssh://{host.destination}{base}/repo.git"
+
+
+def _env(host: ssh.Host) -> dict[str, str]:
+    return {"GIT_SSH_COMMAND": ssh.git_ssh_command(host)}
+
+
+def provision(
+    host: ssh.Host, leader_repo: Path, project: str, *, branch: str, start: str, worktree: str
+) -> str:
+    """The worker's checkout on `host`: `branch` pushed there at `start` (a commit of the
+    leader's repository) unless it is there already (a resume keeps the worker's commits), and
+    a worktree of it at `worktrees/<worktree>`. Its absolute path on the host."""
+    base = prepare(host, project)
+    ref = f"refs/heads/{branch}"
+    have = ssh.run(
+        host, ["git", "-C", f"{base}/repo.git", "rev-parse", "-q", "--verify", ref], check=False
+    )
+    if have.code != 0:
+        git(
+            leader_repo,
+            "push", "-q", _url(host, base), f"{start}:refs/heads/{branch}",
+            env=_env(host), timeout=600,
+        )  # fmt: skip
+    path = f"{base}/worktrees/{worktree}"
+    ssh.run(host, ["sh", "-c", _WORKTREE, "sh", base, path, branch], timeout=300)
+    return path
+
+
+def fetch_back(host: ssh.Host, leader_repo: Path, project: str, *, branch: str) -> str:
+    """Bring `branch` from `host` into the leader's repository (fast-forward only); its commit."""
+    base = prepare(host, project)
+    git(
+        leader_repo,
+        "fetch", "-q", _url(host, base), f"refs/heads/{branch}:refs/heads/{branch}",
+        env=_env(host), timeout=600,
+    )  # fmt: skip
+    return git(leader_repo, "rev-parse", f"refs/heads/{branch}").text
+
+
+def remove(host: ssh.Host, project: str, *, worktree: str, branch: str | None = None) -> None:
+    """Remove the worker's checkout on `host` (and its branch there, if named): the leader's
+    copy of the branch is what is kept."""
+    base = prepare(host, project)
+    path = f"{base}/worktrees/{worktree}"
+    ssh.run(host, ["sh", "-c", _REMOVE, "sh", base, path, branch or ""])
