@@ -16,6 +16,7 @@ EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_BROKEN_PIPE = 141  # the reader of its output went away (`| head`): nothing said
 
 # Every error code omp reports, and the exit code it carries: the one registry. docs/errors.md's
 # error table lists exactly these (tests/test_docs.py checks both ways), and every

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
-from omp.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, OmpError
+from omp.errors import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, OmpError
 from omp.textsafe import inline, json_safe, visible
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
@@ -173,8 +173,23 @@ def guarded(fn: Callable[[], T], as_json: bool) -> T:
         interrupted()
     except SystemExit:
         raise
+    except BrokenPipeError:
+        closed_pipe()
     except Exception as exc:
         internal(exc, as_json)
+
+
+def closed_pipe() -> NoReturn:
+    """The reader went away (`omp team events T | head`): not a bug, nothing to say. Whatever
+    is still buffered goes to /dev/null, so the interpreter's last flush cannot fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(EXIT_BROKEN_PIPE)
 
 
 def run(

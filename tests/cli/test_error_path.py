@@ -135,3 +135,28 @@ def test_an_error_ending_in_commands_prints_them_as_lines_and_nothing_else_break
     # any other message keeps its newlines escaped on one line
     plain = human_error(OmpError("invalid_input", "one\ntwo"))
     assert plain == "omp: one\\ntwo [invalid_input]\n"
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`omp team events T | head -1`: no `internal error`, no crash log, exit 141 (SIGPIPE's)."""
+    import subprocess
+    import sys
+
+    from tests.helpers import child_env, make_project, make_team
+
+    root = make_project(tmp_path / "proj")
+    team = make_team(root, "t", 3)
+    line = '{"type":"member","worker":"worker-1","change":"joined","at":"2026-12-02T00:00:00.000Z"}'
+    with open(team.events, "a") as f:  # far more than a pipe holds
+        f.write((line + "\n") * 20_000)
+    env = child_env(tmp_path / "home")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omp", "team", "events", "t"], cwd=root, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader leaves after one line, as `head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 141, err
+    assert "internal" not in err and "Traceback" not in err
