@@ -807,6 +807,10 @@ def _read(path: Path) -> dict[str, Any]:
 
             doc: Any = tomllib.loads(raw.decode("utf-8"))
         else:
+            from omp.store.strictjson import SETTINGS_DEPTH, nests_deeper
+
+            if nests_deeper(raw, SETTINGS_DEPTH):
+                raise ValueError("nested too deeply")
             doc = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise _bad(path, f"does not parse: {exc}") from exc

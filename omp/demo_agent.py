@@ -350,7 +350,32 @@ class DemoAgent:
         wt = _WORKTREE_RE.search(inbox)
         self.worktree = Path(wt.group(1)) if wt else None
         self.screen.say(f"● reading {path}: task {tid}")
+        claimed = _CLAIM_TOKEN_RE.search(inbox)  # a backlog's: claimed for it already
+        if claimed is not None:
+            self.start_claimed(tid, claimed.group(1), task_description(inbox))
+            return
         self.run_task(tid, task_description(inbox))
+
+    def start_claimed(self, tid: str, token: str, description: str) -> None:
+        """A task omp claimed for this worker (a backlog's): work on it, never claim it."""
+        self.task_id, self.task_state = tid, "in_progress"
+        start = f"{self.me} started task {tid}"
+        self.notify_leader(f"{start}: {description[:80]}" if description else start)
+        self.screen.say(f"● {start}")
+        self.finish_task(tid, token, description)
+
+    def on_handover(self, msg: Result) -> None:
+        """omp's mail handing this worker its next task (a backlog): everything is in it."""
+        body = str(msg.get("body") or "")
+        tid, token = _TASK_ID_RE.search(body), _CLAIM_TOKEN_RE.search(body)
+        if tid is None or token is None:
+            return
+        if tid.group(1) == self.task_id and self.task_state in ("in_progress", "verifying"):
+            return  # the same hand-over read twice
+        wt = _WORKTREE_RE.search(body)
+        self.worktree = Path(wt.group(1)) if wt else None
+        self.committed = None
+        self.start_claimed(tid.group(1), token.group(1), task_description(body))
 
     def on_resume(self, path: Path, text: str) -> None:
         """`omp team resume` restarted this agent (a new session: nothing is remembered). It
@@ -436,10 +461,17 @@ class DemoAgent:
             self.task_state = "verifying"
             self.notify_leader(f"{self.me} completed task {tid}; omp is verifying it")
             self.screen.done(f"● handed over task {tid}; omp is verifying it")
+            self.expect_next(reply)
             return
         self.task_state = "completed"
         self.notify_leader(f"{self.me} completed task {tid}")
         self.screen.done(f"● completed task {tid}; result in {result_path}")
+        self.expect_next(reply)
+
+    def expect_next(self, reply: Result) -> None:
+        """A backlog hands the next task at once (`next` in the reply): read the mail now."""
+        if isinstance(reply.get("next"), dict):
+            self.pending.append("omp: you have 1 new message (your next task)")
 
     def commit_work(self, tid: str, description: str, worktree: Path) -> str:
         """What a real agent in a worktree does: write its work into a file there and commit
@@ -562,6 +594,10 @@ class DemoAgent:
         if msg.get("event") == "task_req":
             self.replied.add(mid)
             self.do_request(msg, mid, sender, body)
+            return
+        if sender == LEADER and msg.get("intent") == "task_handover":
+            self.replied.add(mid)
+            self.on_handover(msg)
             return
         if is_answer(msg) or msg.get("event") is not None:
             return  # answers and task events are never answered: no loops

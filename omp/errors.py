@@ -16,6 +16,7 @@ EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_BROKEN_PIPE = 141  # the reader of its output went away (`| head`): nothing said
 
 # Every error code omp reports, and the exit code it carries: the one registry. docs/errors.md's
 # error table lists exactly these (tests/test_docs.py checks both ways), and every
@@ -89,6 +90,10 @@ CODES: dict[str, int] = {
     "no_active_loop": EXIT_REFUSED,
     "invalid_config": EXIT_REFUSED,
     "invalid_task": EXIT_REFUSED,
+    "invalid_tasks": EXIT_USAGE,
+    "task_blocked": EXIT_REFUSED,
+    "wrong_agent": EXIT_REFUSED,
+    "task_limit": EXIT_REFUSED,
     "invalid_agents_file": EXIT_REFUSED,
     "invalid_root": EXIT_REFUSED,
     "unsafe_path": EXIT_REFUSED,
@@ -122,6 +127,10 @@ CODES: dict[str, int] = {
     "not_answered": EXIT_REFUSED,
     "board_not_installed": EXIT_REFUSED,
     "board_unavailable": EXIT_REFUSED,
+    "target_busy": EXIT_REFUSED,
+    "signing_failed": EXIT_REFUSED,
+    "nothing_committed": EXIT_REFUSED,
+    "no_task_worker": EXIT_REFUSED,
     # the store interface (omp/store/backend.py) and its Redis backend
     "invalid_store": EXIT_REFUSED,
     "store_unavailable": EXIT_REFUSED,

@@ -1,11 +1,13 @@
-"""Take docs/board.png: the board of a running demo team, in Debian's chromium.
+"""Take docs/board.png: the board of a running demo backlog team, in Debian's chromium.
 
     .venv/bin/python scripts/board_screenshot.py [OUT.png]
 
 A throwaway git repository (as `omp demo` makes one), a private tmux server, `omp team launch
-3:demo` with a worktree per worker, waited until done; then `omp team board`, its page opened in
-chromium through Playwright (the system browser), a message sent from the page, and a screenshot.
-Everything is removed afterwards.
+3:demo --tasks` with `omp demo --backlog`'s six tasks (a worktree and branch each, merged by
+hand), waited until the first four wait for their merge; two of them merged with `omp team merge
+--task`, so the task waiting for one of them starts; then `omp team board`, its page opened in
+chromium through Playwright (the system browser) and a screenshot while that task runs: the graph
+shows tasks done, in progress, to merge and blocked. Everything is removed afterwards.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "docs" / "board.png").resolve()
     from playwright.sync_api import sync_playwright
 
-    from omp.cli.demo import make_repo
+    from omp.cli.demo import DEMO_BACKLOG, make_repo
     from omp.tmux import Tmux
 
     work = Path(tempfile.mkdtemp(prefix="omp-board-shot-")).resolve()
@@ -50,18 +52,29 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_") and k != "TMUX"}
     (work / "home").mkdir()
     env.update(HOME=str(work / "home"), SHELL="/bin/sh", OMP_TMUX_SOCKET=sock)
+    for role in ("AUTHOR", "COMMITTER"):  # a merge commit's, with a HOME that has no git identity
+        env.update({f"GIT_{role}_NAME": "omp-demo", f"GIT_{role}_EMAIL": "demo@omp.invalid"})
     board = None
     try:
         repo, _ = make_repo(work)
-        omp("team", "launch", "3:demo", "write a haiku about tmux", "--name", "haiku",
-            "--workspace", "worktree", cwd=repo, env=env)  # fmt: skip
-        for _ in range(300):
-            st = json.loads(omp("team", "status", "haiku", "--json", cwd=repo, env=env))
-            if st["teams"][0]["allDone"]:
+        tasks_file = work / "tasks.toml"
+        tasks_file.write_text(DEMO_BACKLOG, encoding="utf-8")
+        env["OMP_DEMO_WORK_SECONDS"] = "6"  # long enough to catch a task in progress
+        omp("team", "launch", "3:demo", "--tasks", str(tasks_file), "--merge", "manual",
+            "--name", "parser", cwd=repo, env=env)  # fmt: skip
+
+        def states() -> dict[str, str]:
+            got = json.loads(omp("team", "task", "list", "parser", "--json", cwd=repo, env=env))
+            return {str(t["id"]): str(t["state"]) for t in got["tasks"]}
+
+        for _ in range(600):
+            if sum(s == "to_merge" for s in states().values()) >= 4:
                 break
             time.sleep(0.3)
+        for tid in ("3", "1"):  # 1's merge lets 4 start
+            omp("team", "merge", "parser", "--task", tid, cwd=repo, env=env)
         board = subprocess.Popen(
-            [sys.executable, "-m", "omp", "team", "board", "haiku"], cwd=repo, env=env,
+            [sys.executable, "-m", "omp", "team", "board", "parser"], cwd=repo, env=env,
             stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert board.stdout is not None
@@ -72,15 +85,8 @@ def main() -> None:
             page.goto(url)
             page.wait_for_function(
                 "() => document.querySelectorAll('#screens figure').length == 3 && "
-                "![...document.querySelectorAll('#workers td')].some(t => "
-                "t.textContent.includes('reading'))",
+                "document.querySelector('[data-column=in_progress] [data-task=\"4\"]')",
                 timeout=60000,
-            )
-            page.get_by_label("To", exact=True).select_option("worker-2")
-            page.get_by_label("Message", exact=True).fill("Nice haiku. Can you add a title?")
-            page.get_by_role("button", name="Send", exact=True).click()
-            page.wait_for_function(
-                "() => document.querySelector('#notice').textContent.includes('sent to')"
             )
             page.wait_for_timeout(1500)
             page.evaluate("() => { document.activeElement.blur(); window.scrollTo(0, 0); }")
@@ -92,7 +98,7 @@ def main() -> None:
             board.terminate()
             board.wait(timeout=10)
         try:
-            omp("team", "shutdown", "haiku", cwd=work / "repo", env=env)
+            omp("team", "shutdown", "parser", cwd=work / "repo", env=env)
         except SystemExit:
             pass
         tmux.kill_server()

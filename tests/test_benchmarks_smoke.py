@@ -121,6 +121,20 @@ def test_bench_worktrees_quick_prints_its_table(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_bench_merge_quick_prints_its_table(tmp_path: Path) -> None:
+    proc = run_benchmark(tmp_path, "bench_merge.py", "--quick")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("- machine: ") for line in lines)
+    header = "| | Benchmark | Median |"
+    assert header in lines
+    rows = [line for line in lines[lines.index(header) + 2 :] if line.startswith("| ")]
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    assert [c[0] for c in cells] == ["a", "a", "b", "b", "c"]
+    assert "git processes" in cells[0][1] and int(cells[0][2]) > 0
+
+
+@pytest.mark.slow
 @pytest.mark.tmux
 def test_bench_resume_quick_prints_its_table(tmp_path: Path) -> None:
     proc = run_benchmark(tmp_path, "bench_resume.py", "--quick", timeout=600)
@@ -134,3 +148,15 @@ def test_bench_resume_quick_prints_its_table(tmp_path: Path) -> None:
     assert "resume of 8 demo workers" in cells[0][1] and "launch of 8" in cells[1][1]
     assert all(c[2].endswith(" ms") for c in cells), rows
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
+
+
+@pytest.mark.slow
+def test_bench_backlog_quick_prints_its_table(tmp_path: Path) -> None:
+    proc = run_benchmark(tmp_path, "bench_backlog.py", "--quick")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    header = "| | Benchmark | Median | Target | Meets target |"
+    assert header in lines
+    rows = [line for line in lines[lines.index(header) + 2 :] if line.startswith("| ")]
+    assert [r.split("|")[1].strip() for r in rows] == ["a", "b", "b", "c", "d"]
+    assert "100 tasks, 32 workers" in proc.stdout and " ms" in proc.stdout

@@ -29,7 +29,8 @@ from omp.usage import prices
 from tests.helpers import REPO
 
 TOML_BLOCK = re.compile(r"^```toml\n(.*?)^```\n", re.M | re.S)
-AGENT_FILES = ("agents",)  # `.omp/agents.toml`: another file, read by omp.agents
+# other files than config.toml: `.omp/agents.toml` (omp.agents), a backlog's tasks file
+AGENT_FILES = ("agents", "task")
 
 
 def _merge(into: dict[str, Any], doc: dict[str, Any]) -> None:
@@ -90,6 +91,11 @@ def test_every_documented_setting_is_accepted_by_every_reader(
     assert list(got.copy) == doc["worktree"]["copy"]
     assert notify.settings(project).command == doc["notify"]["command"]
     assert set(prices.load_prices(project)) == set(doc["prices"])
+    from omp.backlog import settings as backlog
+
+    assert backlog.merge_mode(None, project) == doc["team"]["merge"]
+    got_limit = backlog.limits(project).max_tasks_per_worker
+    assert got_limit == doc["backlog"]["max_tasks_per_worker"]
     assert select.settings(project).url == doc["store"]["url"]
     assert set(ssh.load_hosts(project)) == set(doc["hosts"])
     limits.load(project)  # the tables the docs do not show read their defaults

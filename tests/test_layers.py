@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("omp.tasks",),
     ("omp.mail",),
     ("omp.conversations",),
+    ("omp.backlog",),
     ("omp.monitor",),
     ("omp.team",),
     ("omp.views",),

@@ -62,6 +62,34 @@ def test_inbox_is_under_2kb_without_the_task_text(root: Path) -> None:
     assert len(text.encode()) < INBOX_LIMIT, len(text.encode())
 
 
+WORKTREE = (
+    "/home/somebody/.local/state/omp/worktrees/project-1a2b3c4d5e/haiku/worker-1",
+    "omp/haiku/worker-1",
+)
+
+
+@pytest.mark.parametrize("backlog", [False, True])
+def test_inbox_with_a_worktree_and_a_check_stays_under_2kb(root: Path, backlog: bool) -> None:
+    """Every agent reads it first and pays for it on every turn: with the worktree section
+    (its path once, not in every command) and a backlog's claimed task, still under 2 KiB."""
+    extra: dict[str, Any] = {}
+    if backlog:
+        token = "worker-1-1796134551848-87aa720a"
+        extra = {"claim_token": token, "backlog": bootstrap.Backlog("main", "omp")}
+    text = bootstrap.inbox_markdown(
+        team=TEAM, worker="worker-1", task_id="1", description="x",
+        teammates=["worker-2", "worker-3"],
+        result_path=root / ".omp/state/team" / TEAM / "workers/worker-1/result.md",
+        omp=OMP_WORDS, worktree=WORKTREE, verify="pytest -q", **extra,
+    )  # fmt: skip
+    assert len(text.encode()) < INBOX_LIMIT, len(text.encode())
+    assert text.count(WORKTREE[0]) == 2  # where it works, and the one commit line
+    if backlog:
+        assert "claim-task" not in text and "do not claim it" in text
+        assert '"claim_token":"worker-1-1796134551848-87aa720a"' in text
+        assert "omp then mails you your next task" in text
+
+
 def test_inbox_names_this_team_and_worker_and_leaves_no_template_slot(root: Path) -> None:
     text = _inbox(root, description="write a haiku (part 1/3)")
     assert text.startswith(f"# worker-1 in omp team {TEAM}\n")
@@ -78,7 +106,9 @@ def test_inbox_commands_are_exact(root: Path) -> None:
     text = _inbox(root)
     found = [(m.group(1), json.loads(m.group(2))) for m in CMD.finditer(text)]
     # Every command names the omp that launched the team, never a bare `omp` found on PATH.
-    assert text.count(f"{OMP_WORDS} team api ") == len(found) >= 5
+    # (and one pointer to `team api --help` for the rest: the task conversations)
+    assert text.count(f"{OMP_WORDS} team api ") == len(found) + 1 >= 6
+    assert f"{OMP_WORDS} team api --help\n" in text
     assert re.search(r"(^|\s)omp team api", text) is None
     subs = [s for s, _ in found]
     assert subs[:4] == ["claim-task", "send-message", "transition-task-status", "mailbox-read"]

@@ -72,6 +72,14 @@ class ClaimReply(TypedDict):
 class TaskReply(TypedDict):
     ok: bool
     task: dict[str, Any]
+    next: NotRequired[dict[str, Any]]  # a backlog's next task, handed to the caller at once
+
+
+class CreateTaskReply(TypedDict):
+    ok: bool
+    team: str
+    task: dict[str, Any]  # the new task's record
+    handedOver: list[dict[str, Any]]  # hand-overs it made at once (a free worker took it)
 
 
 class TasksReply(TypedDict):

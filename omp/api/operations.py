@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from omp.api.doc import (
         ClaimReply,
+        CreateTaskReply,
         MailReply,
         MarkReply,
         Member,
@@ -141,7 +142,7 @@ def _transition_task_status(a: Args) -> Reply[TaskReply]:
         from omp.api import completion  # git and the check's machinery: this path only
 
         if completion.involved(cfg):
-            amend = completion.prepare(cfg, a["task_id"], who)
+            amend = completion.prepare(cfg, a["task_id"], who, a.get("nothing_to_commit") is True)
     # `who` is the named worker, or the pane's own worker when the call names none: either way
     # only that worker's task can move (the leader, with no worker identity, may name none).
     task = tasks.transition(
@@ -158,7 +159,49 @@ def _transition_task_status(a: Args) -> Reply[TaskReply]:
     # a check runs in the background: a monitor must be there to settle what its own
     # supervisor could not (`omp.monitor.verifying`)
     verifying = task.get("status") == "verifying"
-    return Reply({"ok": True, "task": task}, [epilogue.keep_monitor(cfg, deferred=verifying)])
+    reply: TaskReply = {"ok": True, "task": task}
+    if task.get("backlog") is True:  # the worker is free: its next task, if that is cheap
+        from omp.backlog import handover
+
+        owner = who or (task.get("owner") if isinstance(task.get("owner"), str) else None)
+        for act in handover.after_move(cfg, owner, str(task.get("status"))):
+            if act.get("action") == "handed_over" and act.get("worker") == owner:
+                reply["next"] = {"taskId": act["taskId"], "how": "omp mailed it to you"}
+    return Reply(reply, [epilogue.keep_monitor(cfg, deferred=verifying)])
+
+
+def _create_task(a: Args) -> Reply[CreateTaskReply]:
+    """A task for the team's backlog, made by an agent (a worker splitting its own task) or the
+    leader; it records who made it (`omp.backlog.changes`)."""
+    cfg = team_config.load(a["team_name"])
+    worker = text_field(a, "worker", required=False)
+    who = authorize.fence(cfg, worker)
+    _worker(cfg, worker)
+    from omp.backlog import changes
+
+    blocked = a["blocked_by"]
+    if blocked is None:
+        blocked = []
+    elif not isinstance(blocked, list):
+        blocked = [blocked]
+    result = changes.add(
+        cfg,
+        a["title"],
+        description=a["description"] or "",
+        blocked_by=blocked,
+        agent=a["agent"],
+        priority=a["priority"] if a["priority"] is not None else 0,
+        created_by=who or LEADER,
+        cheap=True,
+    )  # fmt: skip
+    epilogue.beat(cfg, who)
+    reply: CreateTaskReply = {
+        "ok": True,
+        "team": cfg.name,
+        "task": result["task"],
+        "handedOver": result["handedOver"],
+    }
+    return Reply(reply, [epilogue.keep_monitor(cfg)])
 
 
 def _list_tasks(a: Args) -> Reply[TasksReply]:
@@ -297,11 +340,29 @@ transition_task_status = Operation(
         Field("claim_token", required=False),
         Field("result", required=False),
         Field("worker", "late_text", required=False),
+        Field("nothing_to_commit", "flag", required=False),
     ),
     "TaskReply",
     "pending -> in_progress -> completed / failed; a worker passes the claim_token its claim "
-    "returned; a worktree worker commits first (else uncommitted_changes); in a team that "
-    "verifies, a completion is verifying until its check passes",
+    "returned; a worktree worker commits first (else uncommitted_changes, or nothing_committed "
+    "unless nothing_to_commit is true: a review, an answer); in a team that verifies, a "
+    "completion is verifying until its check passes",
+)
+create_task = Operation(
+    "create-task",
+    _create_task,
+    (
+        TEAM,
+        Field("title", "body"),
+        Field("description", "raw", required=False),
+        Field("blocked_by", "raw", required=False),
+        Field("agent", "raw", required=False),
+        Field("priority", "raw", required=False),
+        Field("worker", "late_text", required=False),
+    ),
+    "CreateTaskReply",
+    "a backlog task (blocked_by: ids it waits for); records who made it; a worker may make "
+    "at most 20 (task_limit)",
 )
 list_tasks = Operation("list-tasks", _list_tasks, (TEAM,), "TasksReply", read_only=True)
 roster = Operation(
@@ -323,6 +384,7 @@ OPERATIONS: dict[str, Callable[[Result], Reply[Any]]] = {
         mailbox_mark_delivered,
         claim_task,
         transition_task_status,
+        create_task,
         list_tasks,
         roster,
     )

@@ -5,8 +5,11 @@ actions. Every route sits behind `omp.board.security.Guard` (see `omp.board.serv
 - `GET /static/...`: its script, style and icon, shipped in the package (the page works offline);
 - `GET /api/stream?team=NAME`: Server-Sent Events: `reset` (every section) first, then `update`
   (the sections that changed), from `omp.board.hub`;
-- `GET /api/diff?team=&worker=`: a worker's diff, file by file;
-- `POST /api/send|comment|answer|merge`: the actions (`omp.board.actions`), JSON in and out.
+- `GET /api/diff?team=&worker=` (or `&task=`): a worker's (or a backlog task's) diff, file by
+  file;
+- `POST /api/send|comment|answer|merge`: the actions (`omp.board.actions`; `comment` and `merge`
+  take a `task` instead of a `worker`), JSON in and out;
+- `POST /api/task/add|cancel|retry`: the backlog's (`omp.board.backlog`).
 
 An action's refusal is its `OmpError` as JSON (`{"ok": false, "error", "message"}`): 400 for bad
 input, 409 for a refusal; a bug is 500 with its type only (no traceback leaves the process).
@@ -17,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import html
 import json
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from omp.board import actions
+from omp.board import actions, backlog
 from omp.board.hub import Hub
 from omp.errors import EXIT_USAGE, OmpError
 from omp.store.names import is_valid_name
@@ -51,6 +53,18 @@ class Json(JSONResponse):
 
 def _error(err: OmpError) -> Response:
     return Json(err.to_json(), status_code=400 if err.exit_code == EXIT_USAGE else 409)
+
+
+Action = Callable[[StatePaths, dict[str, Any]], dict[str, Any]]
+
+
+def on_task(worker: Action, task: Action) -> Action:
+    """A worker's action, or a backlog task's when the request names a `task`."""
+
+    def either(project: StatePaths, data: dict[str, Any]) -> dict[str, Any]:
+        return (task if "task" in data else worker)(project, data)
+
+    return either
 
 
 def build(project: StatePaths, hub: Hub, token: str, team: str | None) -> Starlette:
@@ -88,11 +102,13 @@ def build(project: StatePaths, hub: Hub, token: str, team: str | None) -> Starle
     def diff(request: Request) -> Response:
         q = request.query_params
         try:
+            if "task" in q:
+                return Json(backlog.diff(project, q.get("team", ""), q["task"]))
             return Json(actions.diff(project, q.get("team", ""), q.get("worker", "")))
         except OmpError as err:
             return _error(err)
 
-    def act(fn: Callable[[StatePaths, dict[str, Any]], dict[str, Any]]) -> Any:
+    def act(fn: Action) -> Any:
         async def endpoint(request: Request) -> Response:
             raw = await request.body()
             if len(raw) > MAX_BODY:
@@ -110,7 +126,9 @@ def build(project: StatePaths, hub: Hub, token: str, team: str | None) -> Starle
                 except OmpError as err:
                     return _error(err)
                 except Exception as exc:  # a bug: said, never a traceback on the page
-                    sys.stderr.write(f"omp board: internal error: {type(exc).__name__}: {exc}\n")
+                    from omp.cli.output import write_err  # the one door to a terminal
+
+                    write_err(f"omp board: internal error: {type(exc).__name__}: {exc}\n")
                     return Json(
                         {"ok": False, "error": "internal", "message": type(exc).__name__},
                         status_code=500,
@@ -133,9 +151,12 @@ def build(project: StatePaths, hub: Hub, token: str, team: str | None) -> Starle
         Route("/api/stream", stream, methods=["GET"]),
         Route("/api/diff", diff, methods=["GET"]),
         Route("/api/send", act(actions.send), methods=["POST"]),
-        Route("/api/comment", act(actions.comment), methods=["POST"]),
+        Route("/api/comment", act(on_task(actions.comment, backlog.comment)), methods=["POST"]),
         Route("/api/answer", act(actions.answer), methods=["POST"]),
-        Route("/api/merge", act(actions.merge), methods=["POST"]),
+        Route("/api/merge", act(on_task(actions.merge, backlog.merge)), methods=["POST"]),
+        Route("/api/task/add", act(backlog.add), methods=["POST"]),
+        Route("/api/task/cancel", act(backlog.cancel), methods=["POST"]),
+        Route("/api/task/retry", act(backlog.retry), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     return Starlette(routes=routes)

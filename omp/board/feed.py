@@ -511,31 +511,47 @@ class TeamFeed:
         )
 
 
-# Fields of a task record the status view leaves out, shown when a record carries them (the
-# backlog's dependencies and titles; older records have none and show without).
+# Fields of a task record the status view leaves out, shown when a record carries them (a task
+# made by hand with dependencies, as the TypeScript tool writes them). A backlog's rows have
+# them from the status view already (`omp.views.backlog.task_row`): those are kept as they are.
 TASK_EXTRAS = {
     "blocked_by": "blockedBy",
     "blockedBy": "blockedBy",
     "title": "title",
     "priority": "priority",
 }
+DEPENDENTS_MAX = 50
 
 
 def _task_links(cfg: TeamConfig, status: dict[str, Any]) -> None:
+    """Fill in each task row's extras (above) and `dependents`: the tasks blocked by it, the
+    other way round of their `blockedBy` (what the page links to)."""
     from omp.tasks import tasks
 
-    try:
-        raw = {t.get("id"): t for t in tasks.read_all(cfg.paths)}
-    except OmpError:
-        return
-    for row in status.get("tasks") or []:
-        rec = raw.get(row.get("id")) or {}
-        for key, shown in TASK_EXTRAS.items():
-            val = rec.get(key)
-            if isinstance(val, list):
-                row[shown] = [inline(str(v)) for v in val][:50]
-            elif isinstance(val, str | int) and not isinstance(val, bool):
-                row[shown] = inline(str(val))[:200]
+    rows = [r for r in status.get("tasks") or [] if isinstance(r, dict)]
+    if not any("state" in r for r in rows):  # not a backlog: read what the records carry
+        try:
+            raw = {t.get("id"): t for t in tasks.read_all(cfg.paths)}
+        except OmpError:
+            raw = {}
+        for row in rows:
+            rec = raw.get(row.get("id")) or {}
+            for key, shown in TASK_EXTRAS.items():
+                val = rec.get(key)
+                if shown in row:
+                    continue
+                if isinstance(val, list):
+                    row[shown] = [inline(str(v)) for v in val][:DEPENDENTS_MAX]
+                elif isinstance(val, str | int) and not isinstance(val, bool):
+                    row[shown] = inline(str(val))[:200]
+    waiting: dict[str, list[str]] = {}
+    for row in rows:
+        for b in row.get("blockedBy") or []:
+            waiting.setdefault(str(b), []).append(str(row.get("id")))
+    for row in rows:
+        found = waiting.get(str(row.get("id")))
+        if found:
+            row["dependents"] = found[:DEPENDENTS_MAX]
 
 
 def worker_state(row: dict[str, Any], screen: dict[str, Any] | None) -> str:

@@ -45,6 +45,14 @@ def _help() -> str:
         "Exit codes: 0 ok, 1 refused or failed, 2 bad input or usage, 3 internal error.",
         "With --json, stdout is exactly one JSON object; errors are"
         ' {"ok":false,"error":"<code>","message":"..."}.',
+        "",
+        "Tasks between agents (the inbox points here):",
+        '  Ask a teammate for work: send-message with "event":"task_req"; omp answers for it at',
+        "  once (task_ack, or task_reject if busy); that messageId is the task_id.",
+        '  Given a task_req, reply with "event" task_update, task_clarify, task_done or task_fail,',
+        '  its "task_id" and "ref_message_id" (the id you answer). Answer a task_clarify with',
+        "  task_clarify_res. On task_cancel, stop and send task_cancel_ack. Never send task_ack,",
+        "  task_reject or pong: omp does.",
     ]
     return "\n".join(lines)
 
@@ -145,10 +153,12 @@ def _load_input(raw: str) -> dict[str, Any]:
         raw = _read_stdin()
     elif raw.startswith("@"):  # no JSON object starts with '@'
         raw = _read_input_file(raw[1:])
+    from omp.store.strictjson import nests_deeper
+
+    if nests_deeper(raw, MAX_DEPTH):  # refused before the parser, which recurses per level
+        _too_deep()
     try:
         obj = json.loads(raw)
-    except RecursionError:  # deeper than the parser goes
-        _too_deep()
     except ValueError as exc:
         raise OmpError("invalid_json", f"--input is not valid JSON: {exc}") from None
     if not isinstance(obj, dict):

@@ -29,6 +29,29 @@ if TYPE_CHECKING:
 # What each completion must pass, in the worker's worktree, and the merged result before `main`
 # moves: the worker's file is there.
 DEMO_VERIFY = "ls work/*.md"
+# `omp demo --backlog`: six tasks, one waiting for two others (docs/backlog.md).
+DEMO_BACKLOG = """\
+[[task]]
+title = "Write the tokenizer"
+
+[[task]]
+title = "Write the CLI skeleton"
+
+[[task]]
+title = "Fix the README"
+priority = 5
+
+[[task]]
+title = "Parse numbers"
+blocked_by = [1]
+
+[[task]]
+title = "Add a --version flag"
+
+[[task]]
+title = "Document the parser"
+blocked_by = [4, 5]
+"""
 DEMO_FILES = {
     "README.md": "# omp demo\n\nA throwaway repository made by `omp demo`.\n",
     "work/.keep": "",
@@ -78,6 +101,12 @@ def demo(
     timeout: float = typer.Option(
         60.0, "--timeout", help="Seconds to wait for the team.", callback=opt.seconds(positive=True)
     ),
+    backlog: bool = typer.Option(
+        False,
+        "--backlog",
+        help="A backlog instead of one task: six tasks (one waits for two others), a worktree "
+        "each, each merged once verified (docs/backlog.md).",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Launch a demo team in a throwaway git repository and follow it to the merge.
@@ -106,10 +135,16 @@ def demo(
             os.environ["OMP_ROOT"] = str(repo)  # the demo's state lives in its repository only
             say(f"demo repository: {repo}" + ("" if is_git else " (no git: workers share it)"))
             name = f"demo-{time.strftime('%H%M%S')}"
+            tasks_file = None
+            if backlog:  # beside the repository: nothing of it in the demo's commits
+                tasks_file = where / "tasks.toml"
+                tasks_file.write_text(DEMO_BACKLOG, encoding="utf-8")
             res = launch(
                 LaunchRequest(
                     workers=workers,
-                    task=task,
+                    task="" if backlog else task,
+                    tasks_file=tasks_file,
+                    merge=("auto" if is_git else "manual") if backlog else None,
                     agent="demo",
                     name=name,
                     socket=socket,
@@ -126,22 +161,27 @@ def demo(
             raise
         project = StatePaths(repo)
         seen: dict[str, str] = {}
+        snap: dict[str, Any] = {}
         deadline = time.monotonic() + timeout
         done = False
         while time.monotonic() < deadline:
             snap = status(project, name)["teams"][0]
             for t in snap["tasks"]:
-                if seen.get(t["id"]) != t["status"]:
-                    seen[t["id"]] = t["status"]
+                now = str(t.get("state") or t["status"])
+                if seen.get(t["id"]) != now:
+                    seen[t["id"]] = now
                     who = t["owner"] or "nobody yet"
-                    say(f"task {t['id']}: {t['status']} ({who})")
-            if snap["allDone"]:
+                    say(f"task {t['id']}: {now} ({who})")
+            if backlog and all(t.get("state") == "done" for t in snap["tasks"]):
+                done = True  # a backlog is done once each task is merged (or, shared, done)
+                break
+            if snap["allDone"] and not backlog:
                 done = True
                 break
             time.sleep(0.25)
         cfg = team_config.load(project.team(name))
         merged: dict[str, Any] | None = None
-        if is_git and done:
+        if is_git and done and not backlog:  # (a backlog merged each task as it passed)
             from omp.team.merging import merge_team
 
             try:
@@ -158,6 +198,7 @@ def demo(
                 "repo": str(repo),
                 "demoDir": str(where),
                 "merge": merged,
+                **({"tasks": snap.get("tasks") or []} if backlog else {}),
             },
         )
 
@@ -172,7 +213,20 @@ def demo(
             f"team {team}: {col['doneCount']}/{col['total']} workers done"
             + ("" if r["allDone"] else " (still working: the wait timed out)"),
         ]
-        for w in col["workers"]:
+        if "tasks" in r:  # a backlog: each task, who did it, where it went
+            done = sum(1 for t in r["tasks"] if t.get("state") == "done")
+            lines[-1] = f"team {team}: {done}/{len(r['tasks'])} tasks done" + (
+                "" if r["allDone"] else " (still working: the wait timed out)"
+            )
+            for t in r["tasks"]:
+                into = (
+                    f", merged into {inline(str(t['mergedInto']))}" if t.get("mergedInto") else ""
+                )
+                lines.append(
+                    f"  task {inline(str(t['id']))} {inline(str(t.get('title') or ''))}: "
+                    f"{t.get('state')} by {inline(str(t.get('owner') or '-'))}{into}"
+                )
+        for w in col["workers"] if "tasks" not in r else []:
             result = inline(str(w["result"])) if w["result"] else "(no result yet)"
             check = " (verified)" if (w.get("verify") or {}).get("status") == "passed" else ""
             lines.append(f"  {inline(w['name'])}: {w['outcome']}{check} — {result}")

@@ -162,6 +162,9 @@ def describe(ev: dict[str, Any]) -> str:
         text = f"{v('worker')} {v('change')}{why}"
     elif kind == "loop":
         text = f"loop {v('mode')} {v('change')}"
+    elif kind == "handover":  # a backlog's task handed to a worker (`omp.backlog.handover`)
+        branch = f" on {v('branch')}" if ev.get("branch") else ""
+        text = f"task {v('taskId')} handed to {v('worker')}{branch}"
     elif kind == "attention":
         if ev.get("change") == "started":
             text = f"{v('worker')} needs you: {v('what')}"

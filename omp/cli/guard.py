@@ -38,6 +38,10 @@ WORKER_MAY_RUN: dict[Words, str] = {
     ("team", "events"): READ_ONLY,
     ("team", "wait"): READ_ONLY,
     ("team", "diff"): READ_ONLY,
+    ("team", "task", "list"): READ_ONLY,
+    ("team", "task", "show"): READ_ONLY,
+    ("team", "usage"): READ_ONLY + "; a worker sees its own row of its own team only "
+    "(the leader's session, and the leader's pane, are the person's)",
     ("ralph", "status"): READ_ONLY,
     ("ultrawork", "status"): READ_ONLY,
     ("ultraqa", "status"): READ_ONLY,

@@ -108,10 +108,11 @@ def parse_stdin(raw: bytes) -> dict[str, Any]:
     JSON nested too deeply to parse included (it must be logged like any other bad input)."""
     if not raw.strip():
         return {}
-    try:
-        payload = json.loads(raw)
-    except RecursionError:
-        raise ValueError("stdin JSON is nested too deeply") from None
+    from omp.store.strictjson import nests_deeper
+
+    if nests_deeper(raw):  # refused before the parser, which recurses per level
+        raise ValueError("stdin JSON is nested too deeply")
+    payload = json.loads(raw)
     if not isinstance(payload, dict):
         raise ValueError("stdin is not a JSON object")
     return payload

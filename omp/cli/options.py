@@ -298,6 +298,25 @@ WorkspaceOpt: Any = typer.Option(
     "team.workspace in .omp/config.toml).",
     callback=choice("worktree", "shared"),
 )
+# `launch` and `create`: a backlog (docs/backlog.md).
+TasksOpt: Any = typer.Option(
+    None,
+    "--tasks",
+    metavar="FILE",
+    help="A backlog: tasks from a TOML file (one task table each), a Markdown checklist or a "
+    "GitHub issues export (gh issue list --json number,title,body,labels); each worker is "
+    "handed the next ready task in turn (docs/backlog.md).",
+    callback=path_text(),
+)
+MergeOpt: Any = typer.Option(
+    None,
+    "--merge",
+    metavar="auto|manual",
+    help="With --tasks and worktrees: auto merges each task into your branch once done (its "
+    "check passed); manual (default, or team.merge in .omp/config.toml) leaves it to omp team "
+    "merge.",
+    callback=choice("auto", "manual"),
+)
 CarryOpt: Any = typer.Option(
     False,
     "--carry-changes",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
-from omp.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, OmpError
+from omp.errors import EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, OmpError
 from omp.textsafe import inline, json_safe, visible
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
@@ -93,8 +93,23 @@ def fail(err: OmpError, as_json: bool) -> NoReturn:
     if as_json:
         emit_json(err.to_json())
     else:
-        write_err(f"omp: {inline(err.message)} [{err.code}]\n")
+        write_err(human_error(err))
     raise SystemExit(err.exit_code)
+
+
+def human_error(err: OmpError) -> str:
+    """`omp: <message> [<code>]`, on one line; an error that ends with the commands to run
+    (its `commands`, each on its own line after the text, as `uncommitted_changes` gives them)
+    prints them as lines a person can copy. Each line goes through `inline`, so a value inside
+    (a path, a name) never starts a line of its own."""
+    commands = err.detail.get("commands")
+    if isinstance(commands, list) and commands and all(isinstance(c, str) for c in commands):
+        block = "".join("\n  " + c for c in commands)
+        if err.message.endswith(block) and len(err.message) > len(block):
+            head = err.message[: -len(block)]
+            lines = [f"omp: {inline(head)} [{err.code}]", *("  " + inline(c) for c in commands)]
+            return "\n".join(lines) + "\n"
+    return f"omp: {inline(err.message)} [{err.code}]\n"
 
 
 def internal(exc: BaseException, as_json: bool) -> NoReturn:
@@ -158,8 +173,23 @@ def guarded(fn: Callable[[], T], as_json: bool) -> T:
         interrupted()
     except SystemExit:
         raise
+    except BrokenPipeError:
+        closed_pipe()
     except Exception as exc:
         internal(exc, as_json)
+
+
+def closed_pipe() -> NoReturn:
+    """The reader went away (`omp team events T | head`): not a bug, nothing to say. Whatever
+    is still buffered goes to /dev/null, so the interpreter's last flush cannot fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(EXIT_BROKEN_PIPE)
 
 
 def run(

@@ -64,6 +64,8 @@ class SpentTokens(TypedDict):
     cacheWrite: int
     total: int
     lastCall: str | None
+    longLines: NotRequired[int]  # lines past the line limit: skipped, never parsed
+    unreadBytes: NotRequired[int]  # left unread this time (the read's allowance ran out)
 
 
 class UsageUnreadable(TypedDict):
@@ -119,6 +121,8 @@ class MemberUsage(TypedDict):
     lastCall: NotRequired[str | None]
     models: NotRequired[dict[str, dict[str, int]]]
     skippedLines: NotRequired[int]
+    longLines: NotRequired[int]  # lines past the line limit: skipped, never parsed
+    unreadBytes: NotRequired[int]  # left unread this time (the read's allowance ran out)
     total: NotRequired[int]
     staleRecords: NotRequired[list[str]]
     estimatedCost: NotRequired[float]  # where [prices] gives prices
@@ -135,6 +139,8 @@ class UsageTotalsRow(TypedDict):
     lastCall: str | None
     models: dict[str, dict[str, int]]
     skippedLines: NotRequired[int]
+    longLines: NotRequired[int]
+    unreadBytes: NotRequired[int]
     total: int
     counted: list[str]
     notCounted: list[str]
@@ -152,6 +158,7 @@ class UsageReply(TypedDict):
     crossed: list[Crossing]
     prices: list[str]  # the models [prices] names
     indexedAt: str | None  # when the monitor last updated its usage index
+    onlyFor: NotRequired[str]  # run by a worker: its own row alone
 
 
 # ---- workers' worktrees (docs/worktrees.md) ----------------------------------------------------
@@ -216,6 +223,7 @@ class KeptWorktree(TypedDict):
     branch: str
     merged: NotRequired[bool]  # the leader's branch has its work (absent: git cannot tell)
     target: NotRequired[str]  # that branch
+    nothingCommitted: NotRequired[bool]  # its branch has no commit of its own: nothing to merge
 
 
 class DiffReply(TypedDict):
@@ -244,6 +252,8 @@ class MergeRow(TypedDict):
     verify: NotRequired[dict[str, Any]]  # status, exit, log: the check on the merged result
     uncommittedInWorktree: NotRequired[list[str]]
     mailed: NotRequired[bool]  # a conflict: the worker was told how to rebase
+    hook: NotRequired[dict[str, Any]]  # the user's post-merge hook, run after the move
+    warning: NotRequired[str]  # what git said after the target had moved (the move stands)
 
 
 class MergeReply(TypedDict):
@@ -320,6 +330,8 @@ class TeamStatus(TypedDict):
     allDone: bool
     usage: TeamSpent | UsageUnreadable  # the workers' tokens together, and the budgets
     resume: ResumeHint | None  # None unless a member's pane is down and the team not shut down
+    # a backlog's states counted, what is ready, whether anything more can run
+    backlog: NotRequired[dict[str, Any] | None]
 
 
 class TeamError(TypedDict):
@@ -388,6 +400,8 @@ class WaitReply(TypedDict):
     tasks: NotRequired[dict[str, int]]  # tasks by status, when the team was looked at
     cursor: str
     brokenTasks: NotRequired[list[dict[str, Any]]]
+    # all_done in a backlog with tasks that can never run: id -> the failed tasks it waits for
+    stuck: NotRequired[dict[str, list[str]]]
     why: NotRequired[str]  # gone: why the team cannot move any more
     resume: NotRequired[str]  # gone: the command that starts its members again
     # attention: the episodes newer than the cursor, and budgets crossed whose message is unread
@@ -405,7 +419,19 @@ class WaitReply(TypedDict):
 class LaunchedWorker(TypedDict):
     name: str
     paneId: str | None
-    taskId: str
+    taskId: str | None  # None: no task yet (launched without one; a backlog with none ready)
+
+
+class LaunchBacklog(TypedDict):
+    """A backlog launch (`--tasks`): its tasks and who starts with what."""
+
+    tasks: int
+    ready: int  # ready at the start (handed out at once, or waiting for a worker)
+    merge: str  # auto | manual
+    worktrees: bool  # a worktree and branch per task
+    target: str | None  # the branch each task starts from and is merged into
+    dir: str | None  # where the tasks' worktrees go
+    first: dict[str, str]  # worker -> its first task
 
 
 class LaunchReply(TypedDict):
@@ -418,6 +444,7 @@ class LaunchReply(TypedDict):
     config: str
     attach: str
     workspace: LaunchWorkspace
+    backlog: NotRequired[LaunchBacklog]
 
 
 class AddWorkerReply(TypedDict):
@@ -427,6 +454,7 @@ class AddWorkerReply(TypedDict):
     workers: list[LaunchedWorker]
     members: list[str]
     workspace: LaunchWorkspace
+    handedOver: NotRequired[list[dict[str, Any]]]  # a backlog team: the tasks they took at once
 
 
 class CreateReply(TypedDict):
@@ -434,6 +462,7 @@ class CreateReply(TypedDict):
     team: str
     config: str
     workers: int
+    tasks: NotRequired[int]  # a backlog's tasks (`--tasks`)
 
 
 class ListRow(TypedDict):
@@ -529,6 +558,7 @@ class DemoReply(LaunchReply):
     repo: str  # the throwaway repository the team worked in
     demoDir: str
     merge: MergeReply | ErrorReply | None  # the workers' branches merged, when all were done
+    tasks: NotRequired[list[dict[str, Any]]]  # `--backlog`: every task's row, as status shows it
 
 
 # ---- loops ------------------------------------------------------------------------------------

@@ -102,6 +102,8 @@ def launch(
     ),
     workspace: str = opt.WorkspaceOpt,
     carry_changes: bool = opt.CarryOpt,
+    tasks: str = opt.TasksOpt,
+    merge: str = opt.MergeOpt,
     verify: str = typer.Option(
         None,
         "--verify",
@@ -148,6 +150,8 @@ def launch(
             carry_changes=carry_changes,
             verify=verify,
             verify_timeout=verify_timeout,
+            tasks_file=Path(tasks) if tasks is not None else None,
+            merge=merge,
         )
         return cast("LaunchReply", do_launch(req, progress=progress))
 
@@ -156,12 +160,13 @@ def launch(
         from omp.textsafe import inline
 
         omp = invocation()
-        from omp.cli.team_text import workspace_lines
+        from omp.cli.team_text import backlog_line, workspace_lines
 
         ws = ", ".join(f"{inline(w['name'])}({inline(str(w['paneId']))})" for w in r["workers"])
         return (
             f"team {r['team']} launched: {ws}\n"
             + workspace_lines(r)
+            + backlog_line(r)
             + f"  watch:    {omp} team status {r['team']} --watch\n"
             f"  attach:   {inline(r['attach'])}\n"
             f"  results:  {omp} team collect {r['team']}\n"
@@ -228,7 +233,14 @@ def usage(
 
     With a cost where .omp/config.toml gives prices, and the team's budgets. Read-only."""
     from omp.cli.usage_text import usage_text
-    from omp.views.usage import usage as do_usage
+    from omp.identity import worker_identity
+    from omp.views.usage import for_worker
+    from omp.views.usage import usage as everyone
+
+    ident = worker_identity()
+
+    def do_usage(cfg: Any) -> dict[str, Any]:
+        return everyone(cfg) if ident is None else for_worker(cfg, ident)
 
     if watch:
         from omp.cli.watch import watch_loop
@@ -288,18 +300,32 @@ def shutdown(
         for s in r["skipped"]:
             out += f"\n  left {inline(str(s['pane']))}: {inline(str(s['why']))}"
         if r.get("worktrees"):
-            kept = r["worktrees"]
-            out += f"\n  kept {len(kept)} worktree(s) and branch(es) omp/{r['team']}/*: "
-            todo = [k for k in kept if k.get("merged") is not True]
-            if todo:
-                some = "" if len(todo) == len(kept) else f"{len(todo)} not merged yet: "
-                merge = hint(f"team merge {r['team']}")
-                out += f"{some}merge them with {merge}"
-            else:
-                out += f"all merged into {kept[0].get('target')} (delete or prune removes them)"
+            out += "\n  " + kept_text(r["team"], r["worktrees"])
         return out
 
     run(body, as_json=as_json, human=human)
+
+
+def kept_text(team: str, kept: list[dict[str, Any]]) -> str:
+    """What shutdown says of the worktrees it kept: what to merge, what is merged, and which
+    hold nothing committed (never called merged)."""
+    empty = [k for k in kept if k.get("nothingCommitted")]
+    todo = [k for k in kept if k.get("merged") is not True and not k.get("nothingCommitted")]
+    done = [k for k in kept if k.get("merged") is True and not k.get("nothingCommitted")]
+    out = f"kept {len(kept)} worktree(s) and branch(es) omp/{team}/*: "
+    parts = []
+    if todo:
+        some = "" if len(todo) == len(kept) else f"{len(todo)} not merged yet: "
+        parts.append(f"{some}merge them with {hint(f'team merge {team}')}")
+    if done:
+        whole = "all" if len(done) == len(kept) else str(len(done))
+        parts.append(f"{whole} merged into {done[0].get('target')}")
+    if empty:
+        names = ", ".join(str(k["worker"]) for k in empty)
+        whole = "all: " if len(empty) == len(kept) else ""
+        parts.append(f"nothing committed ({whole}{names})")
+    tail = " (delete or prune removes them)" if not todo else ""
+    return out + "; ".join(parts) + tail
 
 
 @app.command("list")
@@ -362,6 +388,7 @@ def create(
     task: str = typer.Option(
         "", "--task", help="Also write one pending task per worker.", callback=opt.text()
     ),
+    tasks: str = opt.TasksOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Write a team's config (and tasks) without tmux: for headless teams and scripts."""
@@ -369,7 +396,10 @@ def create(
     def body() -> CreateReply:
         from omp.team.setup import create_team
 
-        return cast("CreateReply", create_team(Path.cwd(), name, workers, task=task))
+        tasks_file = Path(tasks) if tasks is not None else None
+        return cast(
+            "CreateReply", create_team(Path.cwd(), name, workers, task=task, tasks_file=tasks_file)
+        )
 
     run(body, as_json=as_json, human=lambda r: f"created team {r['team']} ({r['config']})")
 
@@ -397,12 +427,13 @@ def _config(team: str | None) -> TeamConfig:
 
 
 def _register_monitor() -> None:
-    from omp.cli import board_cmds, lifecycle_cmds, monitor_cmds, worktree_cmds
+    from omp.cli import board_cmds, lifecycle_cmds, monitor_cmds, task_cmds, worktree_cmds
 
     monitor_cmds.register(app)
     lifecycle_cmds.register(app)
     worktree_cmds.register(app)
     board_cmds.register(app)  # `board` and `answer`: neither imports the board's web framework
+    task_cmds.register(app)
 
 
 _register_monitor()

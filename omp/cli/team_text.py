@@ -55,6 +55,15 @@ def task_notes(task: dict[str, Any]) -> str:
         else:
             code = f" (exit {v['exit']})" if v.get("exit") is not None else ""
             notes.append(f"check {st.replace('_', ' ')}{code}, log {_cell(v.get('log'))}")
+    if task.get("blockedByFailed"):
+        notes.append("blocked by failed " + ", ".join(_cell(b) for b in task["blockedByFailed"]))
+    elif task.get("waitingFor"):
+        notes.append("waits for " + ", ".join(_cell(b) for b in task["waitingFor"]))
+    if task.get("branch") and not task.get("mergedAt"):
+        notes.append(_cell(task["branch"]))
+    work = task.get("work")
+    if isinstance(work, dict) and work.get("nothingCommitted"):
+        notes.append("nothing committed")
     if task.get("mergedAt"):
         notes.append(
             f"merged {_cell(str(task.get('mergedCommit') or '')[:10])} into "
@@ -134,8 +143,10 @@ def status_text(result: dict[str, Any]) -> str:
                 )
                 continue
             res = f"  {_cell(task['result'])}" if task.get("result") else ""
+            if not res and task.get("title"):  # a backlog task: what it is, until its result
+                res = f"  {_cell(task['title'])}"
             lines.append(
-                f"    {_cell(task['id']):>3}  {_cell(task['status']):<11} "
+                f"    {_cell(task['id']):>3}  {_cell(task.get('state') or task['status']):<11} "
                 f"{_cell(task['owner']):<10}{res}{task_notes(task)}"
             )
         lines.append("  workers:")
@@ -177,7 +188,9 @@ def _tokens_cell(u: dict[str, Any] | None) -> str:
     if u.get("unreadable"):
         return f" tokens ? ({_cell(u['unreadable'])})"
     pct = u.get("budgetPercent")
-    return f" tokens {u['total']:,}" + (f" ({pct:g}% of its budget)" if pct is not None else "")
+    more = "+" if u.get("unreadBytes") else ""  # some of its record not read yet
+    cell = f" tokens {u['total']:,}{more}"
+    return cell + (f" ({pct:g}% of its budget)" if pct is not None else "")
 
 
 def _team_tokens(u: dict[str, Any] | None) -> str:
@@ -299,7 +312,14 @@ def workspace_lines(r: dict[str, Any]) -> str:
     """Launch's and add-worker's lines about where the new workers work (each ends in \\n)."""
     ws = r.get("workspace") or {}
     lines: list[str] = []
-    if ws.get("kind") == "worktree":
+    found = r.get("backlog")
+    bl: dict[str, Any] = found if isinstance(found, dict) else {}
+    if ws.get("kind") == "worktree" and bl.get("worktrees"):
+        lines.append(
+            f"  workspace: a git worktree per task, branch omp/{_cell(r['team'])}/task-<id> from "
+            f"{_cell(bl.get('target'))} as it is when the task starts"
+        )
+    elif ws.get("kind") == "worktree":
         base = _cell(str(ws.get("base") or "")[:12])
         lines.append(
             f"  workspace: a git worktree each, branch omp/{_cell(r['team'])}/<worker> from {base}"
@@ -323,6 +343,24 @@ def workspace_lines(r: dict[str, Any]) -> str:
             f"(limit {float(check.get('timeout') or 0):g} s)"
         )
     return "".join(line + "\n" for line in lines)
+
+
+def backlog_line(r: dict[str, Any]) -> str:
+    """Launch's line about a backlog (`--tasks`): how many tasks, who starts with what."""
+    bl = r.get("backlog")
+    if not isinstance(bl, dict):
+        return ""
+    first = ", ".join(f"{_cell(w)}: {_cell(t)}" for w, t in (bl.get("first") or {}).items())
+    merge = (
+        f"each merged into {_cell(bl.get('target'))} once done"
+        if bl.get("merge") == "auto" and bl.get("worktrees")
+        else "you merge (omp team merge)"
+        if bl.get("worktrees")
+        else "shared checkout"
+    )
+    return f"  backlog:  {bl.get('tasks')} task(s), {bl.get('ready')} ready at start; {merge}\n" + (
+        f"  first:    {first}\n" if first else ""
+    )
 
 
 def resume_text(r: dict[str, Any]) -> str:

@@ -31,6 +31,16 @@ def budget_line(label: str, b: dict[str, Any] | None) -> str | None:
     return f"{label}: {shown}"
 
 
+def bounds_note(row: dict[str, Any]) -> str:
+    """What a row's numbers leave out: lines too long to read, bytes not reached yet."""
+    parts = []
+    if row.get("longLines"):
+        parts.append(f"{_n(row['longLines'])} line(s) too long to read, skipped")
+    if row.get("unreadBytes"):
+        parts.append(f"{_n(row['unreadBytes'])} bytes not read yet (counted later)")
+    return "; ".join(parts)
+
+
 def usage_text(r: dict[str, Any]) -> str:
     priced = bool(r.get("prices"))
     head = (
@@ -68,6 +78,10 @@ def usage_text(r: dict[str, Any]) -> str:
     lines.append(row)
     if t.get("notCounted"):
         lines.append(f"  not counted (unknown or unreadable): {', '.join(t['notCounted'])}")
+    for m in r["members"]:
+        note = bounds_note(m)
+        if note:
+            lines.append(f"  {inline(str(m['name']))}: {note}")
     if priced and t.get("unpricedModels"):
         models = ", ".join(inline(str(m)) for m in t["unpricedModels"])
         lines.append(f"  no price for: {models} (not in the cost)")

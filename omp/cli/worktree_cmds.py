@@ -54,6 +54,12 @@ def merge_text(r: dict[str, Any]) -> str:
             extra += f" (check {v.get('status')}, log {inline(str(v.get('log')))})"
         if row.get("uncommittedInWorktree"):
             extra += f"; {len(row['uncommittedInWorktree'])} uncommitted file(s) left behind"
+        hook = row.get("hook")
+        if isinstance(hook, dict) and hook.get("status") != "passed":
+            how = "did not finish in time" if hook.get("status") == "timed_out" else "failed"
+            extra += f"; then its post-merge hook {how} (the merge stands)"
+        if row.get("warning"):
+            extra += f"; git said after the move: {inline(str(row['warning']))}"
         lines.append(f"  {inline(row['worker']):<10} {row['status']:<14}{extra}")
     for s in r["skipped"]:
         lines.append(f"  {inline(s['worker']):<10} skipped: {inline(s['why'])}")
@@ -64,6 +70,12 @@ def merge_text(r: dict[str, Any]) -> str:
     if r["dryRun"]:
         lines.append(f"(a dry run: each branch alone against {inline(r['target'])} as it is now)")
     return "\n".join(lines) + "\n"
+
+
+def _task_branches(cfg: Any) -> bool:
+    """The team's tasks have branches of their own (a backlog with a worktree per task)."""
+    found = cfg.raw.get("backlog")
+    return isinstance(found, dict) and found.get("worktrees") is True
 
 
 # a module-level default: a list argument's default must not be built per call (ruff B008)
@@ -84,14 +96,29 @@ def register(team_app: typer.Typer) -> None:
             None, help="One worker (default: every worker with a worktree).", callback=opt.text()
         ),
         stat: bool = typer.Option(False, "--stat", help="Files and line counts, not the diff."),
+        task: str = typer.Option(
+            None,
+            "--task",
+            metavar="ID",
+            help="One backlog task's branch (default for a backlog team: every task's not "
+            "merged yet).",
+            callback=opt.text(max_len=64),
+        ),
         as_json: bool = JsonOpt,
     ) -> None:
-        """Each worker's commits and diff since its base. Read-only."""
+        """Each worker's (or backlog task's) commits and diff since its base. Read-only."""
 
         def body() -> DiffReply:
             from omp.views.worktrees import diff as do_diff
 
-            return cast("DiffReply", do_diff(_config(team), worker, stat=stat))
+            cfg = _config(team)
+            if task is not None or (worker is None and _task_branches(cfg)):
+                from omp.store.names import task_id
+                from omp.views.backlog import task_diff
+
+                tid = task_id(task) if task is not None else None
+                return cast("DiffReply", task_diff(cfg, tid, stat=stat))
+            return cast("DiffReply", do_diff(cfg, worker, stat=stat))
 
         run(body, as_json=as_json, human=diff_text)
 
@@ -115,6 +142,14 @@ def register(team_app: typer.Typer) -> None:
         stop_on_conflict: bool = typer.Option(
             False, "--stop-on-conflict", help="Stop at the first branch that cannot be merged."
         ),
+        task: str = typer.Option(
+            None,
+            "--task",
+            metavar="ID",
+            help="One backlog task's branch (default for a backlog team: every completed task's, "
+            "in the order they completed).",
+            callback=opt.text(max_len=64),
+        ),
         as_json: bool = JsonOpt,
     ) -> None:
         """Merge workers' branches into your branch, the team's check first.
@@ -125,8 +160,23 @@ def register(team_app: typer.Typer) -> None:
         def body() -> MergeReply:
             from omp.team.merging import merge_team
 
+            cfg = _config(team)
+            if task is not None or (not worker and _task_branches(cfg)):
+                from omp.backlog.landing import land_report
+                from omp.store.names import task_id
+
+                tid = task_id(task) if task is not None else None
+                if into or squash or stop_on_conflict:
+                    from omp.errors import OmpError
+
+                    raise OmpError(
+                        "usage",
+                        "a backlog's tasks merge into the team's target one by one: --into, "
+                        "--squash and --stop-on-conflict do not apply to them",
+                    )
+                return cast("MergeReply", land_report(cfg, tid, dry_run=dry_run))
             report = merge_team(
-                _config(team),
+                cfg,
                 list(worker or []),
                 into=into,
                 squash=squash,

@@ -34,8 +34,13 @@ def _check(name: str, status: str, message: str, fix: str | None = None) -> dict
 
 def _read_json(path: Path) -> tuple[Any, str | None]:
     """(the document, None), or (None, why not)."""
+    from omp.store.strictjson import SETTINGS_DEPTH, nests_deeper
+
     try:
-        return json.loads(path.read_text(encoding="utf-8")), None
+        text = path.read_text(encoding="utf-8")
+        if nests_deeper(text, SETTINGS_DEPTH):
+            return None, "nested too deeply"
+        return json.loads(text), None
     except FileNotFoundError:
         return None, "absent"
     except (OSError, ValueError) as exc:

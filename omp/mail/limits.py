@@ -90,32 +90,35 @@ def checker(
                 limit=limits.mailbox_max_unread,
                 unread=view.unread,
             )
+        # A window of 0 s turns its check off (stamps are whole milliseconds: compared, it would
+        # still catch a message of the same millisecond).
+        dup_window, rate_window = limits.duplicate_window_seconds, limits.rate_window_seconds
+        if dup_window <= 0 and rate_window <= 0:
+            return
         now = time.time()
-        window = max(limits.duplicate_window_seconds, limits.rate_window_seconds)
-        recent = [m for m in view.recent(now - window) if m.get("from") == sender]
-        dup_since = now - limits.duplicate_window_seconds
-        for m in recent:
-            if m.get("body") == record["body"] and _since(m, dup_since):
+        recent = [
+            m for m in view.recent(now - max(dup_window, rate_window)) if m.get("from") == sender
+        ]
+        for m in recent if dup_window > 0 else ():
+            if m.get("body") == record["body"] and _since(m, now - dup_window):
                 raise OmpError(
                     "duplicate",
                     f"the same message went to {recipient} {now - _stamp(m):.0f}s ago "
-                    f"(identical messages are refused for {limits.duplicate_window_seconds:g}s)",
-                    limit_seconds=limits.duplicate_window_seconds,
+                    f"(identical messages are refused for {dup_window:g}s)",
+                    limit_seconds=dup_window,
                     messageId=m.get("id"),
                 )
-        rate_since = now - limits.rate_window_seconds
-        in_window = [m for m in recent if _since(m, rate_since)]
+        in_window = [m for m in recent if _since(m, now - rate_window)] if rate_window > 0 else []
         if len(in_window) >= limits.rate_max_messages:
             stamps = sorted(_stamp(m) for m in in_window)  # parsed only for the refusal
             oldest = stamps[-limits.rate_max_messages]
-            wait = max(1, int(oldest + limits.rate_window_seconds - now) + 1)
+            wait = max(1, int(oldest + rate_window - now) + 1)
             raise OmpError(
                 "rate_limited",
                 f"{sender} sent {len(in_window)} messages to {recipient} in the last "
-                f"{limits.rate_window_seconds:g}s (limit {limits.rate_max_messages}); "
-                f"wait {wait}s",
+                f"{rate_window:g}s (limit {limits.rate_max_messages}); wait {wait}s",
                 limit=limits.rate_max_messages,
-                window_seconds=limits.rate_window_seconds,
+                window_seconds=rate_window,
                 retry_after_seconds=wait,
             )
 

@@ -200,8 +200,10 @@ class Monitor:
         adapter_factory: AdapterFactory = tmux_adapter,
         intervals: policy.Intervals | None = None,
         wall: Clock = time.time,
+        stop: StopCheck = lambda: None,
     ) -> None:
         self.paths = StatePaths(root)
+        self.stop = stop  # a signal received: long work (reading records) ends at once
         self.token = token
         self.clock = clock
         self.wall = wall  # real time, compared with tmux's own activity stamps
@@ -226,6 +228,10 @@ class Monitor:
         # team -> (the tasks directory's stat key, (all done, worker -> its task in progress))
         self._owned: dict[str, tuple[tuple[int, int, int], tuple[bool, dict[str, str]]]] = {}
         self._emitted: set[str] = set()  # notification keys this process queued
+        # team -> ((tasks dir, config, live workers), when) its backlog last had nothing to do
+        self._backlog_seen: dict[str, tuple[tuple[Any, ...], float]] = {}
+        self._task_reader: Any = None  # `omp.tasks.queue.Reader`, made on a backlog's first look
+        self._reading: Any = None  # the scan's allowance for agents' records (`omp.usage.limits`)
 
     # -- discovery --------------------------------------------------------------------------
 
@@ -278,6 +284,7 @@ class Monitor:
     def scan(self) -> ScanReport:
         report = ScanReport()
         self.scans += 1
+        self._reading = None  # made at the scan's first usage read, shared by every team
         self._profiles = None  # re-read once per scan, and only if a screen must be judged
         self._profile_error = None
         now = self.clock()
@@ -380,6 +387,7 @@ class Monitor:
                 continue
             self._paneless.pop(t.name, None)
             report.live_teams += 1
+            self._backlog(t, [w for w, _, _ in panes if w != LEADER], report)
             self._maybe_all_done(t, report)
             try:
                 gate = bool(report.active_loops) and not self._all_done(t.cfg.paths)
@@ -492,6 +500,36 @@ class Monitor:
                 action=action,
             )  # fmt: skip
 
+    def _backlog(self, t: _Team, live: list[str], report: ScanReport) -> None:
+        """A backlog team's hand-overs, retries, landings and prepared worktrees
+        (`omp.backlog.tick`), run when its tasks, its config or its live workers changed (an
+        unchanged team costs two stats)."""
+        team = t.cfg.paths
+        wall = self.wall()
+        key = (_stat_key(team.tasks_dir, wall), _stat_key(team.config, wall), tuple(live))
+        seen = self._backlog_seen.get(t.name)
+        # unchanged, and looked at lately (a landing that failed is tried again after a while)
+        if None not in key and seen is not None and seen[0] == key and wall - seen[1] < 15:
+            return
+        from omp.backlog import tick
+
+        if self._task_reader is None:
+            from omp.tasks.queue import Reader
+
+            self._task_reader = Reader(self.wall)
+        try:
+            actions = tick.tick(t.cfg, live=live, read=self._task_reader)
+        except Exception as exc:
+            report.diagnostics.append(f"team {t.name}: backlog: {_why(exc)}")
+            return
+        if None not in key and not actions:
+            self._backlog_seen[t.name] = (key, wall)
+        for action in actions:
+            ctl.log_event(
+                self.paths, "backlog", now=self.clock(), token=self.token, team=t.name,
+                action=action,
+            )  # fmt: skip
+
     def _keep_indexes(self, t: _Team, report: ScanReport) -> None:
         """Catch up the index of every mailbox of the team that history no omp writer has
         indexed yet (the TypeScript tool's, a lost index): `status` and the other read-only
@@ -534,8 +572,15 @@ class Monitor:
             st = states.get(pane) if pane else None
             if st is not None and t.ident.holds(st) and not st.dead:
                 pids[w] = getattr(st, "pid", None)  # tmux's pane_pid (a test's fake may lack it)
+        if self._reading is None:
+            from omp.usage import limits
+
+            stop = self.stop
+            self._reading = limits.Allowance(
+                limits.SCAN_BYTES, limits.SCAN_SECONDS, stop=lambda: stop() is not None
+            )
         try:
-            rows = usage.refresh(t.cfg, pids, now=self.wall())
+            rows = usage.refresh(t.cfg, pids, now=self.wall(), allow=self._reading)
             budget.check(t.cfg, rows, now=self.wall())
         except Exception as exc:
             report.diagnostics.append(f"team {t.name}: usage: {_why(exc)}")
@@ -921,7 +966,13 @@ def run_monitor(
     if not ctl.adopt(paths, token, pid=os.getpid(), now=started):
         return {"reason": "owner-mismatch", "scans": 0, "nudgesSent": 0, "idlePromptsSent": 0}
     mon = Monitor(
-        Path(root), token, clock=clock, adapter_factory=adapter_factory, intervals=iv, wall=wall
+        Path(root),
+        token,
+        clock=clock,
+        adapter_factory=adapter_factory,
+        intervals=iv,
+        wall=wall,
+        stop=stop,
     )
     ctl.log_event(paths, "owner-adopted", now=started, token=token, pid=os.getpid())
     reason = "error"

@@ -37,6 +37,11 @@ The monitor keeps the index on its scan (`refresh`), written only when something
 `omp team usage`, `status` and `collect` (`snapshot`) start from it and read only the bytes past
 its offsets, writing nothing; a member it does not know yet they find themselves. Without a
 monitor they read whole records: slower, the same numbers.
+
+Every read is bounded (`omp.usage.limits`): the monitor's scan and each view command give an
+`Allowance` (bytes, seconds, and for the monitor its stop flag) that all the members' reads
+share; what a read could not reach in it is said (`unreadBytes`), and the monitor's next scan
+reads on from where this one stopped.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ from omp.record.budget import generation
 from omp.record.config import TeamConfig
 from omp.store import fs
 from omp.store.names import LEADER
+from omp.usage import limits
+from omp.usage.limits import Allowance
 from omp.usage.totals import KINDS, ReadState, Tokens, Unreadable, UsageTotals
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
@@ -127,10 +134,12 @@ def refresh(
     *,
     now: float | None = None,
     env: Mapping[str, str] | None = None,
+    allow: Allowance | None = None,
 ) -> list[Row]:
-    """The monitor's call: read what was added since its last scan, keep the index."""
+    """The monitor's call: read what was added since its last scan (within `allow`, the scan's
+    share), keep the index."""
     old = load(cfg)
-    rows, doc = compute(cfg, old, pids, now=now, env=env)
+    rows, doc = compute(cfg, old, pids, now=now, env=env, allow=allow)
     if old is None or _sans_time(old) != _sans_time(doc):
         project = cfg.paths.project
         project.ensure(project.monitor_usage)
@@ -144,9 +153,12 @@ def snapshot(
     *,
     now: float | None = None,
     env: Mapping[str, str] | None = None,
+    allow: Allowance | None = None,
 ) -> list[Row]:
-    """The readers' call: the index plus the bytes past its offsets; writes nothing."""
-    return compute(cfg, load(cfg), pids, now=now, env=env)[0]
+    """The readers' call: the index plus the bytes past its offsets (within `allow`, default a
+    view's, `limits.for_view`); writes nothing."""
+    allow = allow if allow is not None else limits.for_view()
+    return compute(cfg, load(cfg), pids, now=now, env=env, allow=allow)[0]
 
 
 def _sans_time(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -160,10 +172,13 @@ def compute(
     *,
     now: float | None = None,
     env: Mapping[str, str] | None = None,
+    allow: Allowance | None = None,
 ) -> tuple[list[Row], dict[str, Any]]:
-    """Each member's row (the workers, then the leader) and the index that reads on from here."""
+    """Each member's row (the workers, then the leader) and the index that reads on from here;
+    every record's read takes a share of `allow` (default: a view's)."""
     now = clock.now() if now is None else now
     env = os.environ if env is None else env
+    allow = allow if allow is not None else limits.for_view()
     known = doc["members"] if doc is not None else {}
     members: dict[str, Any] = {}
     rows: list[Row] = []
@@ -171,7 +186,7 @@ def compute(
     for name in [*cfg.worker_names, LEADER]:
         entry = known.get(name)
         entry = dict(entry) if isinstance(entry, dict) else {}
-        row = _member(cfg, name, entry, pids.get(name), now, env, procs)
+        row = _member(cfg, name, entry, pids.get(name), now, env, procs, allow)
         members[name] = entry
         rows.append(row)
     new = {
@@ -204,6 +219,7 @@ def _member(
     now: float,
     env: Mapping[str, str],
     procs: _Procs,
+    allow: Allowance,
 ) -> Row:
     """Find (or re-find) the member's session, read its records on; `entry` is updated."""
     role = "leader" if name == LEADER else "worker"
@@ -267,10 +283,17 @@ def _member(
         return Row(name, role, agent, (), how or bad.why, None, bad.reason, bad.why)
     if not records:
         return Row(name, role, agent, (), how, None, "unknown", how or "its session is not known")
-    return _read(name, role, agent, how, records)
+    return _read(name, role, agent, how, records, allow)
 
 
-def _read(name: str, role: str, agent: str | None, how: str, records: list[dict[str, Any]]) -> Row:
+def _read(
+    name: str,
+    role: str,
+    agent: str | None,
+    how: str,
+    records: list[dict[str, Any]],
+    allow: Allowance,
+) -> Row:
     from omp.usage.read import READERS, read_usage
 
     totals: list[UsageTotals] = []
@@ -279,7 +302,7 @@ def _read(name: str, role: str, agent: str | None, how: str, records: list[dict[
     for r in records:
         kind = str(r.get("kind"))
         state = ReadState.from_json(r.get("state"), kind)
-        got, new = read_usage(kind, Path(str(r["path"])), state)
+        got, new = read_usage(kind, Path(str(r["path"])), state, allow.share())
         r["state"] = new.to_json()
         if isinstance(got, UsageTotals):
             totals.append(got)
@@ -300,7 +323,7 @@ def add_totals(parts: list[UsageTotals]) -> UsageTotals:
     tokens = Tokens()
     models: dict[str, Tokens] = {}
     last: float | None = None
-    skipped = 0
+    skipped = long_lines = unread = 0
     for t in parts:
         tokens = tokens.plus(t.tokens)
         for m, v in t.models.items():
@@ -308,7 +331,9 @@ def add_totals(parts: list[UsageTotals]) -> UsageTotals:
         if t.last_call is not None and (last is None or t.last_call > last):
             last = t.last_call
         skipped += t.skipped
-    return UsageTotals(tokens, models, last, skipped)
+        long_lines += t.long_lines
+        unread += t.unread
+    return UsageTotals(tokens, models, last, skipped, long_lines, unread)
 
 
 def _add(records: list[dict[str, Any]], kind: str, path: Path, *, sub: bool = False) -> None:

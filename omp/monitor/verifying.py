@@ -3,9 +3,13 @@ check run again. No task stays `verifying` for good.
 
 A worker's completion in a team that verifies becomes `verifying` (`omp.api.operations`), and
 `start` begins the check in the background under the task's guard: `omp.workspace.verify` runs
-the team's command in the worker's worktree (the team's directory for a shared worker) under a
-supervisor process of its own, so it never runs inside the agent's tool call; its state and
-output are kept beside the task (`tasks/<id>.verify/`). The verdict is settled by whoever comes
+the team's command under a supervisor process of its own, so it never runs inside the agent's
+tool call; its state and output are kept beside the task (`tasks/<id>.verify/`). A worktree
+worker's completion is checked in a scratch checkout of the commit it completed with
+(`omp.workspace.scratch`, provisioned like a worktree, removed after): the check never changes
+the worktree it checks, so what it leaves behind (`__pycache__/`, caches) is never taken for the
+worker's uncommitted work. A shared worker has no commit of its own: its check runs in the
+team's directory. The verdict is settled by whoever comes
 first, both through `settle_task`, which acts only on the run the task records:
 
 - the supervisor, which runs `python -m omp.monitor.verifying ROOT TEAM TASK` once it wrote the
@@ -34,13 +38,13 @@ from typing import Any
 from omp import clock
 from omp.errors import OmpError
 from omp.mail import bootstrap, mailbox
-from omp.record import history
 from omp.record.config import TeamConfig
-from omp.record.workspace import team_verify, worktree_of
+from omp.record.workspace import DEFAULT_VERIFY_TIMEOUT, team_verify, worktree_of
 from omp.store.names import LEADER
 from omp.tasks import tasks
 
 MAX_ATTEMPTS = 3
+MAX_FAILED_CHECKS = 3  # a backlog task's check failing this often fails the task
 TAIL_LINES = 40
 MAX_LINE = 300  # characters of one log line in the mail
 Action = dict[str, Any]
@@ -60,22 +64,28 @@ def start(cfg: TeamConfig, task: dict[str, Any], *, restart: bool = False) -> di
     from omp.workspace import verify
 
     found = team_verify(cfg.raw)
+    own = task.get("verifyCommand")  # a backlog task's own check (`omp.backlog.files`)
+    if isinstance(own, str) and own.strip():
+        found = (own, found[1] if found else DEFAULT_VERIFY_TIMEOUT)
     if found is None:
         raise OmpError("invalid_config", f"team {cfg.name} has no verify command")
     command, timeout = found
     tid = str(task["id"])
     owner = task.get("owner") if isinstance(task.get("owner"), str) else None
     root = cfg.paths.project.root
+    own_tree = worktree_of(task)  # a backlog task's own worktree, else the worker's
+    checkout = _checkout(cfg, owner, task)
     st = verify.start(
         cfg.paths.verify_dir(tid),
-        _cwd(cfg, owner),
+        Path(own_tree.path) if own_tree is not None else _cwd(cfg, owner),
         command,
         timeout,
         restart=restart,
         then=[sys.executable, "-m", "omp.monitor.verifying", str(root), cfg.name, tid],
         then_env={"OMP_ROOT": str(root)},
+        checkout=checkout,
     )
-    return {
+    out = {
         "status": "running",
         "run": st.run,
         "command": command,
@@ -85,6 +95,31 @@ def start(cfg: TeamConfig, task: dict[str, Any], *, restart: bool = False) -> di
         "attempt": st.attempt,
         "startedAt": clock.iso(),
     }
+    if checkout is not None:
+        out["commit"] = checkout.commit  # checked in a scratch checkout of it
+    return out
+
+
+def _checkout(cfg: TeamConfig, worker: str | None, task: dict[str, Any]) -> Any:
+    """The scratch checkout a worktree worker's completion is checked in (the commit the
+    completion recorded, `work.commit`), or None: a shared worker's check runs in place."""
+    from omp.record.workspace import load_settings
+    from omp.workspace import verify
+
+    if worker is None or (worktree_of(task) is None and worktree_of(cfg.worker(worker)) is None):
+        return None
+    work = task.get("work")
+    commit = work.get("commit") if isinstance(work, dict) else None
+    if not isinstance(commit, str) or not commit:
+        return None
+    from omp.workspace import repo
+
+    try:
+        settings = load_settings(cfg.paths.project)
+        copy, link = tuple(settings.copy), tuple(settings.link)
+    except OmpError:  # launch checked it; a file broken since must not block the completion
+        copy, link = (), ()
+    return verify.Checkout(str(repo.toplevel(cfg.paths.project.root)), commit, copy, link)
 
 
 def _summary(v: dict[str, Any]) -> dict[str, Any]:
@@ -119,20 +154,17 @@ def failure_mail(cfg: TeamConfig, task: dict[str, Any], v: dict[str, Any]) -> st
         how = f"was cut short {MAX_ATTEMPTS} times (its supervisor died)"
     else:
         how = f"exited with code {v.get('exit')}"
-    done = bootstrap.api_command(
-        team_command(cfg.raw),
-        "transition-task-status",
-        team_name=cfg.name,
-        task_id=tid,
-        worker=worker,
-        **{"from": "in_progress", "to": "completed"},
-        claim_token="<claimToken>",
-        result="<one-line summary>",
-    )
+    done = bootstrap.complete_command(team_command(cfg.raw), cfg.name, tid, worker)
     tail = _tail(str(v.get("log") or "")) or "(no output)"
+    commit = v.get("commit")
+    where = (
+        f"in a scratch checkout of your commit {str(commit)[:10]}, removed since"
+        if commit
+        else f"in {v.get('cwd')}"
+    )
     return (
         f"The check of your completion of task {tid} failed: `{v.get('command')}` {how} "
-        f"(in {v.get('cwd')}). Task {tid} is in_progress again, still yours (same claimToken).\n"
+        f"({where}). Task {tid} is in_progress again, still yours (same claimToken).\n"
         f"Last {TAIL_LINES} lines of its output ({v.get('log')}):\n{tail}\n\n"
         f"Fix it, commit, complete again:\n   {done}"
     )
@@ -146,10 +178,9 @@ def _mail(cfg: TeamConfig, task: dict[str, Any], v: dict[str, Any]) -> str | Non
         LEADER, worker, failure_mail(cfg, task, v), {"auto": True, "intent": "verify_failed"}
     )
     try:
-        mailbox.Mailbox(cfg.paths, worker).append_messages([msg])
+        mailbox.Mailbox(cfg.paths, worker).append_messages([msg])  # recorded in events.jsonl
     except OmpError:
         return None
-    history.messages(cfg.paths, [msg])
     try:
         from omp.mail import delivery
 
@@ -157,6 +188,26 @@ def _mail(cfg: TeamConfig, task: dict[str, Any], v: dict[str, Any]) -> str | Non
     except Exception:
         pass
     return str(msg["id"])
+
+
+def _notify(cfg: TeamConfig, task: dict[str, Any], v: dict[str, Any]) -> None:
+    """Queue a `verify_failed` notification, once per run of the check."""
+    from omp.monitor import notices
+
+    tid, worker = str(task["id"]), str(task.get("owner") or "")
+    status = str(v.get("status") or "failed").replace("_", " ")
+    code = f" (exit {v['exit']})" if v.get("exit") is not None else ""
+    event = {
+        "kind": "verify_failed",
+        "team": cfg.name,
+        "worker": worker,
+        "text": f"{cfg.name}/{worker}: the check of task {tid} {status}{code}: {v.get('command')}",
+        "taskId": tid,
+        "status": v.get("status"),
+        "exit": v.get("exit"),
+        "log": v.get("log"),
+    }
+    notices.queue(cfg.paths.project, event, f"verify_failed:{cfg.name}:{tid}:{v.get('run')}")
 
 
 def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Action | None:
@@ -211,6 +262,8 @@ def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Actio
         "exit": st.exit if st is not None else None,
         "finishedAt": clock.iso(),
     }
+    if st is not None and st.cwd:
+        record["cwd"] = st.cwd  # where it ran: a scratch checkout, once the supervisor made it
     if verdict == "passed":
         done = tasks.omp_move(
             team,
@@ -240,18 +293,32 @@ def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Actio
         )  # fmt: skip
         if gone is None:
             return None
+        _notify(cfg, gone, record)
         return {"action": "verify_failed", "team": cfg.name, "taskId": tid, "status": verdict}
+    # A backlog task whose check keeps failing fails (its dependents then show as blocked by
+    # it; `retries` may give it to another worker): the worker is free for the next task.
+    failures = int(task.get("verifyFailures") or 0) + 1
+    give_up = task.get("backlog") is True and failures >= MAX_FAILED_CHECKS
+    fields: dict[str, Any] = {"verify": record, "verifyFailures": failures}
+    if give_up:
+        fields["result"] = f"failed: its check failed {failures} times ({record.get('log')})"
     back = tasks.omp_move(
         team,
         tid,
         expect="verifying",
-        to="in_progress",
-        fields={"verify": record},
+        to="failed" if give_up else "in_progress",
+        fields=fields,
+        # the failed attempt's one-line result is not the task's now
+        drop=() if give_up else ("result",),
         check=same_run,
         extra={"verify": _summary(record)},
     )
     if back is None:
         return None
+    _notify(cfg, back, record)
+    if give_up:
+        return {"action": "verify_gave_up", "team": cfg.name, "taskId": tid,
+                "failures": failures, "log": record.get("log")}  # fmt: skip
     action: Action = {
         "action": "verify_failed",
         "team": cfg.name,
@@ -281,8 +348,8 @@ def verifying_ids(cfg: TeamConfig) -> list[str]:
 def settle_team(cfg: TeamConfig, *, now: float | None = None) -> list[Action]:
     """The monitor's pass over one team: settle every task being verified. Cheap for a team
     that does not verify (one dictionary lookup)."""
-    if team_verify(cfg.raw) is None:
-        return []
+    if team_verify(cfg.raw) is None and not isinstance(cfg.raw.get("backlog"), dict):
+        return []  # (a backlog task may carry a check of its own)
     out: list[Action] = []
     for tid in verifying_ids(cfg):
         try:

@@ -25,6 +25,7 @@ carries a fingerprint of the first line, see `parse_cursor`):
 - loop: `mode, change` (`started`, `ended`)
 - attention: `worker, change` (`started`, `ended`), `what, seq`: a worker needs a person (written
   by the monitor, `omp.monitor.attention`)
+- handover: `taskId, worker, branch?`: a backlog's task handed to a worker (`omp.backlog`)
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ so that each accepts the others' keys and still refuses a typo (`invalid_config`
     verify = "pytest -q"          # every completion's check
     verify_timeout = 900          # ... its time limit, seconds (`omp.record.workspace`,
                                   #   which checks these three further)
+    merge = "auto"                # a backlog's merge, "auto" or "manual" (`omp.backlog.settings`)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class TeamSettings(NamedTuple):
     workspace: str = ""
     verify: str = ""
     verify_timeout: float = 900.0
+    merge: str = ""  # a backlog's (`omp.backlog.settings.merge_mode` checks it)
 
 
 def team_settings(project: StatePaths) -> TeamSettings:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from omp.stophook.install import AGENTS, TARGETS, is_omp_handler, omp_handlers
+from omp.store.strictjson import SETTINGS_DEPTH, nests_deeper
 
 EVENTS = {
     "copilot": ("agentStop", "Stop"),
@@ -64,7 +65,10 @@ def _load(path: Path) -> dict[str, Any] | None:
     try:
         if path.is_symlink() or not path.is_file():
             return None
-        doc = json.loads(path.read_bytes())
+        raw = path.read_bytes()
+        if nests_deeper(raw, SETTINGS_DEPTH):
+            return None
+        doc = json.loads(raw)
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     return doc if isinstance(doc, dict) else None
@@ -169,7 +173,10 @@ def _copilot_trusted(root: Path, env: Mapping[str, str]) -> bool:
     path = _home(env, "COPILOT_HOME", ".copilot") / "config.json"
     try:
         lines = path.read_text().splitlines()
-        doc = json.loads("\n".join(ln for ln in lines if not ln.lstrip().startswith("//")))
+        text = "\n".join(ln for ln in lines if not ln.lstrip().startswith("//"))
+        if nests_deeper(text, SETTINGS_DEPTH):
+            return False
+        doc = json.loads(text)
     except (OSError, ValueError):
         return False
     folders = doc.get("trustedFolders") if isinstance(doc, dict) else None

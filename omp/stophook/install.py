@@ -203,12 +203,14 @@ def _strict_json(text: str, path: Path) -> Any:
             obj[key] = value
         return obj
 
+    from omp.store.strictjson import SETTINGS_DEPTH, nests_deeper
+
+    if nests_deeper(text, SETTINGS_DEPTH):  # refused before the parser, which recurses
+        raise _invalid(path, "is nested too deeply")
     try:
         return json.loads(
             text, parse_constant=constant, parse_float=number, object_pairs_hook=pairs
         )
-    except RecursionError:
-        raise _invalid(path, "is nested too deeply") from None
     except ValueError as exc:  # not JSON, or an integer of more than 4300 digits
         raise _invalid(path, f"is not valid JSON ({exc})") from None
 

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from omp.stophook.payloads import epoch_ms
+from omp.store.strictjson import nests_deeper
 
 TAIL_BYTES = 1 << 20
 DEFAULT_WAIT_MS = 2000
@@ -111,9 +112,11 @@ def _full(path: str, cwd: str | None) -> str:
 
 
 def _event(line: bytes) -> dict[str, Any] | None:
+    if nests_deeper(line):  # never handed to the parser, which recurses per level
+        return None
     try:
         obj = json.loads(line)
-    except (ValueError, RecursionError):
+    except ValueError:
         return None
     return obj if isinstance(obj, dict) else None
 

@@ -167,14 +167,15 @@ def loads_line(raw: bytes) -> Any:
     UTF-8): the scanner straight away, without the encoding detection and whitespace checks.
     Anything else, and any failure, is judged by the full parse."""
     if raw[:1] == b"{" and raw[-1:] == b"}":
+        strictjson.refuse_deep(raw)  # before the scanner, which recurses
         try:
             text = raw.decode("utf-8", "surrogatepass")
             obj, end = _SCAN(text, 0)
             if end == len(text):
-                return strictjson.checked(obj, raw)
+                return obj
         except strictjson.Damaged:
             raise
-        except (ValueError, StopIteration, RecursionError):
+        except (ValueError, StopIteration):
             pass
     return strictjson.loads(raw)
 

@@ -33,11 +33,19 @@ def commit_subject(task: dict[str, Any]) -> str:
 
 
 def committed_work(
-    root: Path, worker: str, wt: Worktree, task: dict[str, Any], target: str | None = None
+    root: Path,
+    worker: str,
+    wt: Worktree,
+    task: dict[str, Any],
+    target: str | None = None,
+    *,
+    nothing_to_commit: bool = False,
 ) -> dict[str, Any]:
     """Refuse a completion while the worktree holds uncommitted work (`uncommitted_changes`,
-    with up to 20 paths and the commands that commit them), or while another branch than the
-    worker's is checked out there (`wrong_branch`); else what the task records (`work`)."""
+    with up to 20 paths and the commands that commit them), while another branch than the
+    worker's is checked out there (`wrong_branch`), or with no commit of the worker's on its
+    branch unless `nothing_to_commit` (`nothing_committed`); else what the task records
+    (`work`, with `nothingCommitted` when the worker said so)."""
     from omp.workspace import repo, review
 
     path = Path(wt.path)
@@ -86,8 +94,22 @@ def committed_work(
         raise OmpError("unknown_revision", f"{wt.branch} has no commit", revision=wt.branch)
     start = review.since(top, wt.base, tip, target)
     ahead = repo.commits(top, start, tip)
+    if not ahead and not nothing_to_commit:
+        cmds = commit_commands(wt.path, commit_subject(task))
+        raise OmpError(
+            "nothing_committed",
+            f"{worker}'s branch {wt.branch} has no commit of its own: nothing would be handed "
+            "over. If the task asks for no change (a review, an answer), complete it with "
+            f'"nothing_to_commit": true; else commit your work in {wt.path}, then complete the '
+            "task again:\n  " + "\n  ".join(cmds),
+            worker=worker,
+            branch=wt.branch,
+            commands=cmds,
+        )
     files = review.files_changed(top, start, tip) if ahead else []
+    extra = {"nothingCommitted": True} if not ahead else {}
     return {
+        **extra,
         "branch": wt.branch,
         "base": wt.base,
         "since": start,

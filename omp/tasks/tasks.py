@@ -34,8 +34,11 @@ if TYPE_CHECKING:
 
     Team = TeamPaths | TeamFiles
 
-STATUSES = ("pending", "in_progress", "verifying", "completed", "failed", "interrupted")
-TERMINAL = frozenset({"completed", "failed", "interrupted"})
+STATUSES = (
+    "pending", "in_progress", "verifying", "completed", "failed", "interrupted", "cancelled"
+)  # fmt: skip
+# `cancelled`: a backlog task the leader took off (`omp.tasks.queue.cancel`)
+TERMINAL = frozenset({"completed", "failed", "interrupted", "cancelled"})
 OUTBOX_EVENTS = {"completed": "task_complete", "failed": "task_failed"}
 # What transition-task-status may do; pending -> in_progress happens only through a claim,
 # which takes the lock and hands out the token.
@@ -221,6 +224,40 @@ def _write(team: TeamFiles, task: dict[str, Any]) -> None:
     fs.write_json_atomic(team.task(task["id"]), task)
 
 
+def in_store(team: Team) -> bool:
+    """Are this team's tasks in a store rather than files (`omp.store.select`)?"""
+    return project_config.store_selected(team.files.project)
+
+
+def write_task(team: Team, task: dict[str, Any]) -> None:
+    """Write a task as it is (the caller holds `guarded`): its file, or the store's doc. The one
+    door of every module that keeps its own rules over the task store (`omp.tasks.queue`,
+    `omp.backlog.landing`)."""
+    _write(team.files, task)
+
+
+def take_lock(team: Team, tid: str, owner: str, *, replace: bool) -> bool:
+    """`tasks/<tid>.lock` for `owner` (see `_take_lock`); nothing in a store."""
+    return _take_lock(team.files, tid, owner, replace=replace)
+
+
+def drop_lock(team: Team, tid: str) -> None:
+    _drop_lock(team.files, tid)
+
+
+def delete_task(team: Team, tid: str) -> None:
+    """Remove a task (and its lock) that one step just wrote: a rollback, never a user's move."""
+    files = team.files
+    if (st := _store(files)) is not None:
+        st.delete(files.name, "tasks", tid)
+        return
+    for path in (files.task(tid), files.task_lock(tid)):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def _store(team: TeamFiles) -> Store | None:
     """The project's store when its tasks are not in the files (`omp.store.select`)."""
     if not project_config.store_selected(team.project):
@@ -331,6 +368,8 @@ def claim(team: Team, tid: str, worker: str) -> tuple[dict[str, Any], str]:
                 task_id=tid,
                 status=task.get("status"),
             )
+        if task.get("backlog") is True and (task.get("blockedBy") or task.get("agent")):
+            _backlog_gate(team, task, worker)
         # A lock on a task that is still pending was left by a claimer that died between the
         # lock and the task write (we hold the guard, so nobody is mid-claim now): replaced.
         _take_lock(team, tid, worker, replace=True)
@@ -339,6 +378,40 @@ def claim(team: Team, tid: str, worker: str) -> tuple[dict[str, Any], str]:
         _write(team, task)
         history.task(team, "pending", task)
     return task, token
+
+
+def _backlog_gate(team: Team, task: dict[str, Any], worker: str) -> None:
+    """A backlog task claimed by hand: refused while a task it is blocked by is not done
+    (`task_blocked`; `omp.tasks.graph`), or when it is for another agent (`wrong_agent`)."""
+    from omp.tasks import graph
+
+    tid = task.get("id")
+    waiting = []
+    for b in graph.blockers(task):
+        bt = read(team, b)
+        if bt is None or not graph.is_done(bt):
+            waiting.append(f"{b} ({bt.get('status') if bt else 'missing'})")
+    if waiting:
+        raise OmpError(
+            "task_blocked",
+            f"task {tid} is blocked by {', '.join(waiting)}: it can start once they are done "
+            "(and merged, for a task with a branch of its own); omp then hands it to a free worker",
+            task_id=tid,
+            blockedBy=graph.blockers(task),
+        )
+    agent = task.get("agent")
+    if isinstance(agent, str) and agent:
+        from omp.record import config as team_config
+
+        cfg = team_config.load(team)
+        mine = (cfg.worker(worker) or {}).get("agent") or cfg.raw.get("agent")
+        if mine != agent:
+            raise OmpError(
+                "wrong_agent",
+                f"task {tid} is for a {agent} worker; {worker} runs {mine or 'another agent'}",
+                task_id=tid,
+                agent=agent,
+            )
 
 
 def transition(

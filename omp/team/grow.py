@@ -86,6 +86,10 @@ class AddWorkers(Launch):
         self.cfg = cfg
         self.added: list[str] = []
         self.created_tasks: list[str] = []
+        from omp.team.backlog import BacklogStart
+
+        # a backlog team's newcomers take tasks from its queue (`omp.team.backlog`)
+        self.backlog = BacklogStart.joining(cfg)
 
     # ---- checks that touch nothing ------------------------------------------------------------
 
@@ -100,6 +104,12 @@ class AddWorkers(Launch):
             )
         if req.ready_timeout is not None and req.ready_timeout <= 0:
             raise OmpError("invalid_input", f"--ready-timeout must be > 0, got {req.ready_timeout}")
+        if self.backlog is not None and req.task:
+            raise OmpError(
+                "usage",
+                f"team {cfg.name} hands out tasks from its backlog: add the task with "
+                f"{hint(f'team task add {cfg.name} <title>')} and the new workers take it",
+            )
         if os.path.lexists(cfg.paths.shutdown):
             raise OmpError(
                 "team_shut_down",
@@ -201,10 +211,12 @@ class AddWorkers(Launch):
             total = len(cfg.worker_names) + len(new)
             layout = "main-vertical" if total <= 6 else "tiled"
             self.progress(f"adding {len(new)} {profile.name} worker(s) to team {cfg.name}")
+            where = self.backlog.pane_place(self, profile, team, omp) if self.backlog else {}
             for w in new:
                 pane = self.open_pane(
-                    tmux, profile, team, w, after=prev, token=token, omp=omp, first=False
-                )
+                    tmux, profile, team, w, after=prev, token=token, omp=omp, first=False,
+                    **where,
+                )  # fmt: skip
                 panes[w] = pane
                 prev = pane
                 tmux.select_layout(window, layout)
@@ -249,6 +261,14 @@ class AddWorkers(Launch):
             history.member(team, w, "joined")
         if place is not None:
             self.wait_and_trigger(place[0], team, profile, panes)
+        given: list[dict[str, Any]] = []
+        if self.backlog is not None:  # they join the queue at once
+            from omp.backlog import handover
+
+            self.backlog.joined(team, new)
+
+            with contextlib.suppress(OmpError):
+                given = handover.run(team_config.load(team), only=new)
         return {
             "ok": True,
             "team": cfg.name,
@@ -259,6 +279,7 @@ class AddWorkers(Launch):
             ],
             "members": everyone,
             "workspace": self.workspace_summary(),
+            **({"handedOver": given} if self.backlog is not None else {}),
         }
 
     def _undo(self, tmux: Tmux | None) -> None:
@@ -275,8 +296,8 @@ class AddWorkers(Launch):
                 raw["workerCount"] = len(raw["workers"])
                 team_config.write(team, raw)
             for tid in self.created_tasks:
-                with contextlib.suppress(OSError):
-                    os.unlink(team.task(tid))
+                with contextlib.suppress(OSError, OmpError):
+                    tasks.delete_task(team, tid)
         for w in self.added:
             history.member(team, w, "left", "add-worker failed")
 

@@ -33,6 +33,7 @@ from omp.team import setup
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
     from omp.record.workspace import Worktree
+    from omp.team.backlog import BacklogStart
     from omp.team.worktrees import Plan
     from omp.tmux import PaneState, Tmux
 
@@ -60,6 +61,8 @@ class LaunchRequest:
     verify: str | None = None  # the check of every completion; None: the project's, "": none
     verify_timeout: float | None = None  # None: the project's (default 15 min)
     worktrees_under: Path | None = None  # where worktrees go (`omp demo`); None: the default
+    tasks_file: Path | None = None  # a backlog (`omp.backlog.files`): tasks handed out in turn
+    merge: str | None = None  # a backlog's merge: auto | manual; None: the project's
 
 
 def parse_spec(spec: str) -> tuple[int, str | None]:
@@ -178,6 +181,8 @@ class Launch:
         self.stack = contextlib.ExitStack()
         self.made: dict[str, Worktree] = {}
         self.worktrees: dict[str, Worktree] = {}
+        # A backlog (`--tasks`): its tasks and settings, and each worker's first task
+        self.backlog: BacklogStart | None = None
 
     # ---- checks that touch nothing --------------------------------------------------------
 
@@ -213,6 +218,10 @@ class Launch:
                 "tmux_not_found", "tmux is not installed; install it (apt-get install tmux)"
             )
         self.plan_workspace(project, team.name, [f"worker-{i}" for i in range(1, req.workers + 1)])
+        if req.tasks_file is not None or req.merge is not None:
+            from omp.team.backlog import BacklogStart
+
+            self.backlog = BacklogStart.load(req, project, team.name, self.plan)
         self.warn_about_store(project)
         return project, team, profile
 
@@ -256,6 +265,8 @@ class Launch:
         `unwind` rolls them back."""
         from omp.team import worktrees
 
+        if self.backlog is not None:  # a worktree per task, not per worker
+            return self.backlog.make_worktrees(self, team, workers)
         if self.plan is None or not self.plan.worktree:
             return {}
         worktrees.clear_leftovers(self.plan, self.leftovers)
@@ -280,6 +291,8 @@ class Launch:
             raw["verify"] = check
         for w in entries:
             w["workspace"] = worktrees.entry_json(self.made, w["name"])
+        if self.backlog is not None:
+            self.backlog.record(raw, entries)
 
     def recorded(self) -> None:
         """The config records the worktrees: no longer provisional; a later failure of this
@@ -469,9 +482,15 @@ class Launch:
         # The leader on the left, the workers stacked beside it; a big team tiles instead.
         layout = "main-vertical" if req.workers <= 6 else "tiled"
         for i, w in enumerate(worker_names):
-            pane = self.open_pane(
-                tmux, profile, team, w, after=prev, token=token, omp=raw["ompCommand"], first=i == 0
+            where = (
+                self.backlog.pane_place(self, profile, team, raw["ompCommand"])
+                if (self.backlog is not None)
+                else {}
             )
+            pane = self.open_pane(
+                tmux, profile, team, w, after=prev, token=token, omp=raw["ompCommand"],
+                first=i == 0, **where,
+            )  # fmt: skip
             panes[w] = pane
             prev = pane
             # Rebalance after every split: halving the last pane each time runs out of rows
@@ -502,6 +521,8 @@ class Launch:
         self._write_state(team, raw, worker_names)
         self.recorded()
         self.wait_and_trigger(tmux, team, profile, panes)
+        if self.backlog is not None:
+            self.backlog.joined(team, worker_names)
         attach = _attach_hint(ident.socket_path, self.req.socket, sess, inside)
         return {
             "ok": True,
@@ -516,6 +537,7 @@ class Launch:
             "config": str(team.config),
             "attach": attach,
             "workspace": self.workspace_summary(),
+            **({"backlog": self.backlog.summary()} if self.backlog is not None else {}),
         }
 
     # ---- one worker: what launch and add-worker (omp.team.grow) both do -------------------
@@ -600,6 +622,10 @@ class Launch:
         from omp.record.workspace import worktree_of
 
         team.ensure_in(team.worker_dir(w["name"]))
+        if self.backlog is not None:
+            text = self.backlog.inbox(self, team, w, teammates, omp)
+            fs.write_atomic(team.inbox(w["name"]), text.encode())
+            return
         wt = worktree_of(w)
         check = self.plan.verify if self.plan is not None else None
         text = bootstrap.inbox_markdown(
@@ -627,6 +653,10 @@ class Launch:
                 [x for x in worker_names if x != w["name"]],
                 raw["ompCommand"],
             )
+        if self.backlog is not None:
+            setup.write_state(team, raw, "", backlog=self.backlog.records)
+            self.backlog.written(team)
+            return
         setup.write_state(team, raw, self.req.task)
 
     def wait_and_trigger(

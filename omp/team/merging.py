@@ -12,8 +12,14 @@ scratch worktree before the target moves; the target moves only if nobody moved 
 
 On a conflict nothing changes (the checkout is byte for byte as before); the worker is mailed the
 exact commands to rebase onto the target, and its task is in_progress again so it can complete
-once more; the report names the files and the two ways on. The other branches are still tried
-unless `stop_on_conflict`. A merged task records `mergedAt`, `mergedCommit`, `mergedInto`.
+once more; the report names the files and the two ways on, and a `merge_conflict` notification
+goes out. The other branches are still tried unless `stop_on_conflict`. A merged task records
+`mergedAt`, `mergedCommit`, `mergedInto`, whenever the target moved, whatever failed after.
+
+A target held by an operation under way in any worktree (a rebase, a bisect, a stopped merge,
+cherry-pick, revert or am) is refused first (`target_busy`), as git's own commands refuse it.
+The whole command goes through one `omp.workspace.handle.Repo`: what it asks git again and again
+is asked once.
 """
 
 from __future__ import annotations
@@ -65,20 +71,27 @@ def _eligible(task: dict[str, Any] | None, verifies: bool) -> str | None:
     return None
 
 
+SUBJECT_MAX = 72  # characters of a commit subject (what `git log --oneline` shows whole)
+
+
 def message_for(
     cfg: TeamConfig, worker: str, wt: Worktree, task: dict[str, Any] | None, *, squash: bool
 ) -> str:
-    """The commit message of a squash (the task's subject and result) or of a merge commit
-    (`Merge <branch>: <subject>`, then the result)."""
+    """The commit message of a squash (`task <id>: <title>`) or of a merge commit (`Merge task
+    <id> (<worker>): <title>`), then the result. The task's id and the worker come first and
+    are never cut, so the parts of one task (same title, another id or worker) read apart
+    even when the title is cut to fit `SUBJECT_MAX`."""
     if task is None:
         return f"Merge {wt.branch} (omp team {cfg.name}, {worker})\n"
-    subject = " ".join(str(task.get("description") or f"task {task.get('id')}").split())
-    if not squash:
-        subject = f"Merge {wt.branch}: {subject}"
-    if len(subject) > 72:
-        subject = subject[:71] + "…"
+    tid = task.get("id")
+    title = " ".join(str(task.get("description") or "").split())
+    head = f"task {tid}" if squash else f"Merge task {tid} ({worker})"
+    room = SUBJECT_MAX - len(head) - 2
+    if title and room < len(title):
+        title = title[: max(room - 1, 0)] + "…"
+    subject = f"{head}: {title}" if title else head
     body = str(task.get("result") or "").strip()
-    trailer = f"omp team {cfg.name}, {worker}, task {task.get('id')} ({wt.branch})"
+    trailer = f"omp team {cfg.name}, {worker}, task {tid} ({wt.branch})"
     return subject + (f"\n\n{body}" if body else "") + f"\n\n{trailer}\n"
 
 
@@ -98,16 +111,7 @@ def conflict_mail(
         f"GIT_EDITOR=true git -C {p} rebase --continue",
     ]
     if tid is not None:
-        done = bootstrap.api_command(
-            team_command(cfg.raw),
-            "transition-task-status",
-            team_name=cfg.name,
-            task_id=tid,
-            worker=worker,
-            **{"from": "in_progress", "to": "completed"},
-            claim_token="<claimToken>",
-            result="<one-line summary>",
-        )
+        done = bootstrap.complete_command(team_command(cfg.raw), cfg.name, tid, worker)
         lines += [
             f"Task {tid} is in_progress again, still yours (same claimToken). Then complete it:",
             f"   {done}",
@@ -167,8 +171,9 @@ def merge_team(
 ) -> dict[str, Any]:
     """Merge as the module docstring says; the report. Raises `merge_conflict`,
     `verify_failed` or `target_moved` (with the whole report as its detail) when a branch could
-    not be merged, `leader_dirty` before anything happens."""
-    from omp.workspace import merge, repo, review
+    not be merged; `leader_dirty` or `target_busy` before anything happens."""
+    from omp.workspace import merge
+    from omp.workspace.handle import HEADS, Repo
 
     team = cfg.paths
     root = team.project.root
@@ -176,15 +181,17 @@ def merge_team(
         # Every worker in the shared checkout: nothing to merge, whatever git says of the
         # project (no commit yet, no repository at all: shared is the default there).
         return _nothing_to_merge(cfg, root, into, dry_run=dry_run, squash=squash)
-    top = repo.toplevel(root)
-    target = into or repo.current_branch(top)
+    r = Repo(root)  # one door for the whole command: its repeated reads are made once
+    top = r.top
+    target = into or r.current_branch()
     if target is None:
         raise OmpError(
             "detached_head",
             f"{top} has no branch checked out (detached HEAD): name the target with --into",
         )
-    if repo.resolve(top, repo.HEADS + target) is None:
+    if r.resolve(HEADS + target) is None:
         raise OmpError("unknown_revision", f"no branch {target!r} in {top}", revision=target)
+    r.refuse_in_use(target)
     task_list = tasks.list_all(team)
     chosen, left = _pick(cfg, list(workers or []), task_list)
     check = _check(cfg, dry_run)
@@ -194,28 +201,28 @@ def merge_team(
     for w, wt, task in chosen:
         tid = str(task["id"]) if task else None
         row: dict[str, Any] = {"worker": w, "branch": wt.branch, "taskId": tid}
-        if repo.resolve(top, repo.HEADS + wt.branch) is None:
+        tip = r.resolve(HEADS + wt.branch)
+        if tip is None:
             skipped.append({**row, "why": "its branch is gone"})
             continue
-        tip = repo.resolve(top, repo.HEADS + wt.branch)
-        assert tip is not None
-        if review.merged_into(top, tip, repo.HEADS + target):
-            mine = review.since(top, wt.base, tip, None)
+        if r.merged_into(tip, HEADS + target):
+            mine = r.since(wt.base, tip, HEADS + target)
             why = "nothing committed" if tip == mine else f"already merged into {target}"
             if task and not task.get("mergedAt") and tip != mine and not dry_run:
-                _record(cfg, tid, target, repo.resolve(top, repo.HEADS + target), "up_to_date")
+                _record(cfg, tid, target, r.resolve(HEADS + target), "up_to_date")
             skipped.append({**row, "why": why})
             continue
         dirty = []
         if Path(wt.path).is_dir():
             try:
-                dirty = repo.changes(Path(wt.path)).paths
+                dirty = r.changes(Path(wt.path)).paths
             except OmpError:
                 dirty = []
         verify = check(w) if check is not None else None
+        before = r.resolve(HEADS + target)
         try:
             res = merge.merge_branch(
-                top,
+                r,
                 wt.branch,
                 into=target,
                 squash=squash,
@@ -224,11 +231,16 @@ def merge_team(
                 dry_run=dry_run,
             )
         except OmpError as exc:
-            if not results and not skipped and exc.code in ("leader_dirty", "git_too_old"):
+            if not results and not skipped and exc.code in FIRST_REFUSALS:
                 raise  # before anything happened: the plain refusal
-            results.append({**row, "status": "error", "error": exc.code, "message": _why(exc)})
-            if exc.code == "leader_dirty" or stop_on_conflict:
-                break  # the user edited the checkout mid-way: stop, say what was done
+            error = {**row, "status": "error", "error": exc.code, "message": _why(exc)}
+            landed = None if dry_run else _landed(r, target, before, tip)
+            if landed is not None:  # git failed after the target had moved: it did move
+                _record(cfg, tid, target, landed, "merged")
+                error.update(status="merged", commit=landed, warning=_why(exc))
+            results.append(error)
+            if exc.code in ("leader_dirty", "target_busy") or stop_on_conflict:
+                break  # the user is at work in the checkout: stop, say what was done
             continue
         row.update(res.to_json())
         row["uncommittedInWorktree"] = dirty[:20]
@@ -236,6 +248,7 @@ def merge_team(
             _record(cfg, tid, target, res.commit, res.status)
         elif res.status == "conflict" and not dry_run:
             row["mailed"] = _on_conflict(cfg, w, wt, target, res.conflicts, task, shut)
+            _notify_conflict(cfg, w, tid, target, res.conflicts, tip)
         _history(cfg, w, tid, res.to_json())
         results.append(row)
         if stop_on_conflict and res.status in STOPPING:
@@ -244,15 +257,33 @@ def merge_team(
         "ok": True,
         "team": cfg.name,
         "target": target,
-        "checkout": str(repo.checkout_of(top, target) or ""),
+        "checkout": str(r.checkout_of(target) or ""),
         "dryRun": dry_run,
         "squash": squash,
         "results": results,
         "skipped": skipped,
-        "merged": [r["worker"] for r in results if r["status"] in merge.MOVED],
+        "merged": [x["worker"] for x in results if x["status"] in merge.MOVED],
     }
     _raise_for(cfg, report, top)
     return report
+
+
+# refusals that leave everything as it was: raised as they are when nothing happened yet
+FIRST_REFUSALS = ("leader_dirty", "git_too_old", "target_busy", "signing_failed")
+
+
+def _landed(r: Any, target: str, before: str | None, tip: str) -> str | None:
+    """The target's commit when it moved from `before` to one holding `tip` (the merge took
+    place, whatever failed after it), else None."""
+    from omp.workspace.handle import HEADS
+
+    try:
+        now = r.resolve(HEADS + target, fresh=True)
+        if now is not None and now != before and r.is_ancestor(tip, now):
+            return str(now)
+    except OmpError:
+        pass
+    return None
 
 
 def _nothing_to_merge(
@@ -351,6 +382,7 @@ def _on_conflict(
             expect="completed",
             to="in_progress",
             fields={"mergeConflict": {"target": target, "files": files[:50], "at": clock.iso()}},
+            drop=("result",),  # the completed attempt's one-line result is not the task's now
             check=lambda t: t.get("owner") == worker,
             extra={"merge": "conflict", "conflicts": files[:20]},
         )
@@ -361,10 +393,9 @@ def _on_conflict(
         {"auto": True, "intent": "merge_conflict"},
     )
     try:
-        mailbox.Mailbox(cfg.paths, worker).append_messages([msg])
+        mailbox.Mailbox(cfg.paths, worker).append_messages([msg])  # recorded in events.jsonl
     except OmpError:
         return False
-    history.messages(cfg.paths, [msg])
     try:
         from omp.mail import delivery
 
@@ -372,6 +403,27 @@ def _on_conflict(
     except Exception:
         pass
     return True
+
+
+def _notify_conflict(
+    cfg: TeamConfig, worker: str, tid: str | None, target: str, files: list[str], tip: str
+) -> None:
+    """Queue a `merge_conflict` notification (`omp.monitor.notices`), once per branch tip and
+    target."""
+    from omp.monitor import notices
+
+    shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    event = {
+        "kind": "merge_conflict",
+        "team": cfg.name,
+        "worker": worker,
+        "text": f"{cfg.name}/{worker}: its branch conflicts with {target} in {shown}",
+        "target": target,
+        "files": files[:20],
+        "taskId": tid,
+    }
+    key = f"merge_conflict:{cfg.name}:{worker}:{tip}:{target}"
+    notices.queue(cfg.paths.project, event, key)
 
 
 def _why(exc: OmpError) -> str:

@@ -419,6 +419,9 @@ def _worktrees_first(
     from omp.team import worktrees
 
     items = [(w, wt) for w, wt, _gone in recorded(cfg.raw)]
+    from omp.backlog.worktrees import task_items
+
+    items += task_items(cfg)  # a backlog's task worktrees not merged (and removed) yet
     if not items:
         return []
     root = cfg.paths.project.root

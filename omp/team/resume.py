@@ -545,6 +545,10 @@ class Resume(Launch):
         worktree = _worktree_view(m.worktree) if m.worktree else None
         if worktree is not None:
             m.worktree = worktree
+        task = self._task_of(m)
+        own = task.get("workspace") if task is not None else None
+        if worktree is None and isinstance(own, dict) and own.get("kind") == "worktree":
+            worktree = _worktree_view(own)  # a backlog task's own worktree
         text = bootstrap.resume_markdown(
             team=team.name,
             worker=m.name,
@@ -552,7 +556,7 @@ class Resume(Launch):
             why=m.why,
             inbox=team.inbox(m.name),
             conversation_resumed=m.session_id is not None,
-            task=self._task_of(m),
+            task=task,
             result_path=team.result(m.name),
             worktree=worktree,
             unread=mailbox.Mailbox(team, m.name).unread_count(),

@@ -25,15 +25,38 @@ def task_description(task: str, i: int, n: int) -> str:
 
 
 def create_team(
-    cwd: Path, name: str, workers: int, *, task: str = "", role: str = ""
+    cwd: Path,
+    name: str,
+    workers: int,
+    *,
+    task: str = "",
+    role: str = "",
+    tasks_file: Path | None = None,
 ) -> dict[str, Any]:
     names.team_name(name)
     project = StatePaths(find_root(cwd))
     team = project.team(name)
+    if tasks_file is not None and task:
+        raise OmpError("usage", "give --task or --tasks FILE, not both")
+    backlog = None
+    if tasks_file is not None:  # checked whole before anything is written
+        from omp.backlog import files
+        from omp.backlog.settings import Backlog
+        from omp.backlog.start import records_of
+
+        backlog = records_of(files.load(tasks_file), source=str(tasks_file))
     raw = team_config.new_config(name, workers, cwd=cwd, task=task, role=role)
     refuse_existing(team)
-    write_state(team, raw, task)
-    return {"ok": True, "team": name, "config": str(team.config), "workers": workers}
+    if backlog is not None:
+        raw["backlog"] = Backlog(source=str(tasks_file)).to_config()
+        raw["task"] = f"backlog: {len(backlog)} task(s) from {tasks_file}"
+        for w in raw["workers"]:
+            w["taskId"] = None  # a backlog's tasks are handed out, not one per worker
+    write_state(team, raw, task, backlog=backlog)
+    out: dict[str, Any] = {"ok": True, "team": name, "config": str(team.config), "workers": workers}
+    if backlog is not None:
+        out["tasks"] = len(backlog)
+    return out
 
 
 def refuse_existing(team: TeamPaths) -> None:
@@ -105,7 +128,9 @@ def ensure_stored_team(team: TeamPaths) -> None:
         store.ensure_team(team.name)
 
 
-def write_state(team: TeamPaths, raw: dict[str, Any], task: str) -> None:
+def write_state(
+    team: TeamPaths, raw: dict[str, Any], task: str, *, backlog: list[dict[str, Any]] | None = None
+) -> None:
     """Worker directories and tasks first, the config last: a team is visible once complete.
 
     The one place (with launch, which calls it) that makes a team's directory: every other
@@ -119,6 +144,10 @@ def write_state(team: TeamPaths, raw: dict[str, Any], task: str) -> None:
         team.ensure_in(team.worker_dir(w["name"]))
         if task:
             tasks.create(team, w["taskId"], task_description(task, i, n))
+    if backlog:  # a backlog's tasks (`--tasks`), the first ones claimed for their workers
+        from omp.tasks import queue
+
+        queue.add(team, backlog, source=str(raw.get("task") or "tasks"))
     team.ensure_in(team.mailbox_dir)
     team_config.write(team, raw)
     for w in raw["workers"]:

@@ -108,21 +108,28 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
 
 def _mark_merged(cfg: TeamConfig, kept: list[dict[str, Any]]) -> None:
     """`merged` and `target` on each kept worktree: whether the leader's branch already has its
-    work (so the text asks to merge only what is not). Left out where git cannot tell."""
+    work (so the text asks to merge only what is not), and `nothingCommitted` for a branch with
+    no commit of its own (never called merged). Left out where git cannot tell."""
     if not kept:
         return
-    from omp.workspace import repo, review
+    from omp.record.workspace import worktrees
+    from omp.workspace.handle import HEADS, Repo
 
+    bases = {w: wt.base for w, wt, _ in worktrees(cfg.raw)}
     try:
-        top = repo.toplevel(cfg.paths.project.root)
-        target = repo.current_branch(top)
+        r = Repo(cfg.paths.project.root)
+        target = r.current_branch()
     except OmpError:
         return
     if not target:
         return
     for k in kept:
         try:
-            k["merged"] = review.merged_into(top, k["branch"], target)
+            tip = r.resolve(HEADS + k["branch"])
+            base = bases.get(k["worker"])
+            if tip is not None and base and tip == r.since(base, tip, HEADS + target):
+                k["nothingCommitted"] = True
+            k["merged"] = r.merged_into(k["branch"], target)
             k["target"] = target
         except OmpError:
             continue

@@ -15,7 +15,7 @@ The model is the one of the latest `turn_context` (`payload.model`).
 from __future__ import annotations
 
 from omp.usage.scan import Reader
-from omp.usage.totals import ReadState, Tally, Tokens, UsageTotals, count, epoch
+from omp.usage.totals import ReadState, Tally, Tokens, UsageTotals, clamp, count, epoch
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def _running_total(tally: Tally, now: list[int], at: Any) -> None:
         models = {m: list(v) for m, v in dict(tc.get("models") or {}).items()}
         row = models.setdefault(str(tally.memo.get("model", "")), [0, 0, 0, 0, 0])
         for i, n in enumerate([1, *grown]):
-            row[i] += n
+            row[i] = clamp(row[i] + n)
         tc["models"] = models
         when = epoch(at)
         if when is not None:
@@ -87,7 +87,9 @@ def view(state: ReadState) -> UsageTotals:
     for t in models.values():
         total = total.plus(t)
     last = tc.get("last")
-    return UsageTotals(total, models, float(last) if last else None, state.skipped)
+    return UsageTotals(
+        total, models, float(last) if last else None, state.skipped, state.long_lines
+    )
 
 
 READER = Reader(

@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from omp.store.strictjson import nests_deeper
+from omp.usage.limits import MAX_WHOLE
 from omp.usage.process import Process
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
@@ -171,7 +173,9 @@ def _gemini_session(path: Path) -> str | None:
     """The session id a Gemini chat file names (its first line, or the old whole document)."""
     try:
         with path.open("rb") as f:
-            head = f.readline(SCAN) if path.suffix == ".jsonl" else f.read()
+            head = f.readline(SCAN) if path.suffix == ".jsonl" else f.read(MAX_WHOLE + 1)
+        if len(head) > MAX_WHOLE or nests_deeper(head):
+            return None  # not read whole, never parsed: bounded like every reader of records
         doc = json.loads(head)
     except (OSError, ValueError):
         return None
@@ -230,7 +234,11 @@ def _gemini_folder(base: Path, cwd: str) -> Path | None:
     """`tmp/<name>/chats`, the name `projects.json` gives the cwd (0.61; older versions used a
     hash of the path, which the caller does not know: None)."""
     try:
-        projects = json.loads((base / "projects.json").read_text()).get("projects", {})
+        with (base / "projects.json").open("rb") as f:
+            raw = f.read(SCAN + 1)
+        if len(raw) > SCAN or nests_deeper(raw):
+            return None
+        projects = json.loads(raw).get("projects", {})
     except (OSError, ValueError, AttributeError):
         return None
     name = projects.get(cwd) if isinstance(projects, dict) else None

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from omp.usage import claude, codex, copilot, gemini, pi
+from omp.usage.limits import Allowance
 from omp.usage.scan import Reader, Result, read
 from omp.usage.totals import ReadState, Unreadable
 
@@ -28,10 +29,13 @@ def unknown_kind(kind: str) -> Unreadable:
     return Unreadable("unknown_kind", why)
 
 
-def read_usage(kind: str, path: Path, state: ReadState | None = None) -> Result:
+def read_usage(
+    kind: str, path: Path, state: ReadState | None = None, allow: Allowance | None = None
+) -> Result:
+    """What the record says, reading at most `allow` (default: one read's, `omp.usage.limits`)."""
     reader = READERS.get(kind)
     if reader is None:
         return unknown_kind(kind), state or ReadState(kind=kind)
     if state is None or state.kind != kind:
         state = ReadState(kind=kind)
-    return read(reader, Path(path), state)
+    return read(reader, Path(path), state, allow)

@@ -29,6 +29,14 @@ RECENT = 256  # message ids `Tally.once` remembers
 # of a headless team, say) loads no reader, nor the JSON and regex modules they need
 KINDS = frozenset(("copilot", "claude", "codex", "gemini", "pi"))
 NOTHING: Mapping[str, Any] = MappingProxyType({})  # a state's empty default, never mutated
+# The largest integer every JSON reader holds exactly (a double's 53 bits: JavaScript's
+# Number.MAX_SAFE_INTEGER): a count a record gives beyond it, or a sum growing past it, is
+# held there, so omp's JSON never prints a number a reader would round.
+JSON_MAX = 2**53 - 1
+
+
+def clamp(n: int) -> int:
+    return n if n <= JSON_MAX else JSON_MAX
 
 
 class Tokens(NamedTuple):
@@ -39,12 +47,12 @@ class Tokens(NamedTuple):
     cache_write: int = 0
 
     def plus(self, other: Tokens) -> Tokens:
-        return Tokens(*(a + b for a, b in zip(self, other, strict=True)))
+        return Tokens(*(clamp(a + b) for a, b in zip(self, other, strict=True)))
 
     @property
     def total(self) -> int:
         """Every token the calls moved (input of all kinds and output)."""
-        return self.input + self.output + self.cache_read + self.cache_write
+        return clamp(self.input + self.output + self.cache_read + self.cache_write)
 
     def to_json(self) -> dict[str, int]:
         """camelCase, as omp's other JSON: calls, input, output, cacheRead, cacheWrite."""
@@ -58,6 +66,8 @@ class UsageTotals(NamedTuple):
     models: dict[str, Tokens]  # per model name as the record gives it ("" if it gives none)
     last_call: float | None  # epoch seconds of the latest call, None before the first
     skipped: int = 0  # lines that looked like usage but did not parse (a crash mid-write)
+    long_lines: int = 0  # lines longer than `limits.MAX_LINE`: skipped, never parsed
+    unread: int = 0  # bytes this read left for later: its allowance ran out (`limits`)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.tokens.to_json())
@@ -65,13 +75,17 @@ class UsageTotals(NamedTuple):
         out["models"] = {m: t.to_json() for m, t in sorted(self.models.items())}
         if self.skipped:
             out["skippedLines"] = self.skipped
+        if self.long_lines:
+            out["longLines"] = self.long_lines
+        if self.unread:
+            out["unreadBytes"] = self.unread
         return out
 
 
 class Unreadable(NamedTuple):
     """The record could not be read: never shown as zero. `reason` is a stable word
-    (`missing`, `permission`, `not_a_file`, `format`, `io_error`, `unknown_kind`), `why` a line
-    for a person."""
+    (`missing`, `permission`, `not_a_file`, `format`, `too_large`, `io_error`, `unknown_kind`),
+    `why` a line for a person."""
 
     reason: str
     why: str
@@ -100,6 +114,7 @@ class ReadState(NamedTuple):
     last_call: float | None = None
     skipped: int = 0
     memo: Mapping[str, Any] = NOTHING
+    long_lines: int = 0
 
     def to_json(self) -> dict[str, Any]:
         doc = self._asdict()
@@ -126,6 +141,7 @@ class ReadState(NamedTuple):
                 last_call=None if last is None else float(last),
                 skipped=int(doc.get("skipped", 0)),
                 memo=dict(doc.get("memo") or {}),
+                long_lines=int(doc.get("long_lines", 0)),
             )
             if state.offset < 0 or state.head_len < 0 or state.head_len > state.offset:
                 raise ValueError(state.offset)
@@ -137,7 +153,7 @@ class ReadState(NamedTuple):
         total = Tokens()
         for t in self.models.values():
             total = total.plus(t)
-        return UsageTotals(total, dict(self.models), self.last_call, self.skipped)
+        return UsageTotals(total, dict(self.models), self.last_call, self.skipped, self.long_lines)
 
 
 def _tokens(row: Any) -> Tokens:
@@ -153,6 +169,7 @@ class Tally:
         self.models: dict[str, list[int]] = {m: list(t) for m, t in state.models.items()}
         self.last_call = state.last_call
         self.skipped = state.skipped
+        self.long_lines = state.long_lines
         self.memo: dict[str, Any] = dict(state.memo)
         # `once`'s memory, oldest first: message id -> the largest usage counted for it
         self.recent: dict[str, list[int]] = {
@@ -174,7 +191,7 @@ class Tally:
     ) -> None:
         row = self.models.setdefault(model, [0] * len(FIELDS))
         for i, n in enumerate((calls, input, output, cache_read, cache_write)):
-            row[i] += n
+            row[i] = clamp(row[i] + n)
         when = epoch(at)
         if when is not None and (self.last_call is None or when > self.last_call):
             self.last_call = when
@@ -226,18 +243,23 @@ class Tally:
         if self.recent:
             memo["recent"] = [[k, *v] for k, v in self.recent.items()]
         return base._replace(
-            models=models, last_call=self.last_call, skipped=self.skipped, memo=memo, **changes
+            models=models,
+            last_call=self.last_call,
+            skipped=self.skipped,
+            long_lines=self.long_lines,
+            memo=memo,
+            **changes,
         )
 
 
 def count(value: Any) -> int:
-    """A token count from a record: a non-negative integer, anything else 0."""
+    """A token count from a record: a non-negative integer up to `JSON_MAX`, anything else 0."""
     if isinstance(value, bool):
         return 0
     if isinstance(value, int):
-        return max(value, 0)
+        return clamp(max(value, 0))
     if isinstance(value, float) and value == value and value != float("inf"):
-        return max(int(value), 0)
+        return clamp(max(int(value), 0))
     return 0
 
 

@@ -51,6 +51,12 @@ def team_status(
     is most of the cost of a worktree team's status); computed here otherwise."""
     team = cfg.paths
     task_list = tasks.read_all(team)
+    graph = None
+    if any(t.get("backlog") is True for t in task_list):
+        from omp.tasks.graph import Graph
+        from omp.views import backlog
+
+        graph = Graph(task_list)
     views = pane_views(cfg)
     states = availability.member_states(
         cfg,
@@ -66,6 +72,7 @@ def team_status(
     needs = {} if shut else _needs_you(cfg)
     workers = []
     branches = _branches(cfg) if branches is None else branches
+    held = graph.held() if graph is not None else {}
     for w in cfg.worker_names:
         view = views[w]
         info = cfg.worker(w) or {}
@@ -76,7 +83,8 @@ def team_status(
                 "pane": view.state,
                 "deadStatus": view.dead_status,
                 "unread": mailbox.Mailbox(team, w).unread_count(),
-                "taskId": info.get("taskId"),
+                # a backlog worker's task is the one it holds now, not its first
+                "taskId": (held.get(w) if held else None) or info.get("taskId"),
                 "lastActivity": _last_activity(team, w),
                 "presence": states[w].presence,
                 "status": states[w].status,
@@ -110,10 +118,13 @@ def team_status(
                 "result": t.get("result"),
                 "description": t.get("description"),
                 **task_work(t),
+                # a backlog's: state, title, what blocks it, its branch (`omp.views.backlog`)
+                **(backlog.task_row(t, graph) if graph is not None else {}),
             }
             for t in task_list
         ]
         + task_list.broken,  # a broken task file is a row saying why, never a silent gap
+        **({"backlog": backlog.summary(task_list, graph)} if graph is not None else {}),
         "workers": workers,
         "allDone": bool(task_list)
         and not task_list.broken
@@ -167,6 +178,8 @@ def task_work(t: dict[str, Any]) -> dict[str, Any]:
     w = t.get("work")
     if isinstance(w, dict):
         out["work"] = {k: w.get(k) for k in ("branch", "commit", "commitsAhead", "stat")}
+        if w.get("nothingCommitted"):
+            out["work"]["nothingCommitted"] = True  # completed as a review or an answer
     for key in ("mergedAt", "mergedCommit", "mergedInto"):
         if t.get(key) is not None:
             out[key] = t[key]
@@ -260,6 +273,22 @@ def _result_text(team: TeamPaths, worker: str) -> str | None:
     return text
 
 
+def outcome_of(task_status: Any, pane: str) -> str:
+    """What `collect` calls a worker's work: its task's state, as `status` and `wait` see it.
+    A `result.md` is the worker's notes, never a verdict: every worker is told to write one
+    before completing, and it stays there when a failed check or a merge conflict puts the task
+    back in progress."""
+    if task_status == "verifying":
+        return "verifying"  # done by the worker, its check still running
+    if task_status == "completed":
+        return "done"
+    if task_status in ("failed", "interrupted"):
+        return str(task_status)
+    if pane in ("dead", "gone"):
+        return "dead"
+    return "working"
+
+
 def collect(cfg: TeamConfig) -> dict[str, Any]:
     team = cfg.paths
     views = pane_views(cfg)
@@ -272,16 +301,7 @@ def collect(cfg: TeamConfig) -> dict[str, Any]:
         task = by_id.get(info.get("taskId")) or {}
         result_md = _result_text(team, w)
         tstatus = task.get("status")
-        if tstatus == "verifying":
-            outcome = "verifying"  # done by the worker, its check still running
-        elif tstatus == "completed" or (result_md and tstatus not in ("failed", "interrupted")):
-            outcome = "done"
-        elif tstatus in ("failed", "interrupted"):
-            outcome = tstatus
-        elif views[w].state in ("dead", "gone"):
-            outcome = "dead"
-        else:
-            outcome = "working"
+        outcome = outcome_of(tstatus, views[w].state)
         out.append(
             {
                 "name": w,

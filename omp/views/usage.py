@@ -34,11 +34,16 @@ def rows_for(cfg: TeamConfig, views: Mapping[str, PaneView] | None = None) -> li
     return index.snapshot(cfg, pids)
 
 
-def usage(cfg: TeamConfig) -> dict[str, Any]:
+def usage(cfg: TeamConfig, only: str | None = None) -> dict[str, Any]:
+    """The team's usage; with `only` (a worker asking: `for_worker`), that worker's row alone,
+    its totals its own, and the leader's pane never looked at."""
     from omp.usage.prices import estimate, load_prices
 
     prices = load_prices(cfg.paths.project)  # a bad table is `invalid_config`, before any read
-    rows = rows_for(cfg)
+    rows = rows_for(cfg) if only is None else rows_for(cfg, pane_views(cfg))
+    everyone = rows
+    if only is not None:
+        rows = [r for r in rows if r.member == only]
     b = budgets.of_config(cfg.raw)
     members = []
     for r in rows:
@@ -62,12 +67,30 @@ def usage(cfg: TeamConfig) -> dict[str, Any]:
         "team": cfg.name,
         "members": members,
         "totals": totals,
-        "budget": _budget(b.team, index.team_tokens(rows).total) if b.team else None,
+        "budget": _budget(b.team, index.team_tokens(everyone).total) if b.team else None,
         "workerBudget": b.worker,
         "crossed": [_crossing(c) for c in crossed],
         "prices": sorted(prices),
         "indexedAt": doc.get("updatedAt") if doc else None,
+        **({"onlyFor": only} if only is not None else {}),
     }
+
+
+def for_worker(cfg: TeamConfig, ident: Any) -> dict[str, Any]:
+    """`omp team usage` run by a worker process: its own row of its own team (as `status`, which
+    a worker may run, shows every worker's tokens); the leader's row and pane stay the person's.
+    Another team, or a process naming no worker of this team, is refused."""
+    from omp.errors import OmpError
+
+    if ident.team != cfg.name or ident.worker not in cfg.worker_names:
+        raise OmpError(
+            "worker_not_allowed",
+            f"this process is {ident.describe()}: a worker sees only its own usage, in its own "
+            f"team (omp team usage {ident.team or '<its team>'})",
+            worker=ident.worker,
+            team=ident.team,
+        )
+    return usage(cfg, only=ident.worker)
 
 
 def _budget(tokens: int, used: int | None) -> dict[str, Any]:
@@ -123,4 +146,9 @@ def usage_columns(
 
 def _short(t: UsageTotals) -> dict[str, Any]:
     tok: Tokens = t.tokens
-    return {**tok.to_json(), "total": tok.total, "lastCall": iso(t.last_call)}
+    out: dict[str, Any] = {**tok.to_json(), "total": tok.total, "lastCall": iso(t.last_call)}
+    if t.long_lines:
+        out["longLines"] = t.long_lines
+    if t.unread:
+        out["unreadBytes"] = t.unread  # the numbers are short of these bytes, read later
+    return out

@@ -47,7 +47,8 @@ from omp.store.names import LEADER
 from omp.tasks import tasks
 
 EXIT_EVENT = 0  # unread mail for the leader, or a task changed status
-EXIT_ALL_DONE = 10  # every task is completed, failed or interrupted
+EXIT_ALL_DONE = 10  # every task is completed, failed or interrupted (or, in a backlog, waits
+# only for ones that failed or were cancelled: nothing more can run)
 EXIT_TIMEOUT = 11  # nothing happened within --timeout
 EXIT_SHUTDOWN = 12  # the team was shut down
 EXIT_GONE = 13  # the team's tmux server or every worker pane is gone: nothing more will happen
@@ -75,6 +76,7 @@ _CODES = {
     "completed": "c",
     "failed": "f",
     "interrupted": "x",
+    "cancelled": "n",
 }
 _STATUS = {v: k for k, v in _CODES.items()}
 EMPTY_CURSOR = "-"  # a team with no tasks
@@ -329,6 +331,12 @@ def _look(
         return {"event": "attention", **out, "attention": needs}
     if _all_done(now_tasks) and not found.broken:
         return {"event": "all_done", **out}
+    if not found.broken and any(t.get("backlog") is True for t in found):
+        from omp.tasks.graph import Graph
+
+        g = Graph(found)
+        if g.finished():  # a backlog where nothing more can run: the rest waits for failures
+            return {"event": "all_done", **out, "stuck": {k: v for k, v in g.stuck_by.items()}}
     if os.path.lexists(cfg.paths.shutdown):
         return {"event": "shutdown", **out}
     if msgs:

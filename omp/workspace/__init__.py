@@ -6,7 +6,9 @@ Every git call goes through `git.git()` (a clean environment: `git_env()`, a tim
 codes checked, only `-z` / porcelain / rev-parse output parsed); failures are `OmpError`s with
 stable codes (`git_not_found`, `git_failed`, `git_too_old`, `not_a_git_repo`, `invalid_branch`,
 `unknown_revision`, `worktree_exists`, `carry_failed`, `unsafe_path`, `leader_dirty`,
-`detached_head`, `unmerged_work`, `branch_checked_out`).
+`detached_head`, `unmerged_work`, `branch_checked_out`, `target_busy`, `signing_failed`). A
+command that asks many things of one repository (`merge`) goes through one `handle.Repo`, which
+asks each repeated read once.
 
 How the team commands use it (the callers: `omp.team.worktrees`, `omp.tasks.handover`,
 `omp.monitor.verifying`, `omp.views.worktrees`, `omp.team.merging`; docs/worktrees.md):
@@ -29,7 +31,9 @@ How the team commands use it (the callers: `omp.team.worktrees`, `omp.tasks.hand
 - `api transition-task-status … completed` (a worktree worker): `repo.changes(worktree)` lists
   what is uncommitted (refuse with `uncommitted_changes`); `review.inspect_branch(root, branch,
   base)` gives head, commits ahead and files changed to record. With `--verify`:
-  `verify.start(run_dir, worktree, cmd, timeout)` and return; the monitor calls
+  `verify.start(run_dir, worktree, cmd, timeout, checkout=verify.Checkout(top, commit, ...))`
+  and return (the supervisor runs cmd in a scratch checkout of the commit, `scratch.make`,
+  removed after); the monitor calls
   `verify.poll(run_dir)` (`running` / `passed` / `failed` / `timed_out` / `crashed`), re-runs a
   crashed one with `verify.start(..., restart=True)`, and mails `verify.tail(status.log, 40)`.
 - `diff`, `status`, `collect` (read-only): `review.inspect_branch(root, branch, base,
@@ -54,6 +58,7 @@ vitest sweep dot-directories and a project's own pytest `norecursedirs` can coll
 default pytest) is the alternative, by `worktree_dir(..., under=...)`. See those functions.
 
 Modules: `git` (runner, environment, version), `repo` (facts: top, HEAD, branch, worktrees,
-uncommitted changes, commits), `create`, `review`, `verify`, `merge`, `remove`, `proc` (a pid
-with its start time).
+uncommitted changes, commits), `handle` (one command's door: `repo`'s reads asked once, the
+merge's writes, what operation holds a branch), `create`, `scratch` (a checkout of one commit
+for a check), `review`, `verify`, `merge`, `remove`.
 """

@@ -8,15 +8,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from omp.workspace.git import git, nul_fields
-from omp.workspace.repo import (
-    Commit,
-    changes,
-    commits,
-    head,
-    is_ancestor,
-    merge_base,
-    resolve,
-)
+from omp.workspace.repo import Commit, changes, commits, head, resolve
 
 _DIFF = ("--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/")
 
@@ -68,16 +60,10 @@ def diff_text(repo: str | os.PathLike[str], base: str, tip: str, *, stat: bool =
 
 
 def merged_into(repo: str | os.PathLike[str], branch: str, target: str) -> bool:
-    """True when everything `branch` changed is in `target`: it is an ancestor (a merge or a
-    fast-forward), or merging it would change nothing (it was squashed or cherry-picked in)."""
-    tip, onto = resolve(repo, branch), resolve(repo, target)
-    if tip is None or onto is None:
-        return False
-    if is_ancestor(repo, tip, onto):
-        return True
-    res = git(repo, "merge-tree", "--write-tree", "--no-messages", onto, tip, ok=(0, 1))
-    tree = res.out.split(b"\n", 1)[0].strip().decode("ascii", "replace")
-    return res.rc == 0 and tree == git(repo, "rev-parse", f"{onto}^{{tree}}").text
+    """True when everything `branch` changed is in `target` (`handle.Repo.merged_into`)."""
+    from omp.workspace.handle import Repo
+
+    return Repo(repo).merged_into(branch, target)
 
 
 class BranchReport(NamedTuple):
@@ -113,15 +99,10 @@ def inspect_branch(
 
 
 def since(repo: str | os.PathLike[str], base: str, tip: str, target: str | None) -> str:
-    """Where a worker's own work starts: its recorded `base`, or, once it rebased onto `target`
-    (after a merge conflict, say), the point where it left `target`, so the work of others
-    merged in meanwhile is not counted as its own. A branch already in `target` keeps `base`."""
-    if target is None or resolve(repo, target) is None:
-        return base
-    mb = merge_base(repo, tip, target)
-    if mb is None or mb in (base, tip) or not is_ancestor(repo, base, mb):
-        return base
-    return mb
+    """Where a worker's own work starts (`handle.Repo.since`)."""
+    from omp.workspace.handle import Repo
+
+    return Repo(repo).since(base, tip, target)
 
 
 def worktree_head(worktree: Path) -> str | None:

@@ -13,6 +13,13 @@ Two ways to run one:
   run again by calling `start` again, which first stops whatever is left of the old one.
 - in the foreground (`run`): the merge's check of a merged commit, same rules, no state file.
 
+A check given a `Checkout` (a repository and a commit: a worktree worker's completion) runs in
+a scratch checkout of that commit (`omp.workspace.scratch`), made by the supervisor and removed
+when the command ends, never in the worker's worktree: what the command leaves behind
+(`__pycache__/`, caches, build output) is never taken for the worker's uncommitted work. The
+state records the scratch's path while it exists (`scratch`), so a run started again removes
+what a killed one left.
+
 `verify.json` is written under `verify.lock` by read-modify-write, so the starter and the
 supervisor never lose each other's fields; a pid is stored with its start time (`proc`), so a
 recycled pid is never taken for the supervisor or stopped as the command.
@@ -31,6 +38,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from omp import procs
+from omp.errors import OmpError
 from omp.store import fs, locks
 from omp.workspace.git import git_env
 
@@ -67,6 +75,30 @@ class VerifyStatus(NamedTuple):
             "log": str(self.log),
             "run": self.run,
         }
+
+
+class Checkout(NamedTuple):
+    """Where a background check runs: a scratch checkout of `commit` of the repository at
+    `repo`, given the project's `[worktree] copy` and `link`."""
+
+    repo: str
+    commit: str
+    copy: tuple[str, ...] = ()
+    link: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"repo": self.repo, "commit": self.commit, "copy": list(self.copy),
+                "link": list(self.link)}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Checkout | None:
+        if not isinstance(doc, dict):
+            return None
+        repo, commit = doc.get("repo"), doc.get("commit")
+        if not isinstance(repo, str) or not isinstance(commit, str) or not repo or not commit:
+            return None
+        copy, link = doc.get("copy") or [], doc.get("link") or []
+        return cls(repo, commit, tuple(str(c) for c in copy), tuple(str(x) for x in link))
 
 
 class Outcome(NamedTuple):
@@ -216,7 +248,7 @@ def poll(run_dir: Path, *, now: float | None = None) -> VerifyStatus | None:
 
 def _stop_leftovers(state: dict[str, Any]) -> None:
     """Stop the supervisor and the command of an earlier run, if still there (checked by start
-    time: a recycled pid is left alone)."""
+    time: a recycled pid is left alone), and remove the scratch checkout it left."""
     for key in ("supervisor", "child"):
         pid = state.get(f"{key}Pid")
         if isinstance(pid, int) and procs.running(pid, state.get(f"{key}Start")):
@@ -225,6 +257,16 @@ def _stop_leftovers(state: dict[str, Any]) -> None:
             else:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
+    _remove_scratch(state)
+
+
+def _remove_scratch(state: dict[str, Any]) -> None:
+    where, co = state.get("scratch"), Checkout.from_json(state.get("checkout"))
+    if not isinstance(where, str) or not where or co is None:
+        return
+    from omp.workspace import create, scratch
+
+    scratch.remove(create.Worktree(Path(co.repo), Path(where), "", co.commit))
 
 
 def start(
@@ -237,10 +279,13 @@ def start(
     grace: float = KILL_GRACE,
     then: Sequence[str] = (),
     then_env: Mapping[str, str] | None = None,
+    checkout: Checkout | None = None,
 ) -> VerifyStatus:
     """Start `command` in `cwd` in the background; its state and log live in `run_dir`
-    (created). A run still going is returned as it is unless `restart`; an earlier run's
-    leftovers are stopped first. Returns at once (the supervisor starts on its own).
+    (created). With `checkout`, in a scratch checkout of that commit instead (see the module
+    docstring; `cwd` is then only what the state names until the scratch exists). A run still
+    going is returned as it is unless `restart`; an earlier run's leftovers are stopped first.
+    Returns at once (the supervisor starts on its own).
 
     `then` (an argv, with `then_env` added to its environment) is run by the supervisor once
     the outcome is written, so whoever waits for the verdict hears of it at once instead of at
@@ -270,6 +315,8 @@ def start(
         if then:
             state["then"] = list(then)
             state["thenEnv"] = dict(then_env or {})
+        if checkout is not None:
+            state["checkout"] = checkout.to_json()
         fs.write_json_atomic(run_dir / STATE, state)
         fd = fs.open_file(run_dir / LOG, os.O_WRONLY | os.O_TRUNC | os.O_APPEND, create=True)
     try:
@@ -311,23 +358,49 @@ def _supervise(run_dir: Path, run_id: str) -> int:
 
     deadline = float(state["startedAt"]) + float(state["timeout"])
     fd = fs.open_file(run_dir / LOG, os.O_WRONLY | os.O_APPEND, create=True)
+    made: Any = None
     try:
+        cwd = Path(state["cwd"])
+        co = Checkout.from_json(state.get("checkout"))
+        if co is not None:
+            made = _scratch(run_dir, run_id, co, fd, max(1.0, deadline - time.time()))
+            cwd = made.path
         status, rc = _execute(
-            Path(state["cwd"]),
+            cwd,
             str(state["command"]),
             deadline,
             fd,
             grace=float(state.get("grace", KILL_GRACE)),
             on_spawn=spawned,
         )
-    except OSError as exc:  # the directory is gone, /bin/sh missing: a failed check, said why
-        os.write(fd, f"omp: cannot run the command: {exc}\n".encode())
-        status, rc = "failed", None
+    except (OSError, OmpError) as exc:  # no checkout, directory gone, /bin/sh missing: failed
+        why = exc.message if isinstance(exc, OmpError) else str(exc)
+        os.write(fd, f"omp: cannot run the command: {why}\n".encode())
+        late = isinstance(exc, OmpError) and exc.detail.get("timedOut")  # the checkout, a hook
+        status, rc = ("timed_out" if late else "failed"), None
     finally:
         os.close(fd)
+        if made is not None:
+            from omp.workspace import scratch
+
+            scratch.remove(made)
     done = _update(run_dir, run_id, status=status, exit=rc, finishedAt=time.time())
     _then(done)
     return 0
+
+
+def _scratch(run_dir: Path, run_id: str, co: Checkout, log_fd: int, limit: float) -> Any:
+    """Make the run's scratch checkout (`omp.workspace.scratch`) within what is left of the
+    check's time (`limit`), and record where it is."""
+    from omp.workspace import create, scratch
+
+    spec = create.Provision(co.copy, co.link)
+    made = scratch.make(Path(co.repo), co.commit, spec, timeout=limit)
+    _update(run_dir, run_id, scratch=str(made.path), cwd=str(made.path))
+    os.write(
+        log_fd, f"omp: checking {co.commit[:12]} in a scratch checkout, {made.path}\n".encode()
+    )
+    return made
 
 
 THEN_TIMEOUT = 120.0  # seconds the `then` command may take

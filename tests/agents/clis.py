@@ -286,7 +286,8 @@ class AgentTeam:
         except ValueError:
             return {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
 
-    def launch(self, workers: int, task: str = "write a haiku") -> dict[str, Any]:
+    def launch(self, workers: int, task: str = "write a haiku", *extra: str) -> dict[str, Any]:
+        """`omp team launch`, `extra` options added (`--verify CMD`)."""
         self.launched_at = time.time()
         self.launch_result = self.omp(
             "team",
@@ -297,6 +298,7 @@ class AgentTeam:
             self.agent,
             "--name",
             self.name,
+            *extra,
             "--json",
         )
         return self.launch_result

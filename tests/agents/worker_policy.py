@@ -34,8 +34,9 @@ API_LINE = re.compile(r"^\s*(?P<cmd>\S.*? team api (?P<op>[a-z-]+) --input '(?P<
 RESULT_FILE = re.compile(r"Write your full result to (/.*?)\s*$", re.M)
 # A worker in a worktree: where it works, and the line that commits its work there.
 WORKTREE = re.compile(r"^You work in (.+?), your own git worktree on branch (\S+) ", re.M)
-COMMIT_LINE = re.compile(r'^\s*(git -C .+ commit -m )"<what you did>"\s*$', re.M)
+COMMIT_LINE = re.compile(r'^\s*(\S.*\bgit .*commit -m )"<what you did>"\s*$', re.M)
 CLAIMED = '"claimToken":"'  # in claim-task's output (the inbox only names the placeholder)
+HANDOVER = "task_handover"  # the intent of omp's mail handing a backlog worker its next task
 # Copilot and pi: `bash` {command}; Codex: `exec_command` {cmd}; Gemini: `run_shell_command`
 # {command}; Claude Code: `Bash` {command, description}.
 SHELL_NAMES = ("bash", "Bash", "shell", "run_shell_command", "shell_command", "exec_command")
@@ -234,37 +235,49 @@ class WorkerPolicy:
                     break
             inbox = state["inbox"] = Inbox.parse(text)
             claim = inbox.commands.get("claim-task")
-            if claim is None:  # no task: wait for the leader
-                state["last_text"] = "Waiting for the leader."
+            done = inbox.commands.get("transition-task-status")
+            given = done.arg.get("claim_token") if done is not None else None
+            if claim is None and (not given or given == "<claimToken>"):
+                state["last_text"] = "Waiting for the leader."  # no task: wait
                 return
-            plan = [claim.with_arg()]
-            for command in self._steps(replay, plan):
-                yield command
-                return
-            token = (first_json(replay.done[replay.pos - 1].output) or {}).get("claimToken")
-            if not token:
-                raise PolicyError(f"claim-task gave no claimToken: {replay.done[-1].output!r}")
-            send = inbox.commands["send-message"]
-            done = inbox.commands["transition-task-status"]
-            plan = []
-            if self.busy_seconds > 0 and self.busy_how == "tool":
-                plan.append(f"sleep {self.busy_seconds:g}")
-            plan.append(send.with_arg(body=f"{send.arg.get('from')}: {self.progress_text}"))
-            if inbox.result_file:
-                text = shlex.quote(self.result_text)
-                plan.append(f"printf '%s\\n' {text} > {shlex.quote(inbox.result_file)}")
-            if inbox.worktree and inbox.commit:  # edit a file of its worktree, commit it there
-                name = self.work_file.format(worktree=inbox.worktree.rstrip("/").rsplit("/", 1)[-1])
-                work = shlex.quote(f"{inbox.worktree}/{name}")
-                plan.append(f"printf '%s\\n' {shlex.quote(self.result_text)} > {work}")
-                plan.append(inbox.commit + shlex.quote(self.summary))
-            plan.append(done.with_arg(claim_token=token, result=self.summary))
-            for command in self._steps(replay, plan):
+            if claim is None:  # a backlog's task, claimed for it: its token is in the line
+                token = str(given)
+            else:
+                plan = [claim.with_arg()]
+                for command in self._steps(replay, plan):
+                    yield command
+                    return
+                got = (first_json(replay.done[replay.pos - 1].output) or {}).get("claimToken")
+                if not got:
+                    raise PolicyError(f"claim-task gave no claimToken: {replay.done[-1].output!r}")
+                token = str(got)
+            state["token"] = token
+            assert done is not None
+            for command in self._steps(replay, self._work(inbox, inbox, done, token)):
                 yield command
                 return
             state["last_text"] = self.final_text
 
         return goal
+
+    def _work(self, inbox: Inbox, task: Inbox, done: ApiCommand, token: str) -> list[str]:
+        """The steps of one task: report, write the result, edit and commit in the worktree,
+        complete (`task`: where the task's own lines are, the inbox or omp's hand-over mail)."""
+        send = inbox.commands["send-message"]
+        plan: list[str] = []
+        if self.busy_seconds > 0 and self.busy_how == "tool":
+            plan.append(f"sleep {self.busy_seconds:g}")
+        plan.append(send.with_arg(body=f"{send.arg.get('from')}: {self.progress_text}"))
+        if task.result_file:
+            text = shlex.quote(self.result_text)
+            plan.append(f"printf '%s\\n' {text} > {shlex.quote(task.result_file)}")
+        if task.worktree and task.commit:  # edit a file of its worktree, commit it there
+            name = self.work_file.format(worktree=task.worktree.rstrip("/").rsplit("/", 1)[-1])
+            work = shlex.quote(f"{task.worktree}/{name}")
+            plan.append(f"printf '%s\\n' {shlex.quote(self.result_text)} > {work}")
+            plan.append(task.commit + shlex.quote(self.summary))
+        plan.append(done.with_arg(claim_token=token, result=self.summary))
+        return plan
 
     def _mail_goal(self, read_cmd: str, *, ignore: bool) -> Any:
         def goal(replay: _Replay, state: dict[str, Any]) -> Iterator[str]:
@@ -278,17 +291,37 @@ class WorkerPolicy:
             mail = (first_json(step.output) or {}).get("messages") or []
             inbox: Inbox | None = state.get("inbox")
             send = inbox.commands.get("send-message") if inbox else None
-            if send is None:
+            if send is None or inbox is None:
                 raise PolicyError("a nudge came before the inbox was read")
-            plan = [
-                send.with_arg(to=m["from"], body=f"{self.reply_text} ({m['id']})")
+            plan: list[str] = []
+            answered = 0
+            for m in mail:
+                if not (isinstance(m, dict) and m.get("from") and m.get("id")):
+                    continue
+                if m.get("intent") == HANDOVER:  # a backlog's next task: do it
+                    task = Inbox.parse(str(m.get("body") or ""))
+                    done = task.commands.get("transition-task-status")
+                    if done is not None:
+                        state["token"] = str(done.arg["claim_token"])
+                        plan += self._work(inbox, task, done, state["token"])
+                elif not m.get("auto"):  # omp's own notes (a base that moved) need no answer
+                    plan.append(send.with_arg(to=m["from"], body=f"{self.reply_text} ({m['id']})"))
+                    answered += 1
+            # A mail that gives the task back (a failed check, a merge conflict) ends with the
+            # line that completes it again: run it, with the claim token the claim returned.
+            again = [
+                cmd
                 for m in mail
-                if isinstance(m, dict) and m.get("from") and m.get("id")
+                if isinstance(m, dict) and m.get("intent") != HANDOVER
+                for line in str(m.get("body") or "").splitlines()
+                if (cmd := parse_api_line(line)) is not None and cmd.op == "transition-task-status"
             ]
+            if again and state.get("token"):
+                plan.append(again[0].with_arg(claim_token=state["token"], result=self.summary))
             for command in self._steps(replay, plan):
                 yield command
                 return
-            state["last_text"] = f"Answered {len(plan)} message(s)."
+            state["last_text"] = f"Answered {answered} message(s)."
 
         return goal
 

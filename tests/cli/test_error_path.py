@@ -113,3 +113,50 @@ def test_ctrl_c_stops_a_watch_with_130(capsys: pytest.CaptureFixture[str]) -> No
 
     assert _exit_code(lambda: watch_loop(_ctrl_c, str, interval=0, as_json=True)) == 130
     assert capsys.readouterr().err == "omp: interrupted\n"
+
+
+def test_an_error_ending_in_commands_prints_them_as_lines_and_nothing_else_breaks_a_line() -> None:
+    from omp.cli.output import human_error
+
+    cmds = ["git -C /w add -A", "git -C '/w\nforged' commit -m 'task 1'"]
+    err = OmpError(
+        "uncommitted_changes",
+        "worker-1's worktree /w has 1 uncommitted path(s): a\nb.txt. Commit:\n  "
+        + "\n  ".join(cmds),
+        commands=cmds,
+    )
+    text = human_error(err)
+    lines = text.splitlines()
+    assert lines[0].startswith("omp: worker-1's worktree") and lines[0].endswith(
+        "[uncommitted_changes]"
+    )
+    assert "a\\nb.txt" in lines[0]  # a value's newline stays escaped on its line
+    assert lines[1:] == ["  git -C /w add -A", "  git -C '/w\\nforged' commit -m 'task 1'"]
+    # any other message keeps its newlines escaped on one line
+    plain = human_error(OmpError("invalid_input", "one\ntwo"))
+    assert plain == "omp: one\\ntwo [invalid_input]\n"
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`omp team events T | head -1`: no `internal error`, no crash log, exit 141 (SIGPIPE's)."""
+    import subprocess
+    import sys
+
+    from tests.helpers import child_env, make_project, make_team
+
+    root = make_project(tmp_path / "proj")
+    team = make_team(root, "t", 3)
+    line = '{"type":"member","worker":"worker-1","change":"joined","at":"2026-12-02T00:00:00.000Z"}'
+    with open(team.events, "a") as f:  # far more than a pipe holds
+        f.write((line + "\n") * 20_000)
+    env = child_env(tmp_path / "home")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omp", "team", "events", "t"], cwd=root, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # the reader leaves after one line, as `head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 141, err
+    assert "internal" not in err and "Traceback" not in err

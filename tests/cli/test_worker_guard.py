@@ -292,3 +292,19 @@ def test_the_docs_list_exactly_the_commands_a_worker_may_run() -> None:
     section = text.split("#### Commands a worker process may run", 1)[1].split("\n\n", 2)[1]
     rows = re.findall(r"^\| `omp ([^`]+)` \| (.+?) \|$", section, flags=re.M)
     assert {tuple(words.split()): why for words, why in rows} == WORKER_MAY_RUN
+
+
+def test_a_worker_sees_its_own_usage_row_and_no_other_teams(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    for k, v in IDENTITY.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(world["proj"])
+    rc, out, _ = run_in_process(capsys, ["team", "usage", "t", "--json"])
+    doc = json.loads(out)
+    assert rc == 0 and doc["onlyFor"] == IDENTITY["OMP_WORKER"]
+    assert [m["name"] for m in doc["members"]] == [IDENTITY["OMP_WORKER"]]  # not the leader's
+    rc, out, _ = run_in_process(capsys, ["team", "usage", "other", "--json"])
+    assert rc == EXIT_REFUSED and json.loads(out)["error"] == "worker_not_allowed"

@@ -111,3 +111,15 @@ def test_a_bad_config_is_refused_clearly_and_nothing_is_sent(
     assert r.rc == 1 and r.json["error"] == "invalid_config"
     assert needle in r.json["message"]
     assert snapshot_tree(root / ".omp") == before
+
+
+def test_a_zero_second_window_is_off_even_within_one_millisecond(
+    root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stamps are whole milliseconds: two sends in the same one must not be a duplicate (or a
+    rate) when the config sets those windows to 0 s."""
+    config(root, "[limits]\nduplicate_window_seconds = 0\nrate_window_seconds = 0\n")
+    frozen = 1_796_000_000.1234
+    monkeypatch.setattr(time, "time", lambda: frozen)
+    for _ in range(10):
+        assert send(capsys, "worker-1", "worker-2", "same body").rc == 0

@@ -232,6 +232,7 @@ MAKERS = {
     # `omp.monitor.verifying.start` calls it holding the task's guard: the team exists then
     ("omp/demo_agent.py", "target.parent.mkdir(parents=True, exist_ok=True)"): "its worktree",
     ("omp/cli/demo.py", "repo.mkdir()"): "the demo's throwaway repository",
+    ("omp/backlog/worktrees.py", "home.mkdir(parents=True, exist_ok=True)"): "tasks' worktrees",
     ("omp/cli/demo.py", "(repo / rel).parent.mkdir(parents=True, exist_ok=True)"): "the same",
     ("omp/cli/crash.py", "d.mkdir(mode=0o700, parents=True, exist_ok=True)"): "crash logs",
     # the store interface's file backend: `ensure_team` is the store's "create" (launch's)

@@ -151,7 +151,7 @@ def test_copy_and_link_bring_what_a_fresh_checkout_lacks_and_stay_out_of_commits
     assert (path / "node_modules").resolve() == (repo / "node_modules").resolve()
     # the copies and links are no uncommitted work: the worker can complete
     token = claim(capsys, cfg, "worker-1", "1")
-    assert complete(capsys, cfg, "worker-1", "1", token)["ok"]
+    assert complete(capsys, cfg, "worker-1", "1", token, nothing_to_commit=True)["ok"]
     write(repo / ".omp" / "config.toml", '[worktree]\ncopy = ["../outside"]\n')
     with pytest.raises(OmpError) as err:
         worktrees.plan(StatePaths(repo), repo, requested="worktree")
@@ -211,7 +211,7 @@ def test_an_ignored_file_is_not_uncommitted_work(
     cfg = worktree_team(repo, workers=1)
     write(Path(wt(cfg, "worker-1").path) / "run.log", "noise\n")
     token = claim(capsys, cfg, "worker-1", "1")
-    assert complete(capsys, cfg, "worker-1", "1", token)["ok"]
+    assert complete(capsys, cfg, "worker-1", "1", token, nothing_to_commit=True)["ok"]
 
 
 def test_a_worker_on_another_branch_is_told_to_put_its_commits_on_its_own(
@@ -353,6 +353,7 @@ def test_a_worker_cannot_move_a_task_out_of_verifying_itself(
 ) -> None:
     cfg = worktree_team(repo, workers=1, verify="sleep 5")
     token = claim(capsys, cfg, "worker-1", "1")
+    commit(cfg, "worker-1", "a.txt", "a\n")
     complete(capsys, cfg, "worker-1", "1", token)
     out = api(
         capsys,
@@ -420,7 +421,7 @@ def test_squash_makes_one_commit_per_worker_with_the_tasks_subject_and_result(
     complete(capsys, cfg, "worker-1", "1", token, result="two files written")
     report = merging.merge_team(cfg, squash=True)
     assert report["results"][0]["status"] == "squashed"
-    assert g(repo, "log", "-1", "--format=%B").startswith("build it\n\ntwo files written\n")
+    assert g(repo, "log", "-1", "--format=%B").startswith("task 1: build it\n\ntwo files written\n")
     assert g(repo, "rev-list", "--count", "main") == "2"  # the first commit and the squash
 
 

@@ -110,6 +110,35 @@ def test_three_demo_workers_commit_in_their_worktrees_are_verified_and_merged(
     assert g(repo, "status", "--porcelain") == ""
 
 
+def test_a_demo_worker_whose_check_fails_is_in_progress_in_every_view(
+    server: Tmux, repo: Path
+) -> None:
+    """`omp team launch 1 "write a note" --agent demo --name gate --verify false` (issue 28,
+    finding 7): the demo agent commits, writes result.md and completes; the check fails, so the
+    task is in progress again, and collect says so as status does (it used to count the
+    result.md as done), while the worker's worktree holds only what it committed."""
+    _launch(server, repo, 1, task="write a note", name="gate", verify="false")
+    cfg = team_config.load(StatePaths(repo).team("gate"))
+
+    def failed_once() -> dict[str, Any] | None:
+        [t] = team_status.status(StatePaths(repo), "gate")["teams"][0]["tasks"]
+        v = t.get("verify") or {}
+        return t if t["status"] == "in_progress" and v.get("status") == "failed" else None
+
+    task = poll(failed_once, 60, "the check to fail and give the task back")
+    assert task["verify"]["exit"] == 1 and task.get("result") is None
+    col = team_status.collect(cfg)
+    [row] = col["workers"]
+    assert row["outcome"] == "working" and row["taskStatus"] == "in_progress"
+    assert row["resultMarkdown"]  # it wrote its notes, which are no verdict
+    assert col["doneCount"] == 0 and col["allDone"] is False
+    out = run_omp("team", "collect", "gate", cwd=repo)
+    assert "0/1 done" in out.stdout, out.stdout
+    wt = worktree_of(cfg.worker("worker-1"))
+    assert wt is not None
+    assert g(Path(wt.path), "status", "--porcelain", "--untracked-files=all") == ""
+
+
 def test_carry_changes_brings_the_leaders_edit_into_each_worktree(server: Tmux, repo: Path) -> None:
     write(repo / "src" / "app.py", "x = 2  # the leader's edit\n")
     res = _launch(server, repo, n=1, carry_changes=True, task="")

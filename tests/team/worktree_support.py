@@ -79,6 +79,7 @@ def complete(
     tid: str,
     token: str,
     result: str = "done",
+    **extra: Any,
 ) -> dict[str, Any]:
     return api(
         capsys,
@@ -89,6 +90,7 @@ def complete(
         claim_token=token,
         result=result,
         **{"from": "in_progress", "to": "completed"},
+        **extra,
     )
 
 

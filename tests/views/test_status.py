@@ -30,6 +30,24 @@ def test_collect_is_all_done_only_when_every_task_is(root: Path) -> None:
     assert team_status.collect(team_config.load(team))["allDone"] is True
 
 
+def test_collect_never_calls_in_progress_work_done_whatever_result_md_says(root: Path) -> None:
+    """The inbox tells every worker to write result.md before completing; a failed check or a
+    merge conflict then puts its task back in progress with the file still there."""
+    from omp.tasks import tasks
+
+    team = make_team(root, "rm", 2, task="write a note")
+    tasks.claim(team, "1", "worker-1")
+    (team.worker_dir("worker-1") / "result.md").write_text("# my note\n")
+    (team.worker_dir("worker-2") / "result.md").write_text("# a note, no task claimed\n")
+    col = team_status.collect(team_config.load(team))
+    rows = {w["name"]: w for w in col["workers"]}
+    assert rows["worker-1"]["outcome"] == "working" and rows["worker-1"]["resultMarkdown"]
+    assert rows["worker-2"]["outcome"] == "working"
+    assert col["doneCount"] == 0 and col["allDone"] is False
+    st = team_status.status(StatePaths(root), "rm")["teams"][0]
+    assert {t["id"]: t["status"] for t in st["tasks"]} == {"1": "in_progress", "2": "pending"}
+
+
 def test_one_broken_team_does_not_hide_the_others(root: Path) -> None:
     make_team(root, "good", 1)
     bad = make_team(root, "bad", 1)

@@ -124,6 +124,7 @@
   function choose(name) {
     team = name;
     diffOpen = null;
+    T.reset();
     $("diff-section").hidden = true;
     const url = new URL(location.href);
     url.searchParams.set("team", name);
@@ -166,12 +167,13 @@
       if (ws.merged === true) branch += " · merged";
       if (ws.pending) branch += " · reading…";
       const task = (st.tasks || []).find((t) => t.id === w.taskId);
-      const taskText = w.taskId ? "#" + w.taskId + (task ? " " + task.status : "") : "";
+      if (!ws.branch && task && task.branch && ["in_progress", "verifying"].includes(task.state)) branch = task.branch + " (task " + task.id + ")";
+      const taskText = w.taskId ? "#" + w.taskId + (task ? " " + T.stateOf(task).replace(/_/g, " ") : "") : "";
       const usage = w.usage || {};
       const tokens = typeof usage.total === "number" ? num(usage.total) : (usage.unreadable ? "not read" : "–");
       const actions = el("div", { class: "options" });
       if (ws.branch) {
-        actions.append(el("button", { type: "button", text: "Diff", "aria-label": "Diff of " + w.name, onclick: () => openDiff(w.name) }));
+        actions.append(el("button", { type: "button", text: "Diff", "aria-label": "Diff of " + w.name, onclick: () => openDiff({ worker: w.name }) }));
         if (ws.merged !== true && ws.commitsAhead) {
           actions.append(el("button", { type: "button", text: "Merge", "aria-label": "Merge " + w.name + "'s branch", onclick: () => merge(w.name) }));
         }
@@ -194,43 +196,15 @@
     if (keep) to.value = keep;
   }
 
-  const COLUMNS = [
-    ["blocked", "Blocked"], ["ready", "Ready"], ["in_progress", "In progress"],
-    ["verifying", "Verifying"], ["done", "Done"], ["failed", "Failed"], ["cancelled", "Cancelled"],
-  ];
-  const ALIASES = { pending: "ready", completed: "done", interrupted: "failed", canceled: "cancelled" };
+  // The task board and graph, and the backlog's actions: tasks.js.
+  const T = window.OmpTasks({
+    el, svg, $, clear, post, say,
+    team: () => team,
+    openDiff: (which) => openDiff(which),
+    redraw: () => renderTasks(),
+  });
 
-  function renderTasks() {
-    const box = $("tasks");
-    clear(box);
-    const tasks = status().tasks || [];
-    const by = {};
-    for (const t of tasks) {
-      let s = t.status ? String(t.status) : "unreadable";
-      s = ALIASES[s] || s;
-      (by[s] = by[s] || []).push(t);
-    }
-    const cols = COLUMNS.slice();
-    for (const s of Object.keys(by)) if (!cols.some((c) => c[0] === s)) cols.push([s, s]);
-    for (const [key, title] of cols) {
-      const items = by[key] || [];
-      if (!items.length && (key === "blocked" || key === "cancelled")) continue;
-      const ul = el("ul", {});
-      for (const t of items) {
-        const meta = [];
-        if (t.owner) meta.push("owner " + t.owner);
-        const deps = t.blockedBy || t.blocked_by;
-        if (Array.isArray(deps) && deps.length) meta.push("blocked by " + deps.map((d) => "#" + d).join(", "));
-        if (t.verify && t.verify.status) meta.push("check " + t.verify.status);
-        if (t.error) meta.push(t.message || t.error);
-        ul.append(el("li", { class: "task", "data-task": t.id || "" },
-          el("div", { text: "#" + (t.id ?? "?") + " " + (t.title || t.description || "") }),
-          meta.length ? el("div", { class: "meta", text: meta.join(" · ") }) : null));
-      }
-      box.append(el("section", { class: "column", "data-column": key, "aria-label": title + " tasks" },
-        el("h4", { text: title + " (" + items.length + ")" }), ul));
-    }
-  }
+  function renderTasks() { T.render(status(), team); }
 
   // ---- screens and prompts -------------------------------------------------------------------
   function renderScreens() {
@@ -346,19 +320,21 @@
   }
 
   // ---- the diff ------------------------------------------------------------------------------
-  async function openDiff(worker) {
-    say("reading " + worker + "'s diff…");
+  async function openDiff(which) {
+    const name = which.task !== undefined ? "task " + which.task : which.worker;
+    say("reading " + name + "'s diff…");
+    const q = which.task !== undefined ? "&task=" + encodeURIComponent(which.task) : "&worker=" + encodeURIComponent(which.worker);
     let data;
     try {
-      const res = await fetch("/api/diff?team=" + encodeURIComponent(team) + "&worker=" + encodeURIComponent(worker), { credentials: "same-origin" });
+      const res = await fetch("/api/diff?team=" + encodeURIComponent(team) + q, { credentials: "same-origin" });
       data = await res.json();
-      if (!res.ok || data.ok === false) throw new Error(data.message || res.statusText);
+      if (!res.ok || data.ok === false) throw new Error((data.message || res.statusText) + (data.error ? " [" + data.error + "]" : ""));
     } catch (e) {
       say("no diff: " + e.message, true);
       return;
     }
     say("");
-    diffOpen = { worker, data, file: data.files.length ? data.files[0].path : null };
+    diffOpen = { worker: which.worker, task: which.task, name, data, file: data.files.length ? data.files[0].path : null };
     renderDiff();
     $("diff-section").hidden = false;
     $("h-diff").focus();
@@ -371,9 +347,13 @@
 
   function renderDiff() {
     const d = diffOpen.data;
-    $("h-diff").textContent = "Diff of " + diffOpen.worker;
-    $("diff-head").textContent = (d.branch || "") + " against " + (d.target || "?") + ": " + (d.stat || "no change") +
+    $("h-diff").textContent = "Diff of " + diffOpen.name;
+    let head = (d.branch || "") + " against " + (d.target || "?") + ": " + (d.stat || "no change") +
       (d.merged ? " · merged" : "") + (d.uncommitted.length ? " · uncommitted: " + d.uncommitted.join(", ") : "") + (d.error ? " · " + d.error : "");
+    if (diffOpen.task !== undefined) {
+      head += d.commentTo ? " · comments go to " + d.commentTo + ", which holds it" : " · " + d.commentWhy;
+    }
+    $("diff-head").textContent = head;
     const commits = $("diff-commits");
     clear(commits);
     for (const c of d.commits) commits.append(el("li", { text: c.sha + " " + c.subject }));
@@ -423,7 +403,7 @@
     const id = "comment-" + line;
     const text = el("textarea", { id, rows: "3", required: true });
     const form = el("form", { class: "comment-form" },
-      el("label", { for: id, text: "Comment on " + path + " line " + line + " (mailed to " + diffOpen.worker + ")" }),
+      el("label", { for: id, text: "Comment on " + path + " line " + line + " (mailed to " + (diffOpen.task !== undefined ? (diffOpen.data.commentTo || "the worker holding task " + diffOpen.task) : diffOpen.worker) + ")" }),
       text,
       el("div", { class: "options" },
         el("button", { type: "submit", text: "Send the comment" }),
@@ -433,8 +413,9 @@
       ev.preventDefault();
       if (!text.value.trim()) return;
       try {
-        const r = await post("/api/comment", { team, worker: diffOpen.worker, path, line, text: text.value });
-        say("comment on " + path + " line " + line + " sent to " + diffOpen.worker + (r.nudge ? "; nudge: " + r.nudge : ""));
+        const who = diffOpen.task !== undefined ? { task: diffOpen.task } : { worker: diffOpen.worker };
+        const r = await post("/api/comment", { team, ...who, path, line, text: text.value });
+        say("comment on " + path + " line " + line + " sent to " + (r.worker || diffOpen.worker) + (r.nudge ? "; nudge: " + r.nudge : ""));
         tr.remove();
       } catch (e) {
         say("comment not sent: " + e.message, true);
