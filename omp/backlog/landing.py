@@ -263,7 +263,7 @@ def _send_back(
             return "moved meanwhile"
         queue.again(fresh, by_hand=True)
         fresh["mergeConflict"] = note
-        fs.write_json_atomic(cfg.paths.task(tid), fresh)
+        tasks.write_task(cfg.paths, fresh)
         history.task(cfg.paths, "completed", fresh, {"merge": why})
     return "to the queue"
 

@@ -153,7 +153,14 @@ def interrupt_worker(cfg: TeamConfig, worker: str, reason: str, now: float) -> l
 
 
 def _claimed_by(team: TeamPaths, worker: str) -> list[dict[str, Any]]:
-    """Claimed tasks of `worker`: a lock file exists only while a task is claimed."""
+    """Claimed tasks of `worker`: a lock file exists only while a task is claimed (a store keeps
+    no lock files: its tasks are read)."""
+    if tasks.in_store(team):
+        return [
+            t
+            for t in tasks.read_all(team)
+            if t.get("status") == "in_progress" and t.get("owner") == worker
+        ]
     try:
         if not team.project.check(team.tasks_dir):
             return []

@@ -218,6 +218,10 @@ class Store:
         """Every doc of the collection, tasks ordered by id (numeric ids numerically)."""
         raise NotImplementedError
 
+    def delete(self, team: str, collection: str, key: str) -> bool:
+        """Remove a doc (a rollback of what one step wrote); whether there was one."""
+        raise NotImplementedError
+
     def create(self, team: str, collection: str, key: str, doc: Doc) -> bool:
         """Write `doc` only if there is none under `key`: whether it was written."""
         raise NotImplementedError

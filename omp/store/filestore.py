@@ -237,6 +237,18 @@ class FileStore(Store):
                 out.append(obj)
         return out
 
+    def delete(self, team: str, collection: str, key: str) -> bool:
+        tp = self._team(team)
+        path = self._doc_path(tp, collection, key)
+        with locks.flocked(self._guard(tp, collection, key)):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                return False
+            if collection == "tasks":
+                _unlink(tp.task_lock(key))
+        return True
+
     def create(self, team: str, collection: str, key: str, doc: Doc) -> bool:
         done = self.update(team, collection, key, lambda cur: doc if cur is None else None)
         return done is not None

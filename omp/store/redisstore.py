@@ -474,6 +474,18 @@ class RedisStore(Store):
         raws = self._retry(lambda: self.r.mget([f"{t}doc:{collection}:{k}" for k in keys]))
         return [obj for raw in raws if (obj := _obj(raw)) is not None]
 
+    def delete(self, team: str, collection: str, key: str) -> bool:
+        dkey, idx = self._doc(team, collection, key)
+
+        def drop() -> bool:
+            with self.r.pipeline() as p:  # MULTI: the doc and its place in the index together
+                p.delete(dkey)
+                p.srem(idx, key)
+                gone, _ = p.execute()
+            return bool(gone)
+
+        return self._retry(drop)
+
     def create(self, team: str, collection: str, key: str, doc: Doc) -> bool:
         dkey, idx = self._doc(team, collection, key)
         return bool(self._run("create", [dkey, idx], [team, OP_TTL, key, _line(doc)]))

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from omp import clock
 from omp.errors import OmpError
 from omp.record import history
-from omp.store import fs, jsonl, locks
+from omp.store import fs, jsonl
 from omp.store.paths import TeamPaths
 from omp.tasks import graph as graphs
 from omp.tasks import tasks
@@ -93,6 +93,11 @@ class Reader:
     def __call__(self, team: TeamPaths) -> list[Task]:
         from omp.store.paths import task_id_of_record
 
+        if tasks.in_store(team):  # no files to stat: the store answers (`omp.tasks.stored`)
+            return sorted(
+                (dict(t) for t in tasks.read_all(team)),
+                key=lambda t: graphs.sort_id(str(t.get("id"))),
+            )
         base = team.tasks_dir
         try:
             if not team.project.check(base):
@@ -137,7 +142,7 @@ class Reader:
 
 
 def _write(team: TeamPaths, task: Task) -> None:
-    fs.write_json_atomic(team.task(str(task["id"])), task)
+    tasks.write_task(team, task)
 
 
 def _ids_and_blockers(team: TeamPaths) -> tuple[list[Task], dict[str, list[str]]]:
@@ -170,16 +175,12 @@ def add(team: TeamPaths, new: list[Task], *, source: str = "tasks") -> list[Task
                 owner = task.get("owner")
                 if task.get("status") == "in_progress" and isinstance(owner, str):
                     # claimed for its worker already (a launch's first tasks): its lock too
-                    locks.create_exclusive(team.task_lock(str(task["id"])), _lock_body(owner))
+                    tasks.take_lock(team, str(task["id"]), owner, replace=False)
                 _write(team, task)
                 written.append(task)
         except BaseException:
             for task in written:  # all or nothing
-                for path in (team.task(str(task["id"])), team.task_lock(str(task["id"]))):
-                    try:
-                        os.unlink(path)
-                    except OSError:
-                        pass
+                tasks.delete_task(team, str(task["id"]))
             raise
         for task in written:
             history.task(team, None, task)
@@ -203,12 +204,8 @@ def claim_fields(task: Task, worker: str) -> Task:
 def _take(team: TeamPaths, task: Task, worker: str, extra: dict[str, Any]) -> Task:
     """Claim `task` for `worker` (the guard held): its lock, a claim token, `in_progress`."""
     tid = str(task["id"])
-    lock = team.task_lock(tid)
-    if not locks.create_exclusive(lock, _lock_body(worker)):
-        fs.check_entry(lock, want_dir=False)
-        os.unlink(lock)  # a pending task holds no lock: one left by a claimer that died
-        if not locks.create_exclusive(lock, _lock_body(worker)):
-            raise OmpError("claim_race", f"task {tid}: could not take its lock")
+    # a pending task holds no lock: one found there was left by a claimer that died
+    tasks.take_lock(team, tid, worker, replace=True)
     claim_fields(task, worker)
     _write(team, task)
     history.task(team, "pending", task, extra)
@@ -325,10 +322,7 @@ def release(team: TeamPaths, tid: str, token: str, why: str) -> Task | None:
 
 
 def _unlock(team: TeamPaths, tid: str) -> None:
-    try:
-        os.unlink(team.task_lock(tid))
-    except FileNotFoundError:
-        pass
+    tasks.drop_lock(team, tid)
 
 
 CANCELLABLE = ("pending", "in_progress", "verifying", "failed", "interrupted")

@@ -224,6 +224,40 @@ def _write(team: TeamFiles, task: dict[str, Any]) -> None:
     fs.write_json_atomic(team.task(task["id"]), task)
 
 
+def in_store(team: Team) -> bool:
+    """Are this team's tasks in a store rather than files (`omp.store.select`)?"""
+    return project_config.store_selected(team.files.project)
+
+
+def write_task(team: Team, task: dict[str, Any]) -> None:
+    """Write a task as it is (the caller holds `guarded`): its file, or the store's doc. The one
+    door of every module that keeps its own rules over the task store (`omp.tasks.queue`,
+    `omp.backlog.landing`)."""
+    _write(team.files, task)
+
+
+def take_lock(team: Team, tid: str, owner: str, *, replace: bool) -> bool:
+    """`tasks/<tid>.lock` for `owner` (see `_take_lock`); nothing in a store."""
+    return _take_lock(team.files, tid, owner, replace=replace)
+
+
+def drop_lock(team: Team, tid: str) -> None:
+    _drop_lock(team.files, tid)
+
+
+def delete_task(team: Team, tid: str) -> None:
+    """Remove a task (and its lock) that one step just wrote: a rollback, never a user's move."""
+    files = team.files
+    if (st := _store(files)) is not None:
+        st.delete(files.name, "tasks", tid)
+        return
+    for path in (files.task(tid), files.task_lock(tid)):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def _store(team: TeamFiles) -> Store | None:
     """The project's store when its tasks are not in the files (`omp.store.select`)."""
     if not project_config.store_selected(team.project):

@@ -296,8 +296,8 @@ class AddWorkers(Launch):
                 raw["workerCount"] = len(raw["workers"])
                 team_config.write(team, raw)
             for tid in self.created_tasks:
-                with contextlib.suppress(OSError):
-                    os.unlink(team.task(tid))
+                with contextlib.suppress(OSError, OmpError):
+                    tasks.delete_task(team, tid)
         for w in self.added:
             history.member(team, w, "left", "add-worker failed")
 

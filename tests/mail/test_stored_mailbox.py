@@ -175,3 +175,17 @@ def test_heartbeats_go_through_the_store(root: Path, capsys: pytest.CaptureFixtu
     other = presence.read(team, "worker-2")
     assert other is not None and other.pid is None
     assert presence.classify(other, other.updated_at or 0.0) == "live"
+
+
+def test_a_worker_gone_offline_has_its_store_tasks_interrupted(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from omp.monitor import sweep
+    from omp.record import config as team_config
+
+    api(capsys, "claim-task", worker="worker-2", task_id="2")
+    cfg = team_config.load(StatePaths(root).team("demo"))
+    sweep.interrupt_worker(cfg, "worker-2", "pane gone", 0.0)
+    task = store(root).doc("demo", "tasks", "2")
+    assert task is not None and task["status"] == "interrupted"
+    assert str(task["result"]).startswith("interrupted: worker-2 went offline")

@@ -203,3 +203,13 @@ def test_bad_lock_names_are_refused(backend: Backend) -> None:
     with pytest.raises(OmpError) as err:
         store.lock("../etc", "me", 1)
     assert err.value.code == "invalid_input"
+
+
+def test_a_doc_is_deleted_once(backend: Backend) -> None:
+    store = backend.open()
+    store.create_task(TEAM, "1", "gone soon")
+    store.create_task(TEAM, "2", "stays")
+    assert store.delete(TEAM, "tasks", "1")
+    assert not store.delete(TEAM, "tasks", "1")
+    assert store.doc(TEAM, "tasks", "1") is None
+    assert [t["id"] for t in store.docs(TEAM, "tasks")] == ["2"]
