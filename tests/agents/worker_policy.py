@@ -122,6 +122,15 @@ class Step:
     output: str = ""
 
 
+# Claude Code drops a leading `cd <dir> &&` when <dir> is its shell's directory already (its
+# conversation then holds the command without it): the same step either way.
+_CD = re.compile(r"^cd (?:'[^']*'|\S+) && ")
+
+
+def _without_cd(command: str) -> str:
+    return _CD.sub("", command, count=1)
+
+
 class _Replay:
     """The tool calls the conversation already holds, taken one by one by the goals."""
 
@@ -149,7 +158,7 @@ class _Replay:
         if self.pos >= len(self.done):
             return None
         step = self.done[self.pos]
-        if step.command != command:
+        if _without_cd(step.command) != _without_cd(command):
             raise PolicyError(f"step {self.pos}: expected {command!r}, ran {step.command!r}")
         self.pos += 1
         return step
