@@ -176,7 +176,9 @@ def test_a_task_per_worktree_merged_as_each_passes_its_check(server: Tmux, repo:
             assert gitrepo.is_ancestor(repo, raw[b]["mergedCommit"], base), (tid, b)
     for t in tasks.values():
         assert t["verify"]["status"] == "passed"
-        assert not Path(raw[t["id"]]["workspace"]["path"]).exists()  # removed once landed
+        # removed once landed: the landing records mergedAt first, then removes the checkout
+        tree = Path(raw[t["id"]]["workspace"]["path"])
+        poll(lambda: not tree.exists(), 30, f"task {t['id']}'s worktree removed")  # noqa: B023
     _check_order(repo, merged=True)
     told = [ev for ev in _events(repo) if ev.get("type") == "message" and ev.get("to") != "leader"]
     assert told  # hand-overs (and base-moved notes) went out as mail
