@@ -20,27 +20,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from omp.mail import bootstrap
+from omp.record.placement import Placed, mirror_of, session_of
 from omp.store.paths import INBOX
 from omp.tmux import ssh
 from omp.tmux.remote import RemoteTmux
 from omp.workspace import remote as checkout
-
-
-class Placed(NamedTuple):
-    """Where a remote worker runs (recorded in its config entry as `host`)."""
-
-    host: str
-    root: str  # OMP_ROOT there
-    worktree: str
-    branch: str
-    socket: str  # the host's tmux server (-L)
-    pane: str
-
-    def to_config(self) -> dict[str, str]:
-        return self._asdict()
 
 
 def state_dir(root: str, team: str) -> str:
@@ -53,7 +40,7 @@ def inbox_path(root: str, team: str, worker: str) -> str:
 
 def mirror_config(host: ssh.Host, root: str, team: str, config: dict[str, Any]) -> None:
     """The team's config on the host (after every change of it: launch, grow, removal)."""
-    text = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(mirror_of(config), indent=2, ensure_ascii=False) + "\n"
     ssh.put_file(host, f"{state_dir(root, team)}/config.json", text)
 
 
@@ -106,7 +93,7 @@ def place(
     socket = f"omp-{project}"
     tmux = RemoteTmux(host, socket)
     _, _, pane = tmux.new_session(
-        f"omp-{team}-{worker}".replace(".", "_"), cwd=worktree, command=agent_command, env=env
+        session_of(team, worker), cwd=worktree, command=agent_command, env=env
     )
     tmux.set_pane_option(pane, "remain-on-exit", "on")
     return Placed(host.name, root, worktree, branch, socket, pane)
@@ -129,5 +116,5 @@ def bring_back(host: ssh.Host, leader_repo: Path, project: str, placed: Placed) 
 def remove(host: ssh.Host, project: str, team: str, worker: str, placed: Placed) -> None:
     """The worker's pane, checkout and mirrored state go (its branch is kept at the leader's)."""
     tmux = RemoteTmux(host, placed.socket)
-    tmux.kill_session(f"omp-{team}-{worker}".replace(".", "_"))
+    tmux.kill_session(session_of(team, worker))
     checkout.remove(host, project, worktree=f"{team}/{worker}")
