@@ -15,6 +15,7 @@ user cannot enter.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import pwd
 import shutil
@@ -147,15 +148,18 @@ class SshServer:
             pip = [sys.executable, "-m", "pip", "install", "-q", "--target", str(deps)]
             subprocess.run([*pip, "async-timeout"], check=True, capture_output=True, timeout=300)
             subprocess.run(["chown", "-R", f"{USER}:", str(deps)], check=True)
-        script = bin_dir / "omp"
-        script.write_text(
+        # one wrapper per checkout: several checkouts' tests may share this user at once
+        script = bin_dir / f"omp-{hashlib.sha256(str(REPO).encode()).hexdigest()[:8]}"
+        tmp = script.with_suffix(".tmp")
+        tmp.write_text(
             "#!/bin/sh\n"
             f'PYTHONPATH="{path}" PYTHONPYCACHEPREFIX="$HOME/.pycache" '
             f'exec {REMOTE_PYTHON} -m omp "$@"\n'
         )
-        os.chmod(script, 0o755)
+        os.chmod(tmp, 0o755)
         os.chown(bin_dir, self.user.pw_uid, self.user.pw_gid)
-        os.chown(script, self.user.pw_uid, self.user.pw_gid)
+        os.chown(tmp, self.user.pw_uid, self.user.pw_gid)
+        os.replace(tmp, script)
         return str(script)
 
     def host(self, name: str = "build1", **settings: object) -> Host:
