@@ -140,6 +140,7 @@ CODES: dict[str, int] = {
     # workers on other hosts (omp/tmux/ssh.py)
     "host_unreachable": EXIT_REFUSED,
     "remote_failed": EXIT_REFUSED,
+    "store_required": EXIT_REFUSED,
     "internal": EXIT_INTERNAL,
 }
 

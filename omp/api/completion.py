@@ -11,7 +11,9 @@ and the check's machinery stay out of every other call.
   (`nothing_to_commit`: a review, an answer): then `work.nothingCommitted` says so, and no
   check runs (it would check the base, not the worker's work).
 - A team that verifies (`--verify`) makes the completion `verifying` and starts its check in the
-  background (`omp.monitor.verifying`); omp moves the task on once the check has a verdict.
+  background (`omp.monitor.verifying`); omp moves the task on once the check has a verdict. On
+  another host (the mirrored config says `verifyAt: leader`) the check is only queued: the
+  leader's monitor brings the worker's branch back and runs it there.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from omp import clock
 from omp.record.config import TeamConfig
 from omp.record.workspace import WORKTREE, team_verify, worktree_of
 from omp.tasks import tasks
 
+QUEUED = "queued"  # a check to be run by the leader's monitor (a worker on another host)
 Amend = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
@@ -76,7 +80,13 @@ def prepare(
         if work is not None:
             task["work"] = work
             extra.update(commit=work["commit"], commitsAhead=work["commitsAhead"])
-        if verifies and task.get("status") == "completed":
+        if verifies and task.get("status") == "completed" and cfg.raw.get("verifyAt") == "leader":
+            # a worker on another host: the leader's monitor brings its branch back and checks
+            # it there (`omp.monitor.verifying.settle_task`)
+            task["status"] = "verifying"
+            task["verify"] = {"status": QUEUED, "run": "", "attempt": 0, "startedAt": clock.iso()}
+            extra["verify"] = {"status": QUEUED}
+        elif verifies and task.get("status") == "completed":
             from omp.monitor import verifying
 
             task["status"] = "verifying"

@@ -308,6 +308,15 @@ TasksOpt: Any = typer.Option(
     "handed the next ready task in turn (docs/backlog.md).",
     callback=path_text(),
 )
+HostOpt: Any = typer.Option(
+    None,
+    "--host",
+    metavar="NAME:N",
+    help="Place N of the workers on host NAME, reached over ssh without a password (a hosts.NAME "
+    "table in .omp/config.toml, else an ssh destination); repeat for more hosts. Needs a store "
+    "every host reaches (OMP_STORE). Default: the hosts tables' workers (docs/remote.md).",
+    callback=text_list(max_len=256, most=64),
+)
 MergeOpt: Any = typer.Option(
     None,
     "--merge",

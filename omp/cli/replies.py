@@ -420,6 +420,7 @@ class LaunchedWorker(TypedDict):
     name: str
     paneId: str | None
     taskId: str | None  # None: no task yet (launched without one; a backlog with none ready)
+    host: NotRequired[str]  # a worker on another host (its paneId is None)
 
 
 class LaunchBacklog(TypedDict):
@@ -445,6 +446,8 @@ class LaunchReply(TypedDict):
     attach: str
     workspace: LaunchWorkspace
     backlog: NotRequired[LaunchBacklog]
+    hosts: NotRequired[list[str]]  # the other hosts workers run on
+    remoteAttach: NotRequired[list[str]]  # how to look at each remote worker's pane
 
 
 class AddWorkerReply(TypedDict):

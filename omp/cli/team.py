@@ -104,6 +104,7 @@ def launch(
     carry_changes: bool = opt.CarryOpt,
     tasks: str = opt.TasksOpt,
     merge: str = opt.MergeOpt,
+    host: list[str] = opt.HostOpt,
     verify: str = typer.Option(
         None,
         "--verify",
@@ -153,6 +154,10 @@ def launch(
             tasks_file=Path(tasks) if tasks is not None else None,
             merge=merge,
         )
+        if host:
+            from omp.team.hosts import parse_host
+
+            req.hosts = [parse_host(h) for h in host]
         return cast("LaunchReply", do_launch(req, progress=progress))
 
     def human(r: dict[str, Any]) -> str:
@@ -162,14 +167,18 @@ def launch(
         omp = invocation()
         from omp.cli.team_text import backlog_line, workspace_lines
 
-        ws = ", ".join(f"{inline(w['name'])}({inline(str(w['paneId']))})" for w in r["workers"])
+        ws = ", ".join(
+            f"{inline(w['name'])}({inline(str(w['paneId'] or '@' + str(w.get('host'))))})"
+            for w in r["workers"]
+        )
         return (
             f"team {r['team']} launched: {ws}\n"
             + workspace_lines(r)
             + backlog_line(r)
             + f"  watch:    {omp} team status {r['team']} --watch\n"
             f"  attach:   {inline(r['attach'])}\n"
-            f"  results:  {omp} team collect {r['team']}\n"
+            + "".join(f"            {inline(line)}\n" for line in r.get("remoteAttach") or [])
+            + f"  results:  {omp} team collect {r['team']}\n"
             + (
                 f"  review:   {omp} team diff {r['team']}\n"
                 f"  merge:    {omp} team merge {r['team']}\n"

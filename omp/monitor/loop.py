@@ -466,7 +466,9 @@ class Monitor:
         seen: dict[str, PaneLike | None] = {}
         for w in t.cfg.worker_names:
             pane = t.cfg.pane_of(w)
-            st = states.get(pane) if pane else None
+            if pane is None:
+                continue  # no pane on this server (a worker on another host): nothing to say
+            st = states.get(pane)
             if st is not None and not t.ident.holds(st):
                 st = None  # the id now names someone else's pane
             seen[w] = st

@@ -73,6 +73,7 @@ def start(cfg: TeamConfig, task: dict[str, Any], *, restart: bool = False) -> di
     tid = str(task["id"])
     owner = task.get("owner") if isinstance(task.get("owner"), str) else None
     root = cfg.paths.project.root
+    _bring_back(cfg, owner)
     own_tree = worktree_of(task)  # a backlog task's own worktree, else the worker's
     checkout = _checkout(cfg, owner, task)
     st = verify.start(
@@ -98,6 +99,23 @@ def start(cfg: TeamConfig, task: dict[str, Any], *, restart: bool = False) -> di
     if checkout is not None:
         out["commit"] = checkout.commit  # checked in a scratch checkout of it
     return out
+
+
+def _bring_back(cfg: TeamConfig, worker: str | None) -> None:
+    """A worker on another host: its branch into this repository first (fast-forward only;
+    `host_unreachable` leaves the task queued for the next scan)."""
+    from omp.record.placement import host_of, placed_of
+
+    entry = cfg.worker(worker) if worker else None
+    placed = placed_of(entry)
+    host = host_of(cfg.raw, entry)
+    if placed is None or host is None:
+        return
+    from omp.workspace import remote, repo
+
+    project = os.path.basename(os.path.dirname(placed.root))
+    top = repo.toplevel(cfg.paths.project.root)
+    remote.fetch_back(host, top, project, branch=placed.branch)
 
 
 def _checkout(cfg: TeamConfig, worker: str | None, task: dict[str, Any]) -> Any:
@@ -227,6 +245,25 @@ def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Actio
         tv = t.get("verify")
         return isinstance(tv, dict) and tv.get("run") == run
 
+    if v.get("status") == "queued":  # a remote worker's completion: checked here
+        begun: dict[str, Any] = {}
+
+        def begin(t: dict[str, Any]) -> None:
+            begun.update(start(cfg, t, restart=True))
+            t["verify"] = begun
+
+        moved = tasks.omp_move(
+            team,
+            tid,
+            expect="verifying",
+            to="verifying",
+            check=same_run,
+            amend=begin,
+            extra={"verify": {"status": "running", "log": None}},
+        )
+        if moved is None:
+            return None
+        return {"action": "verify_started", "team": cfg.name, "taskId": tid, **begun}
     st = verify.poll(team.verify_dir(tid), now=now)
     if st is not None and st.run != run:
         st = None  # another run's state: this one never got as far as recording itself

@@ -16,6 +16,9 @@ so every later command reaches the same host the same way::
 
 On the host, the team's config is mirrored under `root` without any pane of the leader's tmux
 server (`mirror_of`): the omp there never types into a pane of its own host's server by mistake.
+It says `"verifyAt": "leader"`: a completion there that needs a check is queued (`verifying`,
+its check `queued`), and the leader's monitor brings the branch back and checks it
+(`omp.monitor.verifying`), as it checks a local worker's.
 """
 
 from __future__ import annotations
@@ -110,6 +113,8 @@ def mirror_of(raw: dict[str, Any]) -> dict[str, Any]:
     other panes there), no tmux identity, no hosts' settings."""
     out = {k: v for k, v in raw.items() if k not in ("tmuxIdentity", "hosts", "tmuxSession")}
     out["leaderPaneId"] = None
+    # a completion there is checked here, where the branch comes back (`omp.api.completion`)
+    out["verifyAt"] = "leader"
     workers = raw.get("workers")
     if isinstance(workers, list):
         out["workers"] = [{**w, "paneId": None} if isinstance(w, dict) else w for w in workers]

@@ -122,6 +122,11 @@ def heartbeat_path(team: Team, worker: str) -> str:
 
 
 def _hostname() -> str:
+    # a worker on another host is started with the name the team knows that host by
+    # (`omp.team.remote`): two hosts that share a hostname, or a container's, stay apart
+    named = os.environ.get("OMP_HOST")
+    if named:
+        return f"omp-host:{named}"
     import socket  # only for heartbeats kept in a store
 
     return socket.gethostname()

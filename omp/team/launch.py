@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from omp.agents import AgentProfile
     from omp.record.workspace import Worktree
     from omp.team.backlog import BacklogStart
+    from omp.team.hosts import RemotePlan
     from omp.team.worktrees import Plan
     from omp.tmux import PaneState, Tmux
 
@@ -63,6 +64,8 @@ class LaunchRequest:
     worktrees_under: Path | None = None  # where worktrees go (`omp demo`); None: the default
     tasks_file: Path | None = None  # a backlog (`omp.backlog.files`): tasks handed out in turn
     merge: str | None = None  # a backlog's merge: auto | manual; None: the project's
+    # workers on other hosts (`--host NAME:N`, `omp.team.hosts`); []: `[hosts.*] workers`, if any
+    hosts: list[tuple[str, int]] = field(default_factory=list)
 
 
 def parse_spec(spec: str) -> tuple[int, str | None]:
@@ -183,6 +186,10 @@ class Launch:
         self.worktrees: dict[str, Worktree] = {}
         # A backlog (`--tasks`): its tasks and settings, and each worker's first task
         self.backlog: BacklogStart | None = None
+        # Workers on other hosts (`omp.team.hosts`): where each goes, what was placed, and the
+        # inbox each is triggered with there
+        self.remote: RemotePlan | None = None
+        self.remote_inboxes: dict[str, Path] = {}
 
     # ---- checks that touch nothing --------------------------------------------------------
 
@@ -222,8 +229,27 @@ class Launch:
             from omp.team.backlog import BacklogStart
 
             self.backlog = BacklogStart.load(req, project, team.name, self.plan)
+        self.plan_hosts(project, [f"worker-{i}" for i in range(1, req.workers + 1)])
         self.warn_about_store(project)
         return project, team, profile
+
+    def plan_hosts(self, project: StatePaths, workers: list[str]) -> None:
+        """Which workers run on other hosts (`--host`, `[hosts.*] workers`), every host checked
+        before anything is touched; nothing to do for a team on this host alone."""
+        from omp.store import project_config
+
+        if not self.req.hosts and not project_config.load_table(project, "hosts"):
+            return
+        from omp.team import hosts
+
+        self.remote = hosts.plan(
+            project,
+            self.req.hosts,
+            workers,
+            worktree=self.plan is not None and self.plan.worktree,
+            backlog=self.backlog is not None,
+            progress=self.progress,
+        )
 
     def warn_about_store(self, project: StatePaths) -> None:
         """A store open to anyone on its network is said before a team uses it (docs/remote.md)."""
@@ -403,6 +429,10 @@ class Launch:
         except BaseException as exc:
             self.unwind(exc)
             self._rollback(tmux, team)
+            if self.remote is not None:
+                from omp.team import hosts
+
+                hosts.undo(self.remote, team.name)
             if isinstance(exc, OmpError):
                 raise OmpError(
                     exc.code if exc.code.startswith("launch") else "launch_failed",
@@ -476,12 +506,14 @@ class Launch:
             created_session = True
             leader_agent = self.req.leader_agent
         self.progress(f"starting {req.workers} {profile.name} worker(s) for team {team.name}")
-        self.make_worktrees(team.name, worker_names)
+        away = self.remote.where if self.remote is not None else {}
+        local_names = [w for w in worker_names if w not in away]
+        self.make_worktrees(team.name, local_names)
         prev = leader
         panes: dict[str, str] = {}
         # The leader on the left, the workers stacked beside it; a big team tiles instead.
-        layout = "main-vertical" if req.workers <= 6 else "tiled"
-        for i, w in enumerate(worker_names):
+        layout = "main-vertical" if len(local_names) <= 6 else "tiled"
+        for i, w in enumerate(local_names):
             where = (
                 self.backlog.pane_place(self, profile, team, raw["ompCommand"])
                 if (self.backlog is not None)
@@ -496,6 +528,8 @@ class Launch:
             # Rebalance after every split: halving the last pane each time runs out of rows
             # (tmux: "no space for new pane") by the sixth worker.
             tmux.select_layout(window_id, layout)
+        if self.remote is not None:
+            self.place_remote(team, profile, token)
 
         from omp.tmux import TmuxIdentity
 
@@ -515,12 +549,18 @@ class Launch:
         if req.notify is not None:
             raw["notify"] = req.notify
         for w in raw["workers"]:
-            w["paneId"] = panes[w["name"]]
+            w["paneId"] = panes.get(w["name"])
             w.update(self.started[w["name"]])
         self.record_workspace(raw, raw["workers"])
+        if self.remote is not None:
+            self.record_remote(raw)
         self._write_state(team, raw, worker_names)
+        if self.remote is not None:
+            self.publish_remote(team, raw)
         self.recorded()
         self.wait_and_trigger(tmux, team, profile, panes)
+        if self.remote is not None:
+            self.trigger_remote(team, profile)
         if self.backlog is not None:
             self.backlog.joined(team, worker_names)
         attach = _attach_hint(ident.socket_path, self.req.socket, sess, inside)
@@ -531,13 +571,111 @@ class Launch:
             "session": raw["tmuxSession"],
             "leaderPaneId": leader,
             "workers": [
-                {"name": w["name"], "paneId": w["paneId"], "taskId": w["taskId"]}
+                {
+                    "name": w["name"],
+                    "paneId": w["paneId"],
+                    "taskId": w["taskId"],
+                    **({"host": w["remote"]["host"]} if isinstance(w.get("remote"), dict) else {}),
+                }
                 for w in raw["workers"]
             ],
             "config": str(team.config),
             "attach": attach,
+            **self.remote_summary(team),
             "workspace": self.workspace_summary(),
             **({"backlog": self.backlog.summary()} if self.backlog is not None else {}),
+        }
+
+    # ---- workers on other hosts (omp.team.hosts, omp.team.remote) ---------------------------
+
+    def place_remote(self, team: TeamPaths, profile: AgentProfile, token: str) -> None:
+        """Each remote worker's checkout (its branch at the base the local worktrees start at)
+        and its agent's pane on its host."""
+        from omp.team import hosts
+
+        rp, plan = self.remote, self.plan
+        assert rp is not None and plan is not None and plan.base is not None
+        self.tokens.add(token)
+        hosts.place_all(
+            rp,
+            leader_repo=team.project.root,
+            team=team.name,
+            token=token,
+            start=plan.base,
+            profile=profile,
+            progress=self.progress,
+        )
+        for w, name in rp.where.items():
+            self.started[w] = {
+                "agent": profile.name,
+                "command": hosts.agent_command(profile, rp.hosts[name], rp.placed[w].root),
+                "forwardedEnv": [],
+            }
+
+    def record_remote(self, raw: dict[str, Any]) -> None:
+        rp, plan = self.remote, self.plan
+        assert rp is not None and plan is not None and plan.base is not None
+        raw["hosts"] = rp.config()
+        for w in raw["workers"]:
+            if w["name"] in rp.placed:
+                w.update(rp.entry(w["name"], plan.base))
+
+    def publish_remote(self, team: TeamPaths, raw: dict[str, Any]) -> None:
+        """The team's config and each remote worker's inbox, on its host."""
+        from omp.team import remote
+        from omp.tmux import ssh
+
+        rp = self.remote
+        assert rp is not None
+        names = [w["name"] for w in raw["workers"]]
+        check = self.plan.verify if self.plan is not None else None
+        n = len(names)
+        mirrored: set[str] = set()
+        for i, w in enumerate(raw["workers"], start=1):
+            placed = rp.placed.get(w["name"])
+            if placed is None:
+                continue
+            host = rp.hosts[placed.host]
+            inbox = remote.worker_inbox(
+                host,
+                placed,
+                team=team.name,
+                worker=w["name"],
+                task_id=w["taskId"],
+                description=setup.task_description(self.req.task, i, n) if self.req.task else "",
+                teammates=[x for x in names if x != w["name"]],
+                verify=check[0] if check else None,
+            )
+            if placed.root not in mirrored:
+                remote.mirror_config(host, placed.root, team.name, raw)
+                mirrored.add(placed.root)
+            ssh.put_file(host, remote.inbox_path(placed.root, team.name, w["name"]), inbox)
+            self.remote_inboxes[w["name"]] = Path(
+                remote.inbox_path(placed.root, team.name, w["name"])
+            )
+
+    def trigger_remote(self, team: TeamPaths, profile: AgentProfile) -> None:
+        """Wait for each remote agent to be ready and hand it its task, host by host (they all
+        started together)."""
+        from omp.tmux.remote import RemoteTmux
+
+        rp = self.remote
+        assert rp is not None
+        by_server: dict[tuple[str, str], dict[str, str]] = {}
+        for w, p in rp.placed.items():
+            by_server.setdefault((p.host, p.socket), {})[w] = p.pane
+        for (name, socket), panes in by_server.items():
+            self.wait_and_trigger(RemoteTmux(rp.hosts[name], socket), team, profile, panes)
+
+    def remote_summary(self, team: TeamPaths) -> dict[str, Any]:
+        """What a launch result says of its remote workers: how to look at their panes."""
+        if self.remote is None or not self.remote.placed:
+            return {}
+        from omp.team import hosts
+
+        return {
+            "hosts": sorted(self.remote.hosts),
+            "remoteAttach": hosts.attach_lines(self.remote, team.name),
         }
 
     # ---- one worker: what launch and add-worker (omp.team.grow) both do -------------------
@@ -671,7 +809,7 @@ class Launch:
         while waiting:
             states = tmux.pane_states(list(waiting.values()))
             for w, pane in list(waiting.items()):
-                inbox = self.trigger_file(team, w)
+                inbox = self.remote_inboxes.get(w) or self.trigger_file(team, w)
                 try:
                     handed = self._step(tmux, profile, w, pane, states.get(pane), inbox, lock_dir)
                 except OmpError as exc:

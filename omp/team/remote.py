@@ -1,5 +1,4 @@
-"""Placing one worker on another host: what `omp team launch --host` is to do for each remote
-worker (that option is not wired yet: see docs/remote.md, Status).
+"""Placing a worker on another host (`omp team launch --host NAME:N`, `omp.team.launch`).
 
 On the host, under `<dir>/<project>/` (`[hosts.<name>] dir`):
 
@@ -19,6 +18,7 @@ typed into a pane, an inbox or a message.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,96 @@ def mirror_config(host: ssh.Host, root: str, team: str, config: dict[str, Any]) 
     ssh.put_file(host, f"{state_dir(root, team)}/config.json", text)
 
 
+def project_key(root: Path) -> str:
+    """The name of a project's directory on a host: readable, and unique per leader checkout
+    (two projects called `app` on one laptop never share a clone there)."""
+    import hashlib
+    import re
+
+    real = os.path.realpath(root)
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "-", os.path.basename(real)).strip("-")[:40] or "project"
+    return f"{stem}-{hashlib.sha256(real.encode()).hexdigest()[:8]}"
+
+
+def project_of(placed: Placed) -> str:
+    """The project key a placement was made under (`root` is `<dir>/<project>/root`)."""
+    return os.path.basename(os.path.dirname(placed.root))
+
+
+def open_worker(
+    host: ssh.Host,
+    *,
+    leader_repo: Path,
+    project: str,
+    team: str,
+    worker: str,
+    token: str,
+    start: str,
+    store_url: str,
+    agent_command: list[str],
+) -> Placed:
+    """The worker's checkout and its agent's pane on `host` (the agent waits for its trigger:
+    `publish` then writes what it reads)."""
+    branch = f"omp/{team}/{worker}"
+    worktree = checkout.provision(
+        host, leader_repo, project, branch=branch, start=start, worktree=f"{team}/{worker}"
+    )
+    base = checkout.prepare(host, project)
+    root = f"{base}/root"
+    url_file = f"{base}/store-url"
+    ssh.put_file(host, url_file, store_url + "\n")
+    env = {
+        "OMP_TEAM": team,
+        "OMP_WORKER": worker,
+        "OMP_TEAM_WORKER": "1",
+        "OMP_LAUNCH_TOKEN": token,
+        "OMP_ROOT": root,
+        "OMP_STORE_FILE": url_file,
+        "OMP_COMMAND": host.settings.omp,
+        "OMP_HOST": host.name,  # the host's name in its heartbeats (`omp.tasks.presence`)
+    }
+    socket = f"omp-{project}"
+    tmux = RemoteTmux(host, socket)
+    _, _, pane = tmux.new_session(
+        session_of(team, worker), cwd=worktree, command=agent_command, env=env
+    )
+    tmux.set_pane_option(pane, "remain-on-exit", "on")
+    return Placed(host.name, root, worktree, branch, socket, pane)
+
+
+def worker_inbox(
+    host: ssh.Host,
+    placed: Placed,
+    *,
+    team: str,
+    worker: str,
+    task_id: str | None,
+    description: str,
+    teammates: list[str],
+    verify: str | None = None,
+) -> str:
+    """The inbox of a worker on `host`: its paths and omp command are the host's."""
+    return bootstrap.inbox_markdown(
+        team=team,
+        worker=worker,
+        task_id=task_id,
+        description=description,
+        teammates=teammates,
+        result_path=Path(f"{state_dir(placed.root, team)}/workers/{worker}/result.md"),
+        omp=host.settings.omp,
+        worktree=(placed.worktree, placed.branch),
+        verify=verify,
+    )
+
+
+def publish(
+    host: ssh.Host, placed: Placed, *, team: str, worker: str, config: dict[str, Any], inbox: str
+) -> None:
+    """The team's config and the worker's inbox on its host (what the omp there reads)."""
+    mirror_config(host, placed.root, team, config)
+    ssh.put_file(host, inbox_path(placed.root, team, worker), inbox)
+
+
 def place(
     host: ssh.Host,
     *,
@@ -60,43 +150,29 @@ def place(
     store_url: str,
     agent_command: list[str],
 ) -> Placed:
-    """The worker's checkout, state and pane on `host` (see the module docstring)."""
-    branch = f"omp/{team}/{worker}"
-    worktree = checkout.provision(
-        host, leader_repo, project, branch=branch, start=start, worktree=f"{team}/{worker}"
+    """One worker on `host`, start to finish short of its trigger (see the module docstring)."""
+    placed = open_worker(
+        host,
+        leader_repo=leader_repo,
+        project=project,
+        team=team,
+        worker=worker,
+        token=token,
+        start=start,
+        store_url=store_url,
+        agent_command=agent_command,
     )
-    base = checkout.prepare(host, project)
-    root = f"{base}/root"
-    mirror_config(host, root, team, config)
-    inbox = bootstrap.inbox_markdown(
+    inbox = worker_inbox(
+        host,
+        placed,
         team=team,
         worker=worker,
         task_id=task_id,
         description=description,
         teammates=teammates,
-        result_path=Path(f"{state_dir(root, team)}/workers/{worker}/result.md"),
-        omp=host.settings.omp,
-        worktree=(worktree, branch),
     )
-    ssh.put_file(host, inbox_path(root, team, worker), inbox)
-    url_file = f"{base}/store-url"
-    ssh.put_file(host, url_file, store_url + "\n")
-    env = {
-        "OMP_TEAM": team,
-        "OMP_WORKER": worker,
-        "OMP_TEAM_WORKER": "1",
-        "OMP_LAUNCH_TOKEN": token,
-        "OMP_ROOT": root,
-        "OMP_STORE_FILE": url_file,
-        "OMP_COMMAND": host.settings.omp,
-    }
-    socket = f"omp-{project}"
-    tmux = RemoteTmux(host, socket)
-    _, _, pane = tmux.new_session(
-        session_of(team, worker), cwd=worktree, command=agent_command, env=env
-    )
-    tmux.set_pane_option(pane, "remain-on-exit", "on")
-    return Placed(host.name, root, worktree, branch, socket, pane)
+    publish(host, placed, team=team, worker=worker, config=config, inbox=inbox)
+    return placed
 
 
 def trigger(host: ssh.Host, placed: Placed, team: str, worker: str) -> str:

@@ -5,6 +5,10 @@ On the host, under its `dir` (`[hosts.<name>]`, default `~/.omp-remote`):
 
     <dir>/<project>/repo.git                    a bare repository, one per project
     <dir>/<project>/worktrees/<team>/<worker>   the worker's checkout of its branch
+    <dir>/<project>/root                        a detached checkout: the omp there runs with
+                                                OMP_ROOT=root (the team's mirrored state is in
+                                                its .omp/, and a completion's commits are
+                                                counted in its repository)
 
 The leader pushes (over the host's ssh master, `GIT_SSH_COMMAND`): the host never needs a way
 back to the leader. The worker's branch starts at the commit the leader's worktree workers start
@@ -33,6 +37,14 @@ cd "$1"
 if [ -e "$2/.git" ]; then exit 0; fi
 mkdir -p "$(dirname "$2")"
 git -C repo.git worktree add -q "$2" "$3"
+"""
+
+_ROOT = """set -e
+cd "$1"
+if [ -e root/.git ]; then exit 0; fi
+if [ -d root ] && [ -n "$(ls -A root)" ]; then exit 0; fi
+rmdir root 2>/dev/null || true
+git -C repo.git worktree add -q --detach ../root "$2"
 """
 
 _REMOVE = """cd "$1" || exit 0
@@ -89,6 +101,7 @@ def provision(
         )  # fmt: skip
     path = f"{base}/worktrees/{worktree}"
     ssh.run(host, ["sh", "-c", _WORKTREE, "sh", base, path, branch], timeout=300)
+    ssh.run(host, ["sh", "-c", _ROOT, "sh", base, start], timeout=300)
     return path
 
 

@@ -1,0 +1,270 @@
+"""Workers on other hosts in a launch (`omp team launch N --host NAME:N`, or `[hosts.<name>]
+workers = N` in `.omp/config.toml`): which workers go where, checked before anything is touched,
+then placed (`omp.team.remote`) and recorded (`omp.record.placement`).
+
+What a launch checks before it makes a pane: every host answers over ssh without a password and
+has tmux, git and omp; the team's mail and tasks are in a store every host reaches (files under
+`.omp/state/` are not shared between hosts); the workers work in worktrees (a remote worker's
+work comes back as its branch). The local workers come first (`worker-1`...), then each host's
+in the order given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omp.errors import OmpError
+from omp.record.placement import Placed, hosts_json
+from omp.record.workspace import Worktree
+from omp.store.names import is_valid_name
+from omp.store.paths import StatePaths
+from omp.tmux import ssh
+
+if TYPE_CHECKING:
+    from omp.agents import AgentProfile
+
+Progress = Callable[[str], None]
+
+_PROBE = """command -v tmux >/dev/null 2>&1 || exit 3
+command -v git >/dev/null 2>&1 || exit 4
+exec $1 --version
+"""
+
+
+def parse_host(spec: str) -> tuple[str, int]:
+    """`build1:2` (or `build1`: one worker) -> (name, count)."""
+    name, sep, count = spec.strip().partition(":")
+    if not is_valid_name(name):
+        raise OmpError(
+            "invalid_input",
+            f"--host takes NAME:N (a host of [hosts.<name>] in .omp/config.toml, or an ssh "
+            f"destination's name), got {spec!r}",
+            field="host",
+        )
+    if not sep:
+        return name, 1
+    if not (count.isascii() and count.isdigit()) or not 1 <= int(count) <= 256:
+        raise OmpError(
+            "invalid_input", f"--host {spec!r}: the worker count must be 1-256", field="host"
+        )
+    return name, int(count)
+
+
+@dataclass
+class RemotePlan:
+    """The launch's workers on other hosts: checked, then placed one by one."""
+
+    hosts: dict[str, ssh.Host]  # the hosts used, by name
+    where: dict[str, str]  # worker -> host name
+    store_url: str  # the store, its namespace named (never shown: it may hold a password)
+    project: str  # the project's directory name on every host
+    placed: dict[str, Placed] = field(default_factory=dict)
+
+    def host(self, worker: str) -> ssh.Host:
+        return self.hosts[self.where[worker]]
+
+    def config(self) -> dict[str, Any]:
+        return hosts_json(self.hosts)
+
+    def entry(self, worker: str, base: str) -> dict[str, Any]:
+        """What a remote worker's config entry gets (`omp.record.placement`)."""
+        p = self.placed[worker]
+        workspace = {**Worktree(p.worktree, p.branch, base).to_json(), "host": p.host}
+        return {"paneId": None, "remote": p.to_config(), "workspace": workspace}
+
+
+def requested_hosts(
+    project: StatePaths, given: Sequence[tuple[str, int]]
+) -> tuple[list[tuple[str, int]], dict[str, ssh.Host]]:
+    """(name, count) pairs of `--host`, else of `[hosts.<name>] workers`; the configured hosts."""
+    configured = ssh.load_hosts(project)
+    pairs = list(given) or [
+        (name, h.settings.workers) for name, h in configured.items() if h.settings.workers > 0
+    ]
+    seen: set[str] = set()
+    for name, _ in pairs:
+        if name in seen:
+            raise OmpError("invalid_input", f"host {name} is given twice", field="host")
+        seen.add(name)
+    return pairs, configured
+
+
+def plan(
+    project: StatePaths,
+    given: Sequence[tuple[str, int]],
+    workers: list[str],
+    *,
+    worktree: bool,
+    backlog: bool,
+    progress: Progress,
+) -> RemotePlan | None:
+    """Which of `workers` run where (None: all here), every host checked; touches nothing."""
+    pairs, configured = requested_hosts(project, given)
+    if not pairs:
+        return None
+    total = sum(n for _, n in pairs)
+    if total > len(workers):
+        raise OmpError(
+            "invalid_input",
+            f"{total} worker(s) placed on other hosts, but the team has {len(workers)}: "
+            f"launch at least {total}",
+            field="host",
+        )
+    if backlog:
+        raise OmpError(
+            "invalid_input",
+            "a backlog (--tasks) is not handed to workers on other hosts yet: launch the "
+            "backlog's team on this host",
+            field="host",
+        )
+    if not worktree:
+        raise OmpError(
+            "invalid_input",
+            "workers on other hosts work in their own checkout there and hand their work back "
+            "as a branch: launch from a git repository with a commit, with the worktree "
+            "workspace",
+            field="host",
+        )
+    from omp.store import project_config, select
+
+    url = select.configured_url(project) if project_config.store_selected(project) else ""
+    if not url:
+        raise OmpError(
+            "store_required",
+            "workers on other hosts need the team's mail and tasks in a store every host "
+            "reaches (files here are not shared): set OMP_STORE=redis://... or [store] url in "
+            ".omp/config.toml (docs/remote.md)",
+        )
+    url = select.with_namespace(url, select.namespace(project, url))
+    hosts = {name: configured.get(name) or ssh.Host(name) for name, _ in pairs}
+    for name, host in hosts.items():
+        _probe(host)
+        if _loopback_store(url) and not _loopback(host.destination):
+            progress(
+                f"warning: the store is on this machine's loopback address; workers on {name} "
+                "reach it only through a tunnel (ssh -R) of their own"
+            )
+    remote = workers[len(workers) - total :]
+    where: dict[str, str] = {}
+    it = iter(remote)
+    for name, n in pairs:
+        for _ in range(n):
+            where[next(it)] = name
+    from omp.team.remote import project_key
+
+    return RemotePlan(hosts, where, url, project_key(project.root))
+
+
+def _probe(host: ssh.Host) -> None:
+    """The host answers, and has tmux, git and the omp its settings name."""
+    omp = host.settings.omp
+    res = ssh.run(host, ["sh", "-c", _PROBE, "sh", omp], timeout=60, check=False)
+    if res.code == 3:
+        raise OmpError("tmux_not_found", f"tmux is not installed on host {host.name}")
+    if res.code == 4:
+        raise OmpError("remote_failed", f"git is not installed on host {host.name}")
+    if res.code != 0:
+        raise OmpError(
+            "remote_failed",
+            f"omp does not run on host {host.name} (`{omp} --version` exited {res.code}: "
+            f"{res.err[-300:] or res.out[-300:]}); install it there, or name it with "
+            f'[hosts.{host.name}] omp = "/path/to/omp" in .omp/config.toml',
+            host=host.name,
+        )
+
+
+def _loopback(host: str) -> bool:
+    name = host.rpartition("@")[2]
+    return name in ("localhost", "127.0.0.1", "::1") or name.startswith("127.")
+
+
+def _loopback_store(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.scheme == "unix" or _loopback(parts.hostname or "")
+
+
+def agent_command(profile: AgentProfile, host: ssh.Host, root: str) -> list[str]:
+    """The agent's command line on `host`: the profile's, its omp the host's, granted the
+    directory of that omp and the mirrored state (`root`) where the CLI takes such a flag.
+    omp's stop hook is not handed to a remote agent (its files are this host's)."""
+    words = shlex.split(host.settings.omp)
+    command = list(profile.command)
+    if command[:3] == [sys.executable, "-m", "omp"]:  # omp's own demo agent
+        return [*words, *command[3:]]
+    if profile.add_dir_flag:
+        grant = [d for d in (_dirname(words[0]) if words else "", root) if d]
+        for d in grant:
+            command += [profile.add_dir_flag, d]
+    return command
+
+
+def _dirname(path: str) -> str:
+    return path.rpartition("/")[0] if path.startswith("/") else ""
+
+
+def place_all(
+    rp: RemotePlan,
+    *,
+    leader_repo: Path,
+    team: str,
+    token: str,
+    start: str,
+    profile: AgentProfile,
+    progress: Progress,
+) -> None:
+    """Every remote worker's checkout and pane (recorded in `rp.placed` as each is made, so a
+    failure later removes what was made)."""
+    from omp.team import remote
+    from omp.workspace.remote import prepare
+
+    for worker, name in rp.where.items():
+        host = rp.hosts[name]
+        root = f"{prepare(host, rp.project)}/root"
+        rp.placed[worker] = remote.open_worker(
+            host,
+            leader_repo=leader_repo,
+            project=rp.project,
+            team=team,
+            worker=worker,
+            token=token,
+            start=start,
+            store_url=rp.store_url,
+            agent_command=agent_command(profile, host, root),
+        )
+        progress(f"{worker}: started on {name}")
+
+
+def undo(rp: RemotePlan, team: str) -> None:
+    """A failed launch: every remote worker it placed goes (pane, checkout, mirrored state)."""
+    from omp.team import remote
+
+    for worker, placed in list(rp.placed.items()):
+        with contextlib.suppress(Exception):
+            remote.remove(rp.hosts[placed.host], rp.project, team, worker, placed)
+        rp.placed.pop(worker, None)
+    for host in rp.hosts.values():
+        with contextlib.suppress(Exception):
+            ssh.stop_master(host)
+
+
+def attach_lines(rp: RemotePlan, team: str) -> list[str]:
+    """How a person looks at each remote worker's pane."""
+    from omp.record.placement import session_of
+
+    out = []
+    for worker, p in rp.placed.items():
+        host = rp.hosts[p.host]
+        port = f"-p {host.settings.port} " if host.settings.port else ""
+        out.append(
+            f"ssh -t {port}{host.destination} tmux -L {p.socket} attach -t "
+            f"{shlex.quote(session_of(team, worker))}"
+        )
+    return out

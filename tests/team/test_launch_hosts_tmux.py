@@ -1,0 +1,211 @@
+"""`omp team launch 4 --host build1:2`: two demo workers here and two on another host (a real
+sshd on 127.0.0.1 with a second user as the host), the team's mail and tasks in a real Redis
+with a password. Each worker claims, commits in its own checkout and completes; the remote
+workers' completions are checked here once the monitor has brought their branches back, and
+every branch merges into the leader's main. A launch that cannot place its remote workers
+refuses before it touches anything."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from omp.record import config as team_config
+from omp.record.placement import placed_of
+from omp.store import select
+from omp.store.paths import StatePaths
+from omp.team.remote import project_key
+from omp.tmux import Tmux, ssh
+from omp.tmux.remote import RemoteTmux
+from tests.helpers import child_env, poll, run_omp
+from tests.store.redis_server import RedisServer
+from tests.store.redis_server import binary as redis_binary
+from tests.tmux.sshd_server import SshServer, missing_reason, running
+from tests.workspace.gitrepo import IDENTITY, g, make_repo
+
+why = missing_reason() or (None if redis_binary() else "redis-server is not installed")
+pytestmark = [
+    pytest.mark.tmux,
+    pytest.mark.slow,
+    pytest.mark.skipif(why is not None, reason=str(why)),
+]
+
+PASSWORD = "pw-" + secrets.token_hex(6)
+
+
+@pytest.fixture
+def sshd(monkeypatch: pytest.MonkeyPatch) -> Iterator[SshServer]:
+    with running(monkeypatch) as server:
+        yield server
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path / "redis", password=PASSWORD).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def local_tmux() -> Iterator[Tmux]:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is needed")
+    tmux = Tmux(socket_name=f"omp-test-{secrets.token_hex(4)}", config_file="/dev/null")
+    yield tmux
+    tmux.kill_server()
+
+
+def _host_toml(host: ssh.Host) -> str:
+    s = host.settings
+    return (
+        "[hosts.build1]\n"
+        f'address = "{s.address}"\nport = {s.port}\nidentity_file = "{s.identity_file}"\n'
+        f'known_hosts = "{s.known_hosts}"\nomp = "{s.omp}"\ndir = "{s.dir}"\n'
+    )
+
+
+def _project(tmp_path: Path, sshd: SshServer, verify: str = "ls work/*.md") -> tuple[Path, Any]:
+    repo = make_repo(tmp_path / "proj")
+    host = sshd.host(dir=f".omp-remote-{secrets.token_hex(3)}")
+    (repo / ".omp").mkdir(exist_ok=True)
+    (repo / ".omp" / "config.toml").write_text(
+        _host_toml(host) + f'\n[team]\nverify = "{verify}"\n', encoding="utf-8"
+    )
+    return repo, host
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = child_env(
+        home,
+        TMPDIR=os.environ["TMPDIR"],  # the ssh masters' short private directory
+        OMP_DEMO_WORK_SECONDS="0.2",
+        GIT_CONFIG_GLOBAL="/dev/null",
+        GIT_CONFIG_NOSYSTEM="1",
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        SHELL="/bin/sh",
+        **IDENTITY,
+        **extra,
+    )
+    for key in list(env):
+        if key.startswith("TMUX"):
+            del env[key]
+    return env
+
+
+def test_two_local_and_two_remote_demo_workers_run_to_merged_verified_work(
+    sshd: SshServer, redis: RedisServer, local_tmux: Tmux, tmp_path: Path
+) -> None:
+    repo, host = _project(tmp_path, sshd)
+    url = f"{redis.url}?ns=h{secrets.token_hex(4)}"
+    env = _env(tmp_path, OMP_STORE=url)
+    assert local_tmux.socket_name is not None
+    remote_tmux = RemoteTmux(host, f"omp-{project_key(repo)}")
+    try:
+        out = run_omp(
+            "team", "launch", "4", "write one line each", "--agent", "demo", "--name", "t",
+            "--host", "build1:2", "--socket", local_tmux.socket_name, "--json",
+            cwd=repo, env=env, timeout=180,
+        )  # fmt: skip
+        assert out.rc == 0, out.stdout + out.stderr
+        r = out.json
+        workers = {w["name"]: w for w in r["workers"]}
+        assert [w.get("host") for w in r["workers"]] == [None, None, "build1", "build1"]
+        assert workers["worker-3"]["paneId"] is None and workers["worker-1"]["paneId"]
+        assert r["hosts"] == ["build1"] and len(r["remoteAttach"]) == 2
+        cfg = team_config.load(StatePaths(repo).team("t"))
+        placed = placed_of(cfg.worker("worker-3"))
+        assert placed is not None and placed.host == "build1"
+        assert cfg.raw["hosts"]["build1"]["port"] == sshd.port
+        # the store's password is in no file of the team's and on no remote screen
+        assert PASSWORD not in StatePaths(repo).team("t").config.read_text(encoding="utf-8")
+        os.environ["OMP_STORE"] = url
+        try:
+            store = select.current(StatePaths(repo))
+            assert store is not None
+
+            def all_done() -> bool:
+                docs = store.docs("t", "tasks")
+                return len(docs) == 4 and all(t["status"] == "completed" for t in docs)
+
+            try:
+                poll(all_done, timeout=60, what="four verified completions")
+            except AssertionError as exc:
+                shown = [t for t in store.docs("t", "tasks") if t["id"] in ("3", "4")]
+                screens = {
+                    w: "\n".join(remote_tmux.capture(p.pane, 30))
+                    for w in ("worker-3", "worker-4")
+                    if (p := placed_of(cfg.worker(w))) is not None
+                }
+                raise AssertionError(f"{exc}: {shown}\n{screens}") from None
+            tasks = {t["id"]: t for t in store.docs("t", "tasks")}
+        finally:
+            del os.environ["OMP_STORE"]
+        for tid in ("1", "2", "3", "4"):
+            assert tasks[tid]["verify"]["status"] == "passed", tasks[tid]
+        # the remote workers' checks ran here, on their branches brought back
+        for w in ("worker-3", "worker-4"):
+            head = g(repo, "rev-parse", f"omp/t/{w}")
+            assert head == tasks[w[-1]]["work"]["commit"]
+        for p in (placed_of(cfg.worker("worker-3")), placed_of(cfg.worker("worker-4"))):
+            assert p is not None
+            assert PASSWORD not in "\n".join(remote_tmux.capture(p.pane, 200))
+        merged = run_omp("team", "merge", "t", "--json", cwd=repo, env=env, timeout=120)
+        assert merged.rc == 0, merged.stdout + merged.stderr
+        assert sorted(merged.json["merged"]) == [f"worker-{i}" for i in (1, 2, 3, 4)]
+        files = sorted(p.name for p in (repo / "work").glob("*.md"))
+        assert len(files) == 4, files
+    finally:
+        remote_tmux.kill_server()
+        ssh.stop_master(host)
+
+
+def test_a_launch_whose_host_cannot_be_reached_refuses_and_leaves_nothing(
+    sshd: SshServer, redis: RedisServer, local_tmux: Tmux, tmp_path: Path
+) -> None:
+    repo, _ = _project(tmp_path, sshd)
+    env = _env(tmp_path, OMP_STORE=f"{redis.url}?ns=x{secrets.token_hex(4)}")
+    sshd.stop()  # the host is down
+    assert local_tmux.socket_name is not None
+    before = sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if ".git" not in p.parts)
+    out = run_omp(
+        "team", "launch", "2", "x", "--agent", "demo", "--name", "t", "--host", "build1:1",
+        "--socket", local_tmux.socket_name, "--json", cwd=repo, env=env, timeout=120,
+    )  # fmt: skip
+    assert out.rc != 0
+    assert out.json["error"] == "host_unreachable", out.json
+    assert "build1" in out.json["message"]
+    after = sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if ".git" not in p.parts)
+    assert after == before
+    assert not local_tmux.has_session("omp-team-t")
+
+
+def test_remote_workers_need_a_store_every_host_reaches(
+    sshd: SshServer, local_tmux: Tmux, tmp_path: Path
+) -> None:
+    repo, _ = _project(tmp_path, sshd)
+    env = _env(tmp_path)
+    assert local_tmux.socket_name is not None
+    out = run_omp(
+        "team", "launch", "2", "x", "--agent", "demo", "--name", "t", "--host", "build1:1",
+        "--socket", local_tmux.socket_name, "--json", cwd=repo, env=env, timeout=60,
+    )  # fmt: skip
+    assert out.json["error"] == "store_required", out.json
+    assert not StatePaths(repo).team("t").dir.exists()
+    too_many = run_omp(
+        "team", "launch", "2", "x", "--agent", "demo", "--host", "build1:3", "--json",
+        cwd=repo, env=_env(tmp_path, OMP_STORE="redis://127.0.0.1:1/0"), timeout=60,
+    )  # fmt: skip
+    assert too_many.json["error"] == "invalid_input"
+    assert "3 worker(s)" in too_many.json["message"]
+    bad = run_omp("team", "launch", "2", "x", "--host", "build1:zero", "--json", cwd=repo, env=env)
+    assert bad.json["error"] == "invalid_input" and "--host" in bad.json["message"]
+    assert json.loads(bad.stdout)["ok"] is False
