@@ -66,12 +66,21 @@ MOVES = {"in_progress": frozenset({"completed", "failed", "interrupted"})}
 class Batch:
     """What one read of a log from a cursor produced: the records (in order), the cursor past
     them, how many lines were damaged (skipped, counted), and whether the log was found shorter
-    than the cursor (replaced or truncated: read again from its start)."""
+    than the cursor (replaced or truncated: read again from its start). `cursors`: the cursor
+    just past each record (a reader that shows each record's own position: `omp team events`)."""
 
-    __slots__ = ("bad", "cursor", "records", "reset")
+    __slots__ = ("bad", "cursor", "cursors", "records", "reset")
 
-    def __init__(self, records: list[Doc], cursor: str, bad: int = 0, reset: bool = False) -> None:
+    def __init__(
+        self,
+        records: list[Doc],
+        cursor: str,
+        bad: int = 0,
+        reset: bool = False,
+        cursors: list[str] | None = None,
+    ) -> None:
         self.records, self.cursor, self.bad, self.reset = records, cursor, bad, reset
+        self.cursors = cursors if cursors is not None else []
 
 
 class MailView:

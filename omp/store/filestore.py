@@ -122,15 +122,17 @@ class FileStore(Store):
         path = self._log(self.paths.team(team_name(team)), log, make=False)
         chunk = jsonl.read_from(path, _offset(cursor))
         records: list[Doc] = []
+        cursors: list[str] = []
         end = chunk.end
-        for off, _, rec in chunk.records:
+        for off, length, rec in chunk.records:
             if rec.get("type") == LOG_HEADER and log == "events":
                 continue
             if limit and len(records) == limit:
                 end = off
                 break
             records.append(rec)
-        return Batch(records, str(end), chunk.bad, chunk.reset)
+            cursors.append(str(off + length))
+        return Batch(records, str(end), chunk.bad, chunk.reset, cursors)
 
     # ---- mailboxes ---------------------------------------------------------------------------
     def send(

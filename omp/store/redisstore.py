@@ -307,6 +307,7 @@ class RedisStore(Store):
         stream = self._stream(team, log)
         start = "(" + _checked(cursor) if cursor else "-"
         records: list[Doc] = []
+        cursors: list[str] = []
         bad = 0
         last = cursor
         while True:
@@ -325,10 +326,11 @@ class RedisStore(Store):
                     rec = None
                 if isinstance(rec, dict):
                     records.append(rec)
+                    cursors.append(sid)
                 else:
                     bad += 1
             if len(got) < want or (limit and len(records) >= limit):
-                return Batch(records, last, bad)
+                return Batch(records, last, bad, cursors=cursors)
             start = "(" + last
 
     # ---- mailboxes -------------------------------------------------------------------------
