@@ -108,7 +108,8 @@ def _stored_loop(
     try:
         store = stored_history.store_of(project)
         log, position = stored_history.parse_cursor(since, cfg.name)
-        for evs, position, lid in stored_history.iter_since(store, cfg.name, position, log=log):
+        for evs, end, lid in stored_history.iter_since(store, cfg.name, position, log=log):
+            position = end
             _print(evs, as_json)
             printed += len(evs)
             log = lid if lid != stored_history.NO_LOG else log
@@ -129,9 +130,8 @@ def _stored_loop(
     try:
         while True:
             try:
-                for evs, position, lid in stored_history.iter_since(
-                    store, cfg.name, position, log=log
-                ):
+                for evs, end, lid in stored_history.iter_since(store, cfg.name, position, log=log):
+                    position = end
                     _print(evs, as_json)
                     if evs:
                         log = lid
