@@ -264,7 +264,8 @@ def load(team: TeamPaths, task_id: str) -> Conversation | None:
     if _stored(team):
         from omp.conversations import stored
 
-        return stored.load(team, task_id)
+        env = stored.envelope(team, task_id)
+        return None if env is None else from_envelope(f"conversation {task_id}", env)
     if not _dir_ok(team):
         return None
     path = record_path(team, task_id)
@@ -320,10 +321,19 @@ def open_summary(team: TeamPaths) -> dict[str, dict[str, Any]]:
     if _stored(team):
         from omp.conversations import stored
 
+        out: dict[str, dict[str, Any]] = {}
         try:
-            return stored.open_summary(team)
+            envs = stored.envelopes(team)
         except OmpError:
-            return {}  # as an unreadable summary: nothing open is known
+            return out  # as an unreadable summary: nothing open is known
+        for env in envs:
+            try:
+                conv = from_envelope("a conversation", env)
+            except OmpError:
+                continue  # a damaged record is reported where it is loaded, as with the files
+            if conv.is_open:
+                out[conv.task_id] = conv.summary()
+        return out
     try:
         if not _dir_ok(team):
             return {}
@@ -457,7 +467,7 @@ def _publish_stored(team: TeamPaths, conv: Conversation, expected: int) -> Conve
         "payload": payload,
     }
     try:
-        stored.publish(team, conv, env, expected)
+        stored.publish(team, conv.task_id, env, expected, lambda e: from_envelope(conv.task_id, e))
     except BaseException:
         conv.revision = revision  # nothing written: the caller's conversation is as it was
         raise

@@ -29,9 +29,9 @@ from omp.store import select
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
-    from omp.conversations.record import Conversation
     from omp.store.backend import Lease, Store
     from omp.store.paths import TeamPaths
 
@@ -49,25 +49,14 @@ def store_of(team: TeamPaths) -> Store:
     return store
 
 
-def load(team: TeamPaths, task_id: str) -> Conversation | None:
-    from omp.conversations import record
-
-    env = store_of(team).doc(team.name, COLLECTION, task_id)
-    return None if env is None else record.from_envelope(f"conversation {task_id}", env)
+def envelope(team: TeamPaths, task_id: str) -> dict[str, Any] | None:
+    """The stored envelope of `task_id` (`omp.conversations.record` reads it), or None."""
+    return store_of(team).doc(team.name, COLLECTION, task_id)
 
 
-def open_summary(team: TeamPaths) -> dict[str, dict[str, Any]]:
-    from omp.conversations import record
-
-    out: dict[str, dict[str, Any]] = {}
-    for env in store_of(team).docs(team.name, COLLECTION):
-        try:
-            conv = record.from_envelope("a conversation", env)
-        except OmpError:
-            continue  # a damaged record is reported where it is loaded, never here
-        if conv.is_open:
-            out[conv.task_id] = conv.summary()
-    return out
+def envelopes(team: TeamPaths) -> list[dict[str, Any]]:
+    """Every stored envelope of the team (its open ones make the summary)."""
+    return store_of(team).docs(team.name, COLLECTION)
 
 
 class _Lease:
@@ -108,11 +97,16 @@ def lease(team: TeamPaths) -> _Lease:
     return _Lease(team)
 
 
-def publish(team: TeamPaths, conv: Conversation, env: dict[str, Any], expected: int) -> None:
+def publish(
+    team: TeamPaths,
+    task_id: str,
+    env: dict[str, Any],
+    expected: int,
+    check: Callable[[dict[str, Any]], object],
+) -> None:
     """Write `env` (revision `expected + 1`) if the record is still at `expected`, fenced by
-    this process's lease (held by the caller)."""
-    from omp.conversations import record
-
+    this process's lease (held by the caller). `check` refuses (raises) a damaged record, which
+    is never written over."""
     lease = _HELD.get(f"conversations.{team.name}")
     if lease is None:
         raise OmpError("internal", "a conversation written outside its team's lock")
@@ -124,16 +118,16 @@ def publish(team: TeamPaths, conv: Conversation, env: dict[str, Any], expected: 
         if revision != expected:
             raise OmpError(
                 "stale_revision",
-                f"task {conv.task_id} changed meanwhile (revision {revision}, expected "
+                f"task {task_id} changed meanwhile (revision {revision}, expected "
                 f"{expected}); read it again and retry",
-                task_id=conv.task_id,
+                task_id=task_id,
                 revision=revision,
             )
         if current is not None:
-            record.from_envelope(f"conversation {conv.task_id}", current)  # never over damage
+            check(current)  # never over damage
         return env
 
-    store_of(team).update(team.name, COLLECTION, conv.task_id, change, fence=lease)
+    store_of(team).update(team.name, COLLECTION, task_id, change, fence=lease)
 
 
 def remove(team: TeamPaths, task_id: str) -> None:
