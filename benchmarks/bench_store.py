@@ -8,9 +8,10 @@ on each backend, through the store interface (`omp.store.backend`).
     10,000 delivered ones and 10 unread (for the files also through today's indexed
     `omp.mail.mailbox.Mailbox`, which the per-call commands use); a claim of a pending task.
 (b) one call in a fresh process, as an agent pays it, in CPU time (user + system of the child:
-    steadier than the wall clock on shared cores): `omp team api send-message`, `mailbox-list`
-    and `claim-task`; `python -c` that opens the store and sends one message; against `python -c
-    pass` and an import of redis-py alone.
+    steadier than the wall clock on shared cores): `omp team api send-message` (between workers;
+    to the leader, which appends an event to the team's history besides, also in wall time),
+    `mailbox-list` and `claim-task`; `python -c` that opens the store and sends one message;
+    against `python -c pass` and an import of redis-py alone.
 (c) 8 processes sending 300 messages each to one mailbox at once: messages per second.
 
 The Redis server is a private `redis-server` on 127.0.0.1 started here (appendonly yes,
@@ -132,6 +133,14 @@ def child_cpu(argv: list[str], env: dict[str, str]) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def child_wall(argv: list[str], env: dict[str, str]) -> float:
+    """The wall clock of one child: what a round trip and the server's fsync add, which CPU
+    time does not see."""
+    t0 = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
 def process_time(argv: list[str], env: dict[str, str], runs: int) -> float:
     return statistics.median(child_cpu(argv, env) for _ in range(runs))
 
@@ -172,13 +181,24 @@ def cli_rows(name: str, root: Path, env: dict[str, str], runs: int) -> list[list
 
     n = [0]
 
-    def timed_calls(make: Callable[[int], list[str]]) -> float:
-        out = [child_cpu(make(i), env) for i in range(runs)]
+    def timed_calls(
+        make: Callable[[int], list[str]],
+        cost: Callable[[list[str], dict[str, str]], float] = child_cpu,
+    ) -> float:
+        out = [cost(make(i), env) for i in range(runs)]
         n[0] += runs
         return statistics.median(out)
 
     send = timed_calls(
         lambda i: call("send-message", {"from": "worker-1", "to": "worker-2", "body": f"b{i}"})
+    )
+    # to the leader: the send appends an event to the team's history besides (`omp team events`)
+    leader = timed_calls(
+        lambda i: call("send-message", {"from": "worker-1", "to": "leader", "body": f"l{i}"})
+    )
+    leader_wall = timed_calls(
+        lambda i: call("send-message", {"from": "worker-1", "to": "leader", "body": f"w{i}"}),
+        child_wall,
     )
     listing = timed_calls(lambda i: call("mailbox-list", {"worker": "worker-2", "limit": 10}))
     claim = timed_calls(
@@ -186,6 +206,11 @@ def cli_rows(name: str, root: Path, env: dict[str, str], runs: int) -> list[list
     )
     return [
         [f"b | `omp team api send-message`, CPU ({name})", ms(send)],
+        [
+            f"b | `omp team api send-message` to the leader (+ a history event), CPU ({name})",
+            ms(leader),
+        ],
+        [f"b | the same, wall clock ({name})", ms(leader_wall)],
         [f"b | `omp team api mailbox-list`, CPU ({name})", ms(listing)],
         [f"b | `omp team api claim-task`, CPU ({name})", ms(claim)],
     ]

@@ -17,6 +17,10 @@ every live pane per tick (two tmux processes). What a section holds is what the 
 - `usage`: each worker's tokens over time, sampled from `status` whenever they move, and the
   budgets.
 
+A project that keeps its mail and history in a store (`OMP_STORE`: `omp.store.select`) changes
+no file when a worker on another host writes: the history is read from the store on every tick
+(one short read when nothing is new), the mail and status every STORE_EVERY seconds.
+
 Read-only, as the views are: nothing here writes a byte.
 """
 
@@ -47,6 +51,7 @@ MAIL_KEEP = 100
 BODY_MAX = 4000
 EVENTS_KEEP = 200
 EVENTS_TAIL = 256 * 1024  # bytes of a long history read when the page first opens
+STORE_EVERY = 2.0  # seconds between readings of a store's mail (no file moves when it changes)
 SERIES_KEEP = 720
 BRANCHES_PER_TICK = 2  # branch rows refreshed per tick (~70 ms of git each)
 # Screens are read on every tick while one of them changed within ACTIVE_SECONDS, else every
@@ -127,6 +132,9 @@ class TeamFeed:
         self._target: tuple[Path | None, str | None] = (None, None)
         self._target_key: tuple[Any, ...] | None = None
         self._events_at: tuple[str | None, int] | None = None
+        self._stored_at: tuple[str | None, str] | None = None  # (log, position) in the store
+        self._stored = _store_selected(project)
+        self._store_polled = float("-inf")
         self._events: deque[dict[str, Any]] = deque(maxlen=EVENTS_KEEP)
         self._series: deque[list[Any]] = deque(maxlen=SERIES_KEEP)
         self._status_at = float("-inf")
@@ -146,6 +154,11 @@ class TeamFeed:
         changed: dict[str, Any] = {}
         now = self.clock()
         groups = self._changed_files()
+        if self._stored:  # nothing on disk moves when the store's history or mail does
+            groups.add("events")
+            if now - self._store_polled >= STORE_EVERY:
+                self._store_polled = now
+                groups |= {"mail", "status"}
         if "config" in groups or self._cfg is None:
             if not self._load(changed):
                 return changed
@@ -461,6 +474,8 @@ class TeamFeed:
         from omp.cli.events_cmd import describe
         from omp.record import history
 
+        if self._stored:
+            return self._read_stored_events(cfg)
         reset = self._events_at is None
         log, offset = self._events_at or (None, _tail_start(history.path(cfg.paths)))
         new: list[dict[str, Any]] = []
@@ -482,6 +497,41 @@ class TeamFeed:
             self._events.clear()
             return self._read_events(cfg) if not reset else None
         self._events_at = (log, offset)
+        if not new and not reset:
+            return None
+        self._events.extend(new)
+        return {"reset": reset, "events": list(self._events) if reset else new}
+
+    def _read_stored_events(self, cfg: TeamConfig) -> dict[str, Any] | None:
+        """`_read_events` from the project's store (`omp.record.stored_history`)."""
+        from omp.cli.events_cmd import describe
+        from omp.record import stored_history
+
+        reset = self._stored_at is None
+        log, position = self._stored_at or (None, "")
+        new: list[dict[str, Any]] = []
+        try:
+            store = stored_history.store_of(self.project)
+            for evs, end, lid in stored_history.iter_since(store, cfg.name, position, log=log):
+                position = end
+                if evs:
+                    log = lid
+                new += [
+                    {
+                        "type": inline(str(ev.get("type"))),
+                        "at": inline(str(ev.get("at") or "")),
+                        "text": describe(ev),
+                    }
+                    for ev in evs
+                ]
+                del new[:-EVENTS_KEEP]  # a long history: only its tail is shown
+        except OmpError as err:
+            if err.code != "invalid_cursor":
+                return None  # the store did not answer: next tick
+            self._stored_at = None  # the log was replaced (the team made again): from its start
+            self._events.clear()
+            return self._read_stored_events(cfg) if not reset else None
+        self._stored_at = (log, position)
         if not new and not reset:
             return None
         self._events.extend(new)
@@ -583,6 +633,15 @@ def _admin_dir(worktree: Path) -> Path | None:
         return None
     path = Path(text[len("gitdir:") :].strip())
     return path if path.is_absolute() else worktree / path
+
+
+def _store_selected(project: StatePaths) -> bool:
+    from omp.store import project_config
+
+    try:
+        return project_config.store_selected(project)
+    except OmpError:  # a damaged `.omp/config.toml`: the files, as the rest of the board reads
+        return False
 
 
 def _tail_start(path: str | Path) -> int:

@@ -10,6 +10,7 @@ from omp.errors import OmpError
 from omp.textsafe import inline
 
 if TYPE_CHECKING:
+    from omp.record.config import TeamConfig
     from omp.store.paths import StatePaths
 
 POLL_SECONDS = 0.2
@@ -27,10 +28,13 @@ def events_loop(
     from omp.invocation import team_command
     from omp.record import config as team_config
     from omp.record import history
+    from omp.store import project_config
 
     printed = 0
     try:
         cfg = team_config.load(project.team(team))
+        if project_config.store_selected(project):
+            _stored_loop(project, cfg, since=since, follow=follow, as_json=as_json, poll=poll)
         log, offset = history.parse_cursor(since, cfg.name)
         seen = log  # the log read: named by the cursor, or by the events it gave
         if as_json:  # the parse path's bytes, most lines passed through (`events_json`)
@@ -81,6 +85,58 @@ def events_loop(
                 except OmpError as err:  # the log was replaced under us (team deleted)
                     output.fail(err, as_json)
                 _print(evs, as_json)
+            time.sleep(poll)
+    except KeyboardInterrupt:
+        output.interrupted()
+
+
+def _stored_loop(
+    project: StatePaths,
+    cfg: TeamConfig,
+    *,
+    since: str | None,
+    follow: bool,
+    as_json: bool,
+    poll: float,
+) -> NoReturn:
+    """`events_loop` where the project keeps its history in its store
+    (`omp.record.stored_history`): the same events, lines and cursor shape, read from there."""
+    from omp.invocation import team_command
+    from omp.record import stored_history
+
+    printed = 0
+    try:
+        store = stored_history.store_of(project)
+        log, position = stored_history.parse_cursor(since, cfg.name)
+        for evs, end, lid in stored_history.iter_since(store, cfg.name, position, log=log):
+            position = end
+            _print(evs, as_json)
+            printed += len(evs)
+            log = lid if lid != stored_history.NO_LOG else log
+        cursor = stored_history.make_cursor(cfg.name, log or stored_history.NO_LOG, position)
+        if log is None and position:  # events were there but none new: name the log read
+            cursor = stored_history.make_cursor(
+                cfg.name, stored_history.fingerprint(store, cfg.name), position
+            )
+    except OmpError as err:
+        output.fail(err, as_json)
+    if not follow:
+        if not as_json:
+            nxt = f"{team_command(cfg.raw)} team events {cfg.name} --since {cursor}"
+            output.write_text(
+                ("" if printed else "no new events\n") + f"cursor {cursor}; next: {nxt}\n"
+            )
+        raise SystemExit(0)
+    try:
+        while True:
+            try:
+                for evs, end, lid in stored_history.iter_since(store, cfg.name, position, log=log):
+                    position = end
+                    _print(evs, as_json)
+                    if evs:
+                        log = lid
+            except OmpError as err:  # the log was replaced under us (team deleted)
+                output.fail(err, as_json)
             time.sleep(poll)
     except KeyboardInterrupt:
         output.interrupted()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 from omp import clock
+from omp.store import project_config
 from omp.store.names import LEADER
 from omp.tasks import presence, tasks
 
@@ -74,7 +75,8 @@ def member_states(
     team = cfg.files
     wanted = list(cfg.recipients if names is None else names)
     busy: dict[str, list[str]] = {n: [] for n in wanted}
-    if os.path.lexists(team.conversations_dir):  # else none: their machinery stays unloaded
+    # no directory: none (their machinery stays unloaded), unless the store keeps them
+    if os.path.lexists(team.conversations_dir) or project_config.store_selected(team.project):
         from omp.conversations import record
 
         for conv in record.open_conversations(cfg.paths):

@@ -31,7 +31,7 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
-from omp.store import fs, locks, strictjson
+from omp.store import fs, locks, project_config, strictjson
 from omp.store.names import is_task_id
 from omp.store.paths import TeamPaths, task_id_of_record
 
@@ -219,6 +219,12 @@ def _decode(path: Path, data: bytes) -> Conversation:
         raise OmpError(
             "corrupt_record", f"{path} {exc.why}; it was left as it is", path=str(path)
         ) from None
+    return from_envelope(str(path), env)
+
+
+def from_envelope(path: str, env: Any) -> Conversation:
+    """The conversation an envelope holds (`path`: where it was read, for the error);
+    `corrupt_record` unless it is one whose content hash matches."""
     if (
         not isinstance(env, dict)
         or env.get("schemaVersion") != SCHEMA
@@ -246,9 +252,21 @@ def _dir_ok(team: TeamPaths) -> bool:
     return team.project.check(conv_dir(team))
 
 
+def _stored(team: TeamPaths) -> bool:
+    """Are the project's conversations in a store (`omp.conversations.stored`)?"""
+    return project_config.store_selected(team.project)
+
+
 def load(team: TeamPaths, task_id: str) -> Conversation | None:
     """The record of `task_id`, or None if there is none. `corrupt_record` if it is damaged."""
-    if not is_task_id(task_id) or not _dir_ok(team):
+    if not is_task_id(task_id):
+        return None
+    if _stored(team):
+        from omp.conversations import stored
+
+        env = stored.envelope(team, task_id)
+        return None if env is None else from_envelope(f"conversation {task_id}", env)
+    if not _dir_ok(team):
         return None
     path = record_path(team, task_id)
     data = fs.read_bytes(path)
@@ -300,6 +318,22 @@ def open_summary(team: TeamPaths) -> dict[str, dict[str, Any]]:
     A long-lived reader (the monitor) re-parses only when the file changed: every publication
     replaces it, so (inode, size, mtime) moves with every write.
     """
+    if _stored(team):
+        from omp.conversations import stored
+
+        out: dict[str, dict[str, Any]] = {}
+        try:
+            envs = stored.envelopes(team)
+        except OmpError:
+            return out  # as an unreadable summary: nothing open is known
+        for env in envs:
+            try:
+                conv = from_envelope("a conversation", env)
+            except OmpError:
+                continue  # a damaged record is reported where it is loaded, as with the files
+            if conv.is_open:
+                out[conv.task_id] = conv.summary()
+        return out
     try:
         if not _dir_ok(team):
             return {}
@@ -356,7 +390,14 @@ def locked(team: TeamPaths) -> Iterator[None]:
 
     It is a flock on the team directory itself, so taking it creates nothing: a call refused
     after taking it (a full mailbox, an unknown task) leaves the tree exactly as it was.
+    With a store selected it is a lease on the store's lock (`omp.conversations.stored`).
     """
+    if _stored(team):
+        from omp.conversations import stored
+
+        with stored.lease(team):
+            yield
+        return
     if not team.project.check(team.dir):
         raise team.gone()
     try:
@@ -384,6 +425,8 @@ def publish(team: TeamPaths, conv: Conversation, *, expected: int) -> Conversati
 
     The caller holds `locked(team)`. On a mismatch nothing is written: `stale_revision`.
     """
+    if _stored(team):
+        return _publish_stored(team, conv, expected)
     team.ensure_in(conv_dir(team))
     current = _current_revision(team, conv.task_id)
     if current != expected:
@@ -411,6 +454,26 @@ def publish(team: TeamPaths, conv: Conversation, *, expected: int) -> Conversati
     return conv
 
 
+def _publish_stored(team: TeamPaths, conv: Conversation, expected: int) -> Conversation:
+    from omp.conversations import stored
+
+    revision = conv.revision
+    conv.revision = expected + 1
+    payload = conv.payload()
+    env = {
+        "schemaVersion": SCHEMA,
+        "revision": conv.revision,
+        "contentHash": _hash(payload),
+        "payload": payload,
+    }
+    try:
+        stored.publish(team, conv.task_id, env, expected, lambda e: from_envelope(conv.task_id, e))
+    except BaseException:
+        conv.revision = revision  # nothing written: the caller's conversation is as it was
+        raise
+    return conv
+
+
 def _update_summary(team: TeamPaths, conv: Conversation) -> None:
     try:
         entries = _read_summary(team)
@@ -434,6 +497,8 @@ def _write_summary(team: TeamPaths, entries: dict[str, dict[str, Any]]) -> None:
 
 def drop_stale_entry(team: TeamPaths, task_id: str) -> bool:
     """Remove a summary entry whose record is missing or closed (under the lock). True if fixed."""
+    if _stored(team):
+        return False  # a store's summary is its records: never stale
     try:
         conv = load(team, task_id)
     except OmpError:
@@ -450,6 +515,11 @@ def drop_stale_entry(team: TeamPaths, task_id: str) -> bool:
 
 def remove_unpublished(team: TeamPaths, task_id: str) -> None:
     """Undo the publication of a brand-new record whose message could not be appended."""
+    if _stored(team):
+        from omp.conversations import stored
+
+        stored.remove(team, task_id)
+        return
     try:
         os.unlink(record_path(team, task_id))
     except FileNotFoundError:

@@ -7,6 +7,10 @@ overwritten, loops are project files rewritten on start and end. Only an append-
 at the moment of each change lets a reader resume from a byte offset and see every change once,
 in order. (The TypeScript tool reserves this very path for team events and never writes it.)
 
+With a store selected (`OMP_STORE`, `[store] url`) the history is the store's `events` log
+instead (`omp.record.stored_history`), one record per event, and `omp team events` reads it
+from there; with none, nothing of that is imported and the file below is the history.
+
 Writers append one line each, under the file's flock, after the change itself is on disk: the
 files stay the truth, the log is their history. Appending is best-effort: a log that cannot be
 written (a full disk, a team deleted meanwhile) never fails the change it describes, and it never
@@ -34,7 +38,7 @@ import os
 
 from omp import clock
 from omp.errors import OmpError
-from omp.store import fs, jsonl
+from omp.store import fs, jsonl, project_config
 from omp.store.names import LEADER
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
@@ -56,6 +60,13 @@ def record(team: Team, *events: dict[str, Any]) -> None:
     """Append events (best-effort; see the module docstring). On the per-call layer: a message
     to or from the leader, a task's move."""
     if not events:
+        return
+    if project_config.store_selected(team.files.project):
+        # the project keeps its history in its store (`omp.store.select`): every host's
+        # events go to the one log the leader reads
+        from omp.record import stored_history
+
+        stored_history.append(team, events)
         return
     try:
         if not os.path.isdir(team.files.dir) or os.path.islink(team.files.dir):

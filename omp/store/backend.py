@@ -15,10 +15,12 @@ The vocabulary, small on purpose:
 - A **mailbox** is a log whose message records carry ids. A delivery receipt is one more record
   of the same log, never a rewrite; a message is undelivered until its receipt is there.
 - A **doc** is a JSON object by (collection, key): `tasks/<id>`, `records/<name>` (the team's
-  own: `config`, `shutdown`, `budget`...). `update` is compare-and-set: `change(current)` gives
-  the new object (or None: leave it), and the new one is written only if nobody wrote in between
-  (Redis: WATCH/MULTI, run again on a conflict; files: under the collection's flock). `change`
-  may raise `OmpError`: nothing is written. Events a move explains are appended in the same step.
+  own: `config`, `shutdown`, `budget`...), `conversations/<task id>` (a task conversation's
+  revisioned record, `omp.conversations.record`). `update` is compare-and-set: `change(current)`
+  gives the new object (or None: leave it), and the new one is written only if nobody wrote in
+  between (Redis: WATCH/MULTI, run again on a conflict; files: under the collection's flock).
+  `change` may raise `OmpError`: nothing is written. Events a move explains are appended in
+  the same step.
 - A **lock** is leased for a time and carries a fencing token that grows every time the lock
   changes hands: a write given a `fence` is refused (`stale_fence`) once a newer token exists,
   so a holder that stalled past its lease never overwrites its successor's work.
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
 
     Check = Callable[[View], None]
 
-COLLECTIONS = ("tasks", "records")
+COLLECTIONS = ("tasks", "records", "conversations")
 STATUSES = ("pending", "in_progress", "verifying", "completed", "failed", "interrupted")
 TERMINAL = frozenset({"completed", "failed", "interrupted"})
 MOVES = {"in_progress": frozenset({"completed", "failed", "interrupted"})}
@@ -66,12 +68,21 @@ MOVES = {"in_progress": frozenset({"completed", "failed", "interrupted"})}
 class Batch:
     """What one read of a log from a cursor produced: the records (in order), the cursor past
     them, how many lines were damaged (skipped, counted), and whether the log was found shorter
-    than the cursor (replaced or truncated: read again from its start)."""
+    than the cursor (replaced or truncated: read again from its start). `cursors`: the cursor
+    just past each record (a reader that shows each record's own position: `omp team events`)."""
 
-    __slots__ = ("bad", "cursor", "records", "reset")
+    __slots__ = ("bad", "cursor", "cursors", "records", "reset")
 
-    def __init__(self, records: list[Doc], cursor: str, bad: int = 0, reset: bool = False) -> None:
+    def __init__(
+        self,
+        records: list[Doc],
+        cursor: str,
+        bad: int = 0,
+        reset: bool = False,
+        cursors: list[str] | None = None,
+    ) -> None:
         self.records, self.cursor, self.bad, self.reset = records, cursor, bad, reset
+        self.cursors = cursors if cursors is not None else []
 
 
 class MailView:
@@ -119,12 +130,14 @@ def log_name(log: str) -> tuple[str, str]:
 
 
 def doc_key(collection: str, key: str) -> str:
-    if collection == "tasks":
+    if collection in ("tasks", "conversations"):
         return task_id(key)
     if collection == "records" and is_valid_name(key):
         return key
     raise OmpError(
-        "invalid_input", f"unknown document {collection}/{key!r}: tasks/<id> or records/<name>"
+        "invalid_input",
+        f"unknown document {collection}/{key!r}: tasks/<id>, records/<name> or "
+        "conversations/<task id>",
     )
 
 
@@ -160,8 +173,9 @@ class Store:
         raise NotImplementedError
 
     def archive_run(self, team: str, label: str, recipients: list[str]) -> None:
-        """A relaunch: the team's tasks and the named mailboxes leave the live team for an
-        archive of the run `label` (never deleted); the team starts with none."""
+        """A relaunch: the team's tasks, its task conversations and the named mailboxes leave
+        the live team for an archive of the run `label` (never deleted); the team starts with
+        none. Its history stays (it goes on across runs, as `events.jsonl` does)."""
         raise NotImplementedError
 
     def drop_team(self, team: str) -> None:

@@ -9,6 +9,8 @@ byte for byte, so the TypeScript tool and omp's own readers see what they always
                            every change under the flock of tasks/.guard (as `omp.tasks.tasks`)
     records/<name>         team/<t>/<name>.json, changed under team/<t>/.<name>.lock
                            (config: .members.lock, as membership changes take it)
+    conversations/<id>     team/<t>/conversations/<id>.json (the envelope
+                           `omp.conversations.record` writes), under conversations/.<id>.lock
     heartbeats             team/<t>/workers/<w>/heartbeat.json
     locks                  .omp/state/locks/<name>.json, changed under .<name>.flock
 
@@ -65,7 +67,14 @@ class FileStore(Store):
         """As `omp.team.setup.archive_previous_run` lays a run out: `runs/<label>/`."""
         tp = self._team(team)
         run = tp.run(label)
-        moves = [(tp.tasks_dir, run.tasks_dir)] if os.path.isdir(tp.tasks_dir) else []
+        moves = [
+            (src, dst)
+            for src, dst in (
+                (tp.tasks_dir, run.tasks_dir),
+                (tp.conversations_dir, run.conversations_dir),
+            )
+            if os.path.isdir(src)
+        ]
         for r in recipients:
             for src in (tp.mailbox(r), tp.mailbox_index(r)):
                 if fs.check_entry(src, want_dir=False):
@@ -122,15 +131,17 @@ class FileStore(Store):
         path = self._log(self.paths.team(team_name(team)), log, make=False)
         chunk = jsonl.read_from(path, _offset(cursor))
         records: list[Doc] = []
+        cursors: list[str] = []
         end = chunk.end
-        for off, _, rec in chunk.records:
+        for off, length, rec in chunk.records:
             if rec.get("type") == LOG_HEADER and log == "events":
                 continue
             if limit and len(records) == limit:
                 end = off
                 break
             records.append(rec)
-        return Batch(records, str(end), chunk.bad, chunk.reset)
+            cursors.append(str(off + length))
+        return Batch(records, str(end), chunk.bad, chunk.reset, cursors)
 
     # ---- mailboxes ---------------------------------------------------------------------------
     def send(
@@ -207,12 +218,16 @@ class FileStore(Store):
     # ---- docs ----------------------------------------------------------------------------
     def _doc_path(self, tp: TeamPaths, collection: str, key: str) -> Path:
         key = doc_key(collection, key)
+        if collection == "conversations":
+            return tp.conversation(key)
         return tp.task(key) if collection == "tasks" else tp.dir / f"{key}.json"
 
     def _guard(self, tp: TeamPaths, collection: str, key: str) -> Path:
         if collection == "tasks":
             tp.ensure_in(tp.tasks_dir)
             return tp.tasks_guard
+        if collection == "conversations":
+            return tp.ensure_in(tp.conversations_dir) / f".{key}.lock"
         return tp.members_lock if key == "config" else tp.dir / f".{key}.lock"
 
     def doc(self, team: str, collection: str, key: str) -> Doc | None:
@@ -221,8 +236,9 @@ class FileStore(Store):
 
     def docs(self, team: str, collection: str) -> list[Doc]:
         tp = self.paths.team(team_name(team))
-        folder = tp.tasks_dir if collection == "tasks" else tp.dir
-        doc_key(collection, "1" if collection == "tasks" else "config")  # the collection exists
+        folder = {"tasks": tp.tasks_dir, "conversations": tp.conversations_dir}.get(collection)
+        folder = tp.dir if folder is None else folder
+        doc_key(collection, "config" if collection == "records" else "1")  # the collection exists
         try:
             names = os.listdir(folder)
         except FileNotFoundError:

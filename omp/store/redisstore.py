@@ -263,8 +263,10 @@ class RedisStore(Store):
         """Keys move to `a:<team>:<label>:...` (RENAME: the data stays, out of the team)."""
         t = self._t(team)
         archive = f"{self._p}a:{team_name(team)}:{label}:"
-        keys = [f"{t}idx:tasks"]
-        keys += self._retry(lambda: list(self.r.scan_iter(match=f"{t}doc:tasks:*", count=1000)))
+        keys = [f"{t}idx:tasks", f"{t}idx:conversations"]
+        for coll in ("tasks", "conversations"):  # a run's conversations go with its tasks
+            pattern = f"{t}doc:{coll}:*"
+            keys += self._retry(lambda p=pattern: list(self.r.scan_iter(match=p, count=1000)))  # type: ignore[misc]
         for r in recipients:
             keys += [*self._box(team, r)]
 
@@ -307,6 +309,7 @@ class RedisStore(Store):
         stream = self._stream(team, log)
         start = "(" + _checked(cursor) if cursor else "-"
         records: list[Doc] = []
+        cursors: list[str] = []
         bad = 0
         last = cursor
         while True:
@@ -325,10 +328,11 @@ class RedisStore(Store):
                     rec = None
                 if isinstance(rec, dict):
                     records.append(rec)
+                    cursors.append(sid)
                 else:
                     bad += 1
             if len(got) < want or (limit and len(records) >= limit):
-                return Batch(records, last, bad)
+                return Batch(records, last, bad, cursors=cursors)
             start = "(" + last
 
     # ---- mailboxes -------------------------------------------------------------------------
