@@ -7,6 +7,7 @@ refuses before it touches anything."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -84,17 +85,16 @@ def _project(tmp_path: Path, sshd: SshServer, verify: str = "ls work/*.md") -> t
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    env = child_env(
-        home,
-        TMPDIR=os.environ["TMPDIR"],  # the ssh masters' short private directory
-        OMP_DEMO_WORK_SECONDS="0.2",
-        GIT_CONFIG_GLOBAL="/dev/null",
-        GIT_CONFIG_NOSYSTEM="1",
-        XDG_STATE_HOME=str(tmp_path / "state"),
-        SHELL="/bin/sh",
+    base = {
+        "TMPDIR": os.environ["TMPDIR"],  # the ssh masters' short private directory
+        "OMP_DEMO_WORK_SECONDS": "0.2",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "SHELL": "/bin/sh",
         **IDENTITY,
-        **extra,
-    )
+    }
+    env = child_env(home, **{**base, **extra})
     for key in list(env):
         if key.startswith("TMUX"):
             del env[key]
@@ -158,6 +158,10 @@ def test_two_local_and_two_remote_demo_workers_run_to_merged_verified_work(
         for p in (placed_of(cfg.worker("worker-3")), placed_of(cfg.worker("worker-4"))):
             assert p is not None
             assert PASSWORD not in "\n".join(remote_tmux.capture(p.pane, 200))
+            state = f"{p.root}/.omp/state/team/t"
+            seen = ssh.run(host, ["sh", "-c", f"cat {state}/config.json {state}/workers/*/*.md"])
+            assert "worker-3" in seen.out and PASSWORD not in seen.out
+            assert redis.url.split("@")[-1] not in seen.out  # not even the store's address
         merged = run_omp("team", "merge", "t", "--json", cwd=repo, env=env, timeout=120)
         assert merged.rc == 0, merged.stdout + merged.stderr
         assert sorted(merged.json["merged"]) == [f"worker-{i}" for i in (1, 2, 3, 4)]
@@ -209,3 +213,67 @@ def test_remote_workers_need_a_store_every_host_reaches(
     bad = run_omp("team", "launch", "2", "x", "--host", "build1:zero", "--json", cwd=repo, env=env)
     assert bad.json["error"] == "invalid_input" and "--host" in bad.json["message"]
     assert json.loads(bad.stdout)["ok"] is False
+
+
+def test_the_team_runs_to_merged_work_through_a_dropped_ssh_link_and_a_killed_store(
+    sshd: SshServer, redis: RedisServer, local_tmux: Tmux, tmp_path: Path
+) -> None:
+    """The link to the host drops while its workers work, and the store is SIGKILLed and
+    started again: the remote completions wait (queued, never interrupted) until the host
+    answers again, then are checked and merge with the others; no task is lost."""
+    repo, host = _project(tmp_path, sshd)
+    url = f"{redis.url}?ns=c{secrets.token_hex(4)}"
+    env = _env(tmp_path, OMP_STORE=url, OMP_DEMO_WORK_SECONDS="2")
+    assert local_tmux.socket_name is not None
+    remote_tmux = RemoteTmux(host, f"omp-{project_key(repo)}")
+    try:
+        out = run_omp(
+            "team", "launch", "4", "write one line each", "--agent", "demo", "--name", "t",
+            "--host", "build1:2", "--socket", local_tmux.socket_name, "--json",
+            cwd=repo, env=env, timeout=180,
+        )  # fmt: skip
+        assert out.rc == 0, out.stdout + out.stderr
+        sshd.stop()  # the link drops: the master and every connection with it
+        redis.kill()  # and the store dies (its append-only file fsynced on every write)
+        redis.start()
+        os.environ["OMP_STORE"] = url
+        try:
+            store = select.current(StatePaths(repo))
+            assert store is not None
+
+            def status_of(tid: str) -> str:
+                doc = store.doc("t", "tasks", tid)
+                return str(doc["status"]) if doc else "missing"
+
+            # the remote workers finish while the leader cannot reach their host: their
+            # checks wait for the link, and nothing calls them gone
+            poll(
+                lambda: all(status_of(t) == "verifying" for t in ("3", "4")),
+                timeout=90,
+                what="the remote completions queued",
+            )
+            poll(
+                lambda: all(status_of(t) == "completed" for t in ("1", "2")),
+                timeout=90,
+                what="the local workers' verified completions",
+            )
+            assert {status_of(t) for t in ("3", "4")} == {"verifying"}
+            sshd.start()  # the host answers again
+            poll(
+                lambda: all(status_of(t) == "completed" for t in ("1", "2", "3", "4")),
+                timeout=120,
+                what="all four verified",
+            )
+            docs = store.docs("t", "tasks")
+        finally:
+            del os.environ["OMP_STORE"]
+        assert len(docs) == 4 and all(t["verify"]["status"] == "passed" for t in docs)
+        merged = run_omp("team", "merge", "t", "--json", cwd=repo, env=env, timeout=120)
+        assert merged.rc == 0, merged.stdout + merged.stderr
+        assert sorted(merged.json["merged"]) == [f"worker-{i}" for i in (1, 2, 3, 4)]
+    finally:
+        with contextlib.suppress(Exception):
+            if sshd.proc is None:
+                sshd.start()
+            remote_tmux.kill_server()
+        ssh.stop_master(host)
