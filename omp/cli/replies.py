@@ -498,22 +498,6 @@ class ListReply(TypedDict):
     teams: list[ListRow | TeamError]
 
 
-class ShutdownReply(TypedDict):
-    ok: bool
-    team: str
-    shutdownAt: str
-    killedPanes: list[str]
-    killedSession: bool
-    clearedLocks: int
-    forced: NotRequired[bool]  # --force: panes found by the identity omp gave them
-    endedProcesses: int  # every process of the team ended (`omp.procs`)
-    skipped: list[dict[str, str]]
-    worktrees: NotRequired[list[KeptWorktree]]  # kept for `team merge` (not with --force)
-    processesLeft: NotRequired[list[int]]  # pids still alive (another user's, unkillable)
-    remote: NotRequired[list[RemoteTakeDown]]  # workers on other hosts
-    hostsLeft: NotRequired[list[dict[str, Any]]]  # host, why, left: a host that did not answer
-
-
 class RemoteTakeDown(TypedDict):
     """A worker on another host taken down (`omp.team.remote_life.take_down`)."""
 
@@ -530,6 +514,22 @@ class RemoteTakeDown(TypedDict):
     left: NotRequired[list[str]]  # what stays on the host
     paneError: NotRequired[str]
     mirrorError: NotRequired[str]
+
+
+class ShutdownReply(TypedDict):
+    ok: bool
+    team: str
+    shutdownAt: str
+    killedPanes: list[str]
+    killedSession: bool
+    clearedLocks: int
+    forced: NotRequired[bool]  # --force: panes found by the identity omp gave them
+    endedProcesses: int  # every process of the team ended (`omp.procs`)
+    skipped: list[dict[str, str]]
+    worktrees: NotRequired[list[KeptWorktree]]  # kept for `team merge` (not with --force)
+    processesLeft: NotRequired[list[int]]  # pids still alive (another user's, unkillable)
+    remote: NotRequired[list[RemoteTakeDown]]  # workers on other hosts
+    hostsLeft: NotRequired[list[dict[str, Any]]]  # host, why, left: a host that did not answer
 
 
 class RemoveWorkerReply(TypedDict):
