@@ -579,7 +579,9 @@ class ResumedWorker(TypedDict):
     cwd: str | None
     worktree: dict[str, Any] | None  # path, branch, ahead, uncommitted, ...
     missingEnv: list[str]  # variables launch forwarded that this environment lacks
-    inbox: str  # the file it is told to read first
+    inbox: str  # the file it is told to read first (on its host, for a worker on another)
+    host: NotRequired[str]  # a worker on another host: resumed there, in the checkout kept there
+    pane: NotRequired[str]  # its pane id on that host's tmux server
 
 
 class ResumeReply(TypedDict):

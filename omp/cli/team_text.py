@@ -381,9 +381,9 @@ def resume_text(r: dict[str, Any]) -> str:
             else "a new session"
         )
         where = f" in {inline(str(w['cwd']))}" if w.get("worktree") else ""
+        pane = w["paneId"] or f"{inline(str(w.get('pane')))}@{inline(str(w.get('host')))}"
         lines.append(
-            f"{inline(w['name'])}: resumed in pane {w['paneId']}{where}, {talk} "
-            f"({inline(str(w['why']))})"
+            f"{inline(w['name'])}: resumed in pane {pane}{where}, {talk} ({inline(str(w['why']))})"
         )
         if w["missingEnv"]:
             lines.append(f"  not in your environment, not passed on: {', '.join(w['missingEnv'])}")

@@ -186,7 +186,7 @@ def pane_views(cfg: TeamConfig, *, leader: bool = False) -> dict[str, PaneView]:
     if has_remote(cfg):
         from omp.mail.remote_panes import remote_views
 
-        out.update(remote_views(cfg))
+        out.update({w: PaneView(*v) for w, v in remote_views(cfg).items()})
     return out
 
 

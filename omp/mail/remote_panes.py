@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from omp.errors import OmpError
-from omp.mail.panes import PaneView
 from omp.record.config import TeamConfig
 from omp.record.placement import Placed, host_of, remote_workers, session_of
 from omp.tmux.args import SEP
@@ -26,6 +25,20 @@ TIMEOUT = 10.0  # seconds one host is given to answer (ssh's own connect timeout
 _FMT = SEP.join(
     ["#{pane_id}", "#{session_name}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_pid}"]
 )
+
+
+class RemotePane(NamedTuple):
+    """A remote worker's pane: the fields of `omp.mail.panes.PaneView`, which is made of it
+    (this module is below that one: `panes` imports it only for a team with remote workers)."""
+
+    state: str  # alive | dead | gone | unknown | unreachable
+    dead_status: int | None = None
+    pid: int | None = None
+    host: str | None = None
+    note: str | None = None
+
+
+PaneView = RemotePane
 
 
 class _Row(NamedTuple):

@@ -198,7 +198,8 @@ def reopen(
     mirror_config(host, root, team, config)
     ssh.put_file(host, resume_inbox_path(root, team, worker), resume_text)
     url_file = f"{base}/store-url"
-    ssh.put_file(host, url_file, store_url + "\n")
+    if store_url:  # else the one `place` wrote stays
+        ssh.put_file(host, url_file, store_url + "\n")
     env = {
         "OMP_TEAM": team,
         "OMP_WORKER": worker,
