@@ -184,6 +184,8 @@ class BranchRow(TypedDict):
     stat: NotRequired[str]
     uncommitted: NotRequired[list[str]]
     uncommittedCount: NotRequired[int]
+    host: NotRequired[str]  # a worker on another host: `path` is there; the branch as fetched
+    fetchError: NotRequired[dict[str, Any]]  # `team diff`: error, message of a failed fetch
     merged: NotRequired[bool]  # into the leader's branch
     target: NotRequired[str | None]  # the leader's branch
     diff: NotRequired[str]  # `team diff` only
@@ -224,6 +226,8 @@ class KeptWorktree(TypedDict):
     merged: NotRequired[bool]  # the leader's branch has its work (absent: git cannot tell)
     target: NotRequired[str]  # that branch
     nothingCommitted: NotRequired[bool]  # its branch has no commit of its own: nothing to merge
+    host: NotRequired[str]  # a worker on another host: `path` is there
+    checkoutRemoved: NotRequired[bool]  # that checkout was removed (its branch fetched here)
 
 
 class DiffReply(TypedDict):
@@ -241,6 +245,7 @@ class MergeRow(TypedDict):
     branch: str
     taskId: str | None
     status: str  # fast_forward | merged | squashed | up_to_date | conflict | verify_failed | ...
+    # | not_fetched (a worker on another host whose branch could not be brought back)
     error: NotRequired[str]
     message: NotRequired[str | None]
     target: NotRequired[str]
@@ -251,6 +256,7 @@ class MergeRow(TypedDict):
     checkout: NotRequired[str | None]
     verify: NotRequired[dict[str, Any]]  # status, exit, log: the check on the merged result
     uncommittedInWorktree: NotRequired[list[str]]
+    host: NotRequired[str]  # a worker on another host: its branch fetched from there first
     mailed: NotRequired[bool]  # a conflict: the worker was told how to rebase
     hook: NotRequired[dict[str, Any]]  # the user's post-merge hook, run after the move
     warning: NotRequired[str]  # what git said after the target had moved (the move stands)
@@ -315,6 +321,18 @@ class WorkerStatus(TypedDict):
     usage: WorkerSpent | UsageUnreadable | None  # tokens its agent's records say it spent
     needsYou: NeedsYou | None  # what only a person can answer now
     workspace: BranchRow | SharedWorkspace | None  # its worktree's branch, or the shared checkout
+    host: NotRequired[str]  # a worker on another host (`omp team launch --host`)
+    hostUnreachable: NotRequired[bool]  # its host did not answer: its pane is `unreachable`
+    hostError: NotRequired[str | None]  # ssh's words
+
+
+class HostState(TypedDict):
+    """A host the team's workers run on, as status found it."""
+
+    workers: list[str]
+    reachable: bool
+    error: NotRequired[str]  # host_unreachable
+    message: NotRequired[str | None]
 
 
 class TeamStatus(TypedDict):
@@ -332,6 +350,7 @@ class TeamStatus(TypedDict):
     resume: ResumeHint | None  # None unless a member's pane is down and the team not shut down
     # a backlog's states counted, what is ready, whether anything more can run
     backlog: NotRequired[dict[str, Any] | None]
+    hosts: NotRequired[dict[str, HostState]]  # only for a team with workers on other hosts
 
 
 class TeamError(TypedDict):
@@ -482,6 +501,24 @@ class ListReply(TypedDict):
     teams: list[ListRow | TeamError]
 
 
+class RemoteTakeDown(TypedDict):
+    """A worker on another host taken down (`omp.team.remote_life.take_down`)."""
+
+    worker: str
+    host: str
+    branch: str
+    closedPane: bool
+    fetched: str | None  # its branch's commit, brought back to the leader's repository
+    checkoutRemoved: bool
+    alreadyGone: NotRequired[bool]  # nothing of it was there any more
+    uncommitted: NotRequired[list[str]]  # why its checkout stayed
+    error: NotRequired[str]  # host_unreachable, uncommitted, git_failed...
+    why: NotRequired[str]
+    left: NotRequired[list[str]]  # what stays on the host
+    paneError: NotRequired[str]
+    mirrorError: NotRequired[str]
+
+
 class ShutdownReply(TypedDict):
     ok: bool
     team: str
@@ -494,6 +531,8 @@ class ShutdownReply(TypedDict):
     skipped: list[dict[str, str]]
     worktrees: NotRequired[list[KeptWorktree]]  # kept for `team merge` (not with --force)
     processesLeft: NotRequired[list[int]]  # pids still alive (another user's, unkillable)
+    remote: NotRequired[list[RemoteTakeDown]]  # workers on other hosts
+    hostsLeft: NotRequired[list[dict[str, Any]]]  # host, why, left: a host that did not answer
 
 
 class RemoveWorkerReply(TypedDict):
@@ -508,6 +547,7 @@ class RemoveWorkerReply(TypedDict):
     cancelled: list[dict[str, Any]]
     workers: list[str]
     worktree: WorktreeRemoval | None  # its worktree, removed unless it holds uncommitted work
+    remote: NotRequired[RemoteTakeDown]  # a worker on another host: what was done there
 
 
 class DeleteReply(TypedDict):
@@ -542,7 +582,9 @@ class ResumedWorker(TypedDict):
     cwd: str | None
     worktree: dict[str, Any] | None  # path, branch, ahead, uncommitted, ...
     missingEnv: list[str]  # variables launch forwarded that this environment lacks
-    inbox: str  # the file it is told to read first
+    inbox: str  # the file it is told to read first (on its host, for a worker on another)
+    host: NotRequired[str]  # a worker on another host: resumed there, in the checkout kept there
+    pane: NotRequired[str]  # its pane id on that host's tmux server
 
 
 class ResumeReply(TypedDict):

@@ -308,11 +308,35 @@ def shutdown(
 
         for s in r["skipped"]:
             out += f"\n  left {inline(str(s['pane']))}: {inline(str(s['why']))}"
+        out += remote_text(r)
         if r.get("worktrees"):
             out += "\n  " + kept_text(r["team"], r["worktrees"])
         return out
 
     run(body, as_json=as_json, human=human)
+
+
+def remote_text(r: dict[str, Any]) -> str:
+    """What shutdown did on other hosts, and what it left on a host that did not answer."""
+    from omp.textsafe import inline
+
+    out = ""
+    for row in r.get("remote") or []:
+        done = [
+            *(["pane closed"] if row.get("closedPane") else []),
+            *(["branch fetched"] if row.get("fetched") else []),
+            *(["checkout removed"] if row.get("checkoutRemoved") else []),
+        ]
+        out += f"\n  {inline(str(row['worker']))}@{inline(str(row['host']))}: "
+        out += ", ".join(done) or "nothing done there"
+        if row.get("why"):
+            out += f"; left: {inline(', '.join(row.get('left') or []))} ({inline(row['why'])})"
+    for h in r.get("hostsLeft") or []:
+        out += (
+            f"\n  host {inline(str(h['host']))} did not answer: left there "
+            f"{inline('; '.join(h['left']))}; run shutdown again once it answers"
+        )
+    return out
 
 
 def kept_text(team: str, kept: list[dict[str, Any]]) -> str:

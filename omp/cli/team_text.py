@@ -152,16 +152,25 @@ def status_text(result: dict[str, Any]) -> str:
         lines.append("  workers:")
         for w in t["workers"]:
             needs = w.get("needsYou")
+            # a worker on another host: `@build1` where a local pane id stands
+            where = f"@{_cell(w['host'])}" if w.get("host") else _cell(w["paneId"])
             lines.append(
-                f"    {_cell(w['name']):<10} pane {_cell(w['paneId']):<5} {w['pane']:<7} "
+                f"    {_cell(w['name']):<10} pane {where:<5} {w['pane']:<7} "
                 f"{_cell(w.get('presence')):<8} {_cell(w.get('status')):<9} "
                 f"unread {w['unread']:<3} last {_cell(w['lastActivity'])}"
                 f"{_tokens_cell(w.get('usage'))}"
                 + (f"  needs you: {_cell(needs.get('what'))}" if needs else "")
+                + ("  host unreachable" if w.get("hostUnreachable") else "")
             )
             ws = w.get("workspace")
             if isinstance(ws, dict) and ws.get("branch"):
                 lines.append(f"      {branch_line(ws, name=False)}")
+        for name, h in (t.get("hosts") or {}).items():
+            if not h.get("reachable"):
+                lines.append(
+                    f"  host {_cell(name)} unreachable: {_cell(h.get('message'))} (its workers "
+                    "may still be working; their mail and tasks go through the store)"
+                )
         spent = _team_tokens(t.get("usage"))
         if spent:
             lines.append(spent)
@@ -372,9 +381,9 @@ def resume_text(r: dict[str, Any]) -> str:
             else "a new session"
         )
         where = f" in {inline(str(w['cwd']))}" if w.get("worktree") else ""
+        pane = w["paneId"] or f"{inline(str(w.get('pane')))}@{inline(str(w.get('host')))}"
         lines.append(
-            f"{inline(w['name'])}: resumed in pane {w['paneId']}{where}, {talk} "
-            f"({inline(str(w['why']))})"
+            f"{inline(w['name'])}: resumed in pane {pane}{where}, {talk} ({inline(str(w['why']))})"
         )
         if w["missingEnv"]:
             lines.append(f"  not in your environment, not passed on: {', '.join(w['missingEnv'])}")
@@ -400,6 +409,17 @@ def remove_text(r: dict[str, Any]) -> str:
         lines.append(f"  its request {_cell(a['taskId'])} to {_cell(a['worker'])}: cancelled")
     workers = ", ".join(_cell(w) for w in r["workers"]) or "none"
     lines.append(f"  workers now: {workers}; its mail and results stay")
+    far = r.get("remote")
+    if isinstance(far, dict):
+        done = [
+            *(["pane closed"] if far.get("closedPane") else []),
+            *(["branch fetched"] if far.get("fetched") else []),
+            *(["checkout removed"] if far.get("checkoutRemoved") else []),
+        ]
+        line = f"  on {_cell(far.get('host'))}: {', '.join(done) or 'nothing done'}"
+        if far.get("why"):
+            line += f"; left {_cell(', '.join(far.get('left') or []))} ({_cell(far['why'])})"
+        lines.append(line)
     tree = r.get("worktree")
     if isinstance(tree, dict):
         how = "removed" if tree.get("removed") else "kept (it holds uncommitted work)"

@@ -113,6 +113,8 @@ def why_unreachable(cfg: TeamConfig) -> str | None:
     path that must say why it could not nudge. One `server_identity` and one `pane_states` call;
     never starts a server.
     """
+    if has_remote(cfg):
+        return _why_unreachable_across_hosts(cfg)
     panes = [p for p in (cfg.pane_of(w) for w in cfg.worker_names) if p]
     ident = tmux_identity(cfg) if panes else None
     if ident is None:
@@ -139,13 +141,37 @@ def why_unreachable(cfg: TeamConfig) -> str | None:
     return "every worker pane is gone (closed or killed)"
 
 
+def _why_unreachable_across_hosts(cfg: TeamConfig) -> str | None:
+    """`why_unreachable` for a team with workers on other hosts: a host that does not answer
+    proves nothing (its workers may work on), so only panes seen dead or gone count."""
+    views = pane_views(cfg)
+    states = [v.state for w, v in views.items() if cfg.pane_of(w) or v.host]
+    if not states or any(s not in ("dead", "gone") for s in states):
+        return None
+    dead, gone = states.count("dead"), states.count("gone")
+    if dead and gone:
+        return f"every worker pane is dead or gone ({dead} dead, {gone} gone)"
+    if dead:
+        return "every worker pane is dead (its agent exited)"
+    return "every worker pane is gone (closed or killed)"
+
+
 class PaneView(NamedTuple):
     """A pane as `status` sees it: a NamedTuple, since `dataclasses` (with `inspect`, ~8 ms)
     would be the costliest import of `omp team status`."""
 
     state: str  # alive | dead | gone | unknown | none (a headless worker: no pane at all)
+    # | unreachable (a worker on another host that did not answer: `omp.mail.remote_panes`)
     dead_status: int | None = None
-    pid: int | None = None  # the pane's process (tmux's pane_pid), when alive
+    pid: int | None = None  # the pane's process (tmux's pane_pid), when alive (on its host)
+    host: str | None = None  # the worker's host, for a worker on another host
+    note: str | None = None  # why its host is unreachable (ssh's words)
+
+
+def has_remote(cfg: TeamConfig) -> bool:
+    """Does the team record a worker on another host? (No ssh, nothing imported: a local team
+    never loads the remote machinery.)"""
+    return any(isinstance(w.get("remote"), dict) for w in cfg.workers)
 
 
 def pane_views(cfg: TeamConfig, *, leader: bool = False) -> dict[str, PaneView]:
@@ -153,8 +179,18 @@ def pane_views(cfg: TeamConfig, *, leader: bool = False) -> dict[str, PaneView]:
     sees it now, checked against the identity in the config.
 
     A pane id that a restarted server handed to someone else reads as `gone`, never `alive`.
-    One tmux call for all panes; no server is started.
+    One tmux call for all panes (and, for workers on other hosts, one over ssh per host and
+    server: `omp.mail.remote_panes`); no server is started.
     """
+    out = _local_views(cfg, leader=leader)
+    if has_remote(cfg):
+        from omp.mail.remote_panes import remote_views
+
+        out.update({w: PaneView(*v) for w, v in remote_views(cfg).items()})
+    return out
+
+
+def _local_views(cfg: TeamConfig, *, leader: bool) -> dict[str, PaneView]:
     panes = {w: cfg.pane_of(w) for w in cfg.worker_names}
     if leader and cfg.pane_of("leader"):
         panes["leader"] = cfg.pane_of("leader")

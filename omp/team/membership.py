@@ -82,6 +82,17 @@ def _pane_state(cfg: TeamConfig, name: str) -> str:
     return view.state if view is not None else "none"
 
 
+LIVE = ("alive", "unknown", "unreachable")  # a pane not proven down (a host that does not answer)
+
+
+def _where(cfg: TeamConfig, name: str) -> str | None:
+    """`%3@build1` for a worker on another host, else its pane id."""
+    remote = (cfg.worker(name) or {}).get("remote")
+    if isinstance(remote, dict):
+        return f"{remote.get('pane')}@{remote.get('host')}"
+    return cfg.pane_of(name)
+
+
 def _close_pane(cfg: TeamConfig, name: str, close: bool) -> tuple[str | None, procs.Ended]:
     """Kill the worker's pane if `close` and it is still the one recorded, and end every process
     the worker started (its pane's tree, and what carries its environment even after a
@@ -118,18 +129,21 @@ def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[st
     if not already:
         require_worker(cfg, name)
         state = _pane_state(cfg, name)
-        if state in ("alive", "unknown") and not force:
+        if state in LIVE and not force:
+            where = _where(cfg, name)
             raise OmpError(
                 "worker_alive",
-                f"{name}'s pane ({cfg.pane_of(name)}) is {state}; stop its agent first, or use "
-                "--force to close the pane",
+                f"{name}'s pane ({where}) is {state}; stop its agent first, or use "
+                "--force to close the pane"
+                + (" (a host that does not answer keeps what is there)" if where else ""),
                 worker=name,
                 pane=cfg.pane_of(name),
             )
-        close = state in ("alive", "unknown")
+        close = state in LIVE
     # Removed already (a removal killed midway): no pane to close, but whatever process of the
     # worker outlived it is still ended.
     killed, ended = _close_pane(cfg, name, close)
+    before = cfg
     now = clock.now()
     with members_locked(team):
         cfg = team_config.load(team)  # fresh, under the lock
@@ -148,6 +162,8 @@ def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[st
                     "launchToken": entry.get("launchToken") or raw.get("launchToken"),
                     # its branch stays, for `omp team merge` (and delete's safety check)
                     **({"workspace": entry["workspace"]} if "workspace" in entry else {}),
+                    # where it ran: a later remove-worker finishes the host's part
+                    **({"remote": entry["remote"]} if "remote" in entry else {}),
                 }
             )
             raw["removedWorkers"] = gone
@@ -160,7 +176,8 @@ def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[st
         actions += _cancel_emitted(cfg, name, now)
     if removed_now:
         history.member(team, name, "removed")
-    tree = _drop_worktree(cfg, name) if removed_now else None
+    far = _remote_part(before, name, raw)
+    tree = _drop_worktree(cfg, name) if removed_now and far is None else None
     return {
         "ok": True,
         "team": cfg.name,
@@ -173,7 +190,26 @@ def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[st
         "cancelled": [a for a in actions if a.get("action") == "cancelled"],
         "workers": [w["name"] for w in raw["workers"] if isinstance(w, dict)],
         "worktree": tree,
+        **({"remote": far} if far is not None else {}),
     }
+
+
+def _remote_part(cfg: TeamConfig, name: str, raw_after: dict[str, Any]) -> dict[str, Any] | None:
+    """A worker on another host: its pane there closed, its branch fetched back, its checkout
+    removed once safe, the host's mirrored config updated (`omp.team.remote_life.remove_one`).
+    None for a local worker (nothing of ssh loaded). Run again on a worker removed already, it
+    finishes what a host that did not answer left."""
+    from omp.mail.panes import has_remote
+
+    gone = raw_after.get("removedWorkers")
+    if not has_remote(cfg) and not any(
+        isinstance(g, dict) and g.get("name") == name and isinstance(g.get("remote"), dict)
+        for g in (gone if isinstance(gone, list) else [])
+    ):
+        return None
+    from omp.team import remote_life
+
+    return remote_life.remove_one(cfg, name, raw_after)
 
 
 def _drop_worktree(cfg: TeamConfig, name: str) -> dict[str, Any] | None:

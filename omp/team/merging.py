@@ -198,10 +198,20 @@ def merge_team(
     results: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = list(left)
     shut = team.shutdown.exists()
+    far = _fetch_remote(cfg, [w for w, _wt, _t in chosen], top)
     for w, wt, task in chosen:
         tid = str(task["id"]) if task else None
         row: dict[str, Any] = {"worker": w, "branch": wt.branch, "taskId": tid}
-        tip = r.resolve(HEADS + wt.branch)
+        got = far.get(w)
+        if got is not None:
+            row["host"] = got["host"]
+            if got.get("error"):
+                # its host did not answer, or the fetch was refused: the leader's copy may be
+                # behind the worker's work, so it is not merged (never a stale half)
+                results.append({**row, "status": "not_fetched", **_fetch_error(got)})
+                continue
+        # a fetched branch moved since the door opened: its place is read afresh
+        tip = r.resolve(HEADS + wt.branch, fresh=got is not None)
         if tip is None:
             skipped.append({**row, "why": "its branch is gone"})
             continue
@@ -212,8 +222,10 @@ def merge_team(
                 _record(cfg, tid, target, r.resolve(HEADS + target), "up_to_date")
             skipped.append({**row, "why": why})
             continue
-        dirty = []
-        if Path(wt.path).is_dir():
+        dirty: list[str] = []
+        if got is not None:  # its checkout is on its host: asked there, never opened here
+            dirty = _remote_dirty(cfg, w)
+        elif Path(wt.path).is_dir():
             try:
                 dirty = r.changes(Path(wt.path)).paths
             except OmpError:
@@ -266,6 +278,51 @@ def merge_team(
     }
     _raise_for(cfg, report, top)
     return report
+
+
+def _fetch_remote(cfg: TeamConfig, workers: list[str], top: Path) -> dict[str, dict[str, Any]]:
+    """The branches of the workers on other hosts brought back first (fast-forward only:
+    `omp.team.remote_life.fetch`); nothing of ssh is loaded for a team without them."""
+    from omp.mail.panes import has_remote
+
+    gone = cfg.raw.get("removedWorkers")
+    if not has_remote(cfg) and not any(
+        isinstance(g, dict) and isinstance(g.get("remote"), dict)
+        for g in (gone if isinstance(gone, list) else [])
+    ):
+        return {}
+    from omp.team import remote_life
+
+    far = remote_life.placements(cfg)
+    return {w: remote_life.fetch(cfg, w, top) for w in workers if w in far}
+
+
+def _fetch_error(got: dict[str, Any]) -> dict[str, Any]:
+    code = str(got.get("error"))
+    why = (
+        f"its branch was not fetched from {got['host']}: {got.get('message')}"
+        if code == "host_unreachable"
+        else f"its branch was not fetched from {got['host']} (refused, nothing overwritten): "
+        f"{got.get('message')}"
+    )
+    return {"error": code, "message": why}
+
+
+def _target_to_host(cfg: TeamConfig, worker: str, target: str) -> None:
+    """A worker on another host rebases there: the target goes there first (best effort: the
+    mail still goes, and says the same commands, if its host does not answer now)."""
+    remote = (cfg.worker(worker) or {}).get("remote")
+    if not isinstance(remote, dict):
+        return
+    from omp.team import remote_life
+
+    remote_life.push_target(cfg, worker, target)
+
+
+def _remote_dirty(cfg: TeamConfig, worker: str) -> list[str]:
+    from omp.team import remote_life
+
+    return remote_life.uncommitted(cfg, worker) or []
 
 
 # refusals that leave everything as it was: raised as they are when nothing happened yet
@@ -375,6 +432,7 @@ def _on_conflict(
     if shut or worker not in cfg.worker_names:
         return False
     tid = str(task["id"]) if task and task.get("status") == "completed" else None
+    _target_to_host(cfg, worker, target)
     if tid is not None:
         tasks.omp_move(
             cfg.paths,
@@ -471,6 +529,7 @@ def _raise_for(cfg: TeamConfig, report: dict[str, Any], top: Path) -> None:
             f"{target} was left where it was. Merged before it: {done}",
             **detail,
         )
+    unfetched = [r for r in results if r["status"] == "not_fetched"]
     errors = [r for r in results if r["status"] == "error"]
     if errors:
         r = errors[0]
@@ -495,5 +554,13 @@ def _raise_for(cfg: TeamConfig, report: dict[str, Any], top: Path) -> None:
         raise OmpError(
             "target_moved",
             f"{r['message']}; merged before: {done}. Run the merge again",
+            **detail,
+        )
+    if unfetched:
+        r = unfetched[0]
+        raise OmpError(
+            str(r["error"]) if r["error"] in ("host_unreachable", "git_failed") else "git_failed",
+            f"{r['worker']} ({r['branch']}): {r['message']}; {target} did not take it. "
+            f"Merged: {done}. Merge it again once its host answers",
             **detail,
         )

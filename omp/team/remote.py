@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from omp.mail import bootstrap
@@ -53,11 +53,6 @@ def project_key(root: Path) -> str:
     real = os.path.realpath(root)
     stem = re.sub(r"[^A-Za-z0-9_-]+", "-", os.path.basename(real)).strip("-")[:40] or "project"
     return f"{stem}-{hashlib.sha256(real.encode()).hexdigest()[:8]}"
-
-
-def project_of(placed: Placed) -> str:
-    """The project key a placement was made under (`root` is `<dir>/<project>/root`)."""
-    return os.path.basename(os.path.dirname(placed.root))
 
 
 def open_worker(
@@ -194,3 +189,107 @@ def remove(host: ssh.Host, project: str, team: str, worker: str, placed: Placed)
     tmux = RemoteTmux(host, placed.socket)
     tmux.kill_session(session_of(team, worker))
     checkout.remove(host, project, worktree=f"{team}/{worker}")
+
+
+# ---- a remote worker's later life: merge, shutdown, removal, resume (omp.team.remote_life) ----
+
+
+def project_of(placed: Placed) -> str:
+    """The project key of the worker's clone on its host (`root` is `<dir>/<project>/root`)."""
+    return PurePosixPath(placed.root).parent.name
+
+
+def fetch_branch(host: ssh.Host, leader_repo: Path, placed: Placed) -> str:
+    """`bring_back` for a recorded worker: its branch into the leader's repository
+    (fast-forward only; a branch that moved on both sides is `git_failed`, never overwritten)."""
+    return bring_back(host, leader_repo, project_of(placed), placed)
+
+
+def uncommitted(host: ssh.Host, placed: Placed) -> list[str] | None:
+    """What the worker's checkout on its host holds uncommitted (`git status --porcelain`
+    there, nothing opened here); None when the checkout is not there (or git cannot tell)."""
+    res = ssh.run(
+        host,
+        ["git", "-C", placed.worktree, "status", "--porcelain", "--untracked-files=all"],
+        check=False,
+    )
+    if res.code != 0:
+        return None
+    return [line[3:] for line in res.out.splitlines() if len(line) > 3]
+
+
+def close(host: ssh.Host, placed: Placed, team: str, worker: str) -> bool:
+    """The worker's session on its host goes (its agent with it); False if it was gone."""
+    return RemoteTmux(host, placed.socket).kill_session(session_of(team, worker))
+
+
+def remove_checkout(host: ssh.Host, placed: Placed, team: str, worker: str) -> None:
+    """The worker's checkout on its host goes (its branch there too): the leader's copy of the
+    branch is what is kept. Call it only once `fetch_branch` brought the branch back."""
+    checkout.remove(host, project_of(placed), worktree=f"{team}/{worker}", branch=placed.branch)
+
+
+_UNMIRROR = """rm -rf -- "$1"
+rmdir -- "$2" 2>/dev/null
+if [ ! -d "$2" ]; then rm -f -- "$3"; fi
+exit 0
+"""
+
+
+def unmirror(host: ssh.Host, placed: Placed, team: str) -> None:
+    """The team's mirrored state on the host goes (its config, the workers' inboxes), and the
+    store's address file with it once no other team of the project is mirrored there."""
+    teams = f"{placed.root}/.omp/state/team"
+    url_file = f"{PurePosixPath(placed.root).parent}/store-url"
+    ssh.run(host, ["sh", "-c", _UNMIRROR, "sh", state_dir(placed.root, team), teams, url_file])
+
+
+def resume_inbox_path(root: str, team: str, worker: str) -> str:
+    return f"{state_dir(root, team)}/workers/{worker}/resume.md"
+
+
+def reopen(
+    host: ssh.Host,
+    placed: Placed,
+    *,
+    team: str,
+    worker: str,
+    config: dict[str, Any],
+    token: str,
+    store_url: str,
+    agent_command: list[str],
+    resume_text: str,
+) -> Placed:
+    """The worker's pane again on its host, in the checkout kept there (`omp team resume`): the
+    team's config mirrored again (the new token fences the earlier generation there too), its
+    resume inbox written, a new session of the worker's name (a dead one closed first) with the
+    same identity variables as `place` gives. The new placement (another pane id)."""
+    root = placed.root
+    base = str(PurePosixPath(root).parent)
+    mirror_config(host, root, team, config)
+    ssh.put_file(host, resume_inbox_path(root, team, worker), resume_text)
+    url_file = f"{base}/store-url"
+    if store_url:  # else the one `place` wrote stays
+        ssh.put_file(host, url_file, store_url + "\n")
+    env = {
+        "OMP_TEAM": team,
+        "OMP_WORKER": worker,
+        "OMP_TEAM_WORKER": "1",
+        "OMP_LAUNCH_TOKEN": token,
+        "OMP_ROOT": root,
+        "OMP_STORE_FILE": url_file,
+        "OMP_COMMAND": host.settings.omp,
+    }
+    tmux = RemoteTmux(host, placed.socket)
+    tmux.kill_session(session_of(team, worker))  # its dead pane, kept by remain-on-exit
+    _, _, pane = tmux.new_session(
+        session_of(team, worker), cwd=placed.worktree, command=agent_command, env=env
+    )
+    tmux.set_pane_option(pane, "remain-on-exit", "on")
+    return placed._replace(pane=pane)
+
+
+def push_target(host: ssh.Host, leader_repo: Path, placed: Placed, target: str) -> None:
+    """The leader's branch `target` onto the worker's host: what it rebases onto after a
+    merge conflict (the conflict mail names it, as for a local worker)."""
+    checkout.push_branch(host, leader_repo, project_of(placed), branch=target)

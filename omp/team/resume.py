@@ -782,13 +782,39 @@ def resume(
     tmux_factory: Callable[..., Tmux] | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    return Resume(
-        cfg,
-        workers,
-        env=env,
-        tmux_factory=tmux_factory,
-        progress=progress,
-        socket=socket,
-        new_session=new_session,
-        ready_timeout=ready_timeout,
-    ).watched()
+    from omp.mail.panes import has_remote
+
+    far: list[str] = []
+    if has_remote(cfg):  # workers on other hosts: each back on its own host
+        from omp.team import remote_resume
+
+        workers, far = remote_resume.split(cfg, workers)
+    out: dict[str, Any] | None = None
+    if workers is None or workers:
+        out = Resume(
+            cfg,
+            workers,
+            env=env,
+            tmux_factory=tmux_factory,
+            progress=progress,
+            socket=socket,
+            new_session=new_session,
+            ready_timeout=ready_timeout,
+        ).watched()
+    if not far:
+        assert out is not None
+        return out
+    if os.path.lexists(cfg.paths.shutdown):
+        Resume(cfg, far).check()  # team_shut_down, as for a local member
+    from omp.team import remote_resume
+
+    def wait(tmux: Tmux, profile: AgentProfile, w: str, pane: str, inbox: Path) -> None:
+        waiter = Resume(cfg, [w], ready_timeout=ready_timeout, progress=progress)
+        waiter.trigger_file = lambda _team, _w: inbox
+        waiter.wait_and_trigger(tmux, cfg.paths, profile, {w: pane})
+
+    done = remote_resume.resume_remote(cfg, far, wait=wait)
+    out = out or {"ok": True, "team": cfg.name, "resumed": [], "skipped": [], "reclaimed": []}
+    out["resumed"] += done["resumed"]
+    out["skipped"] += done["skipped"]
+    return out

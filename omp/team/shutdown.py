@@ -79,6 +79,9 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
     # Every process the team started, whether its pane is still there or not (a worker's agent
     # that setsid'd outlives its pane, its session and its tmux server).
     ended = procs.end_after(close, roots, team_match(cfg))
+    # Workers on other hosts: their panes closed there, their branches fetched back before
+    # their checkouts go; a host that does not answer is said, the rest completes here.
+    far = _remote_part(cfg)
     cleared = tasks.clear_locks(team)
     record = {
         "shutdownAt": clock.iso(),
@@ -86,6 +89,7 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
         "killedSession": bool(closed_session),
         "clearedLocks": cleared,
         "endedProcesses": ended.found,
+        **far,
     }
     fs.write_json_atomic(team.shutdown, record)
     for w in cfg.worker_names:
@@ -95,6 +99,11 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
     # Worktrees and branches are work: they stay for `omp team merge` (delete or prune removes
     # them once merged).
     kept = [{"worker": w, "path": wt.path, "branch": wt.branch} for w, wt, _ in worktrees(cfg.raw)]
+    for row in far.get("remote", []):
+        for k in kept:
+            if k["worker"] == row["worker"]:
+                k["host"] = row["host"]  # its path is on that host
+                k["checkoutRemoved"] = row["checkoutRemoved"]
     _mark_merged(cfg, kept)
     return {
         "ok": True,
@@ -104,6 +113,18 @@ def shutdown(cfg: TeamConfig) -> dict[str, Any]:
         "worktrees": kept,
         **_left(ended),
     }
+
+
+def _remote_part(cfg: TeamConfig) -> dict[str, Any]:
+    """`omp.team.remote_life.shut_down` for a team with workers on other hosts (nothing of ssh
+    is loaded for a local team)."""
+    from omp.mail.panes import has_remote
+
+    if not has_remote(cfg):
+        return {}
+    from omp.team import remote_life
+
+    return remote_life.shut_down(cfg)
 
 
 def _mark_merged(cfg: TeamConfig, kept: list[dict[str, Any]]) -> None:

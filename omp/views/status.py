@@ -62,7 +62,8 @@ def team_status(
         cfg,
         clock.now(),
         names=cfg.worker_names,
-        panes={w: v.state for w, v in views.items() if cfg.pane_of(w)},  # headless: heartbeat
+        # headless: heartbeat alone; a worker on another host: its pane there
+        panes={w: v.state for w, v in views.items() if cfg.pane_of(w) or v.host},
         task_list=task_list,
     )
     from omp.views.usage import usage_columns
@@ -94,6 +95,7 @@ def team_status(
                 # what only a person can answer now (`omp.monitor.attention`), or None
                 "needsYou": needs.get(w) if view.state in ("alive", "unknown") else None,
                 "workspace": branches.get(w) or _shared(info),
+                **_host_fields(view),
             }
         )
     shutdown = (
@@ -132,7 +134,36 @@ def team_status(
         "usage": team_spent,  # the workers' tokens together, and the budgets (percent used)
         # members whose pane died or went with its tmux server: `omp team resume` brings them back
         "resume": {"workers": down, "command": resume_command(cfg)} if down and not shut else None,
+        **_hosts(views),
     }
+
+
+def _host_fields(view: PaneView) -> dict[str, Any]:
+    """A worker on another host: `host`, and `hostUnreachable` (with ssh's words) when its host
+    did not answer (its pane is then `unreachable`: not known gone)."""
+    if view.host is None:
+        return {}
+    out: dict[str, Any] = {"host": view.host}
+    if view.state == "unreachable":
+        out["hostUnreachable"] = True
+        out["hostError"] = view.note
+    return out
+
+
+def _hosts(views: dict[str, PaneView]) -> dict[str, Any]:
+    """`hosts`: each host the team's workers run on, and whether it answered (only for a team
+    with workers on other hosts)."""
+    out: dict[str, dict[str, Any]] = {}
+    for w, v in views.items():
+        if v.host is None:
+            continue
+        row = out.setdefault(v.host, {"workers": [], "reachable": True})
+        row["workers"].append(w)
+        if v.state == "unreachable":
+            row["reachable"] = False
+            row["error"] = "host_unreachable"
+            row["message"] = v.note
+    return {"hosts": out} if out else {}
 
 
 def _needs_you(cfg: TeamConfig) -> dict[str, dict[str, Any]]:
@@ -191,8 +222,9 @@ def _not_running(cfg: TeamConfig, views: dict[str, PaneView], shut: bool) -> str
     not shut down; a team with panes runs while one of them is alive (or tmux did not answer)."""
     if shut:
         return "shut down"
-    states = [v.state for w, v in views.items() if cfg.pane_of(w)]
-    if not states or any(s in ("alive", "unknown") for s in states):
+    states = [v.state for w, v in views.items() if cfg.pane_of(w) or v.host]
+    # a host that does not answer proves nothing: its workers may work on
+    if not states or any(s in ("alive", "unknown", "unreachable") for s in states):
         return None
     if all(s == "gone" for s in states):
         return "every worker pane is gone (or its tmux server is)"

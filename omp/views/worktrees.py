@@ -32,10 +32,32 @@ def target_of(cfg: TeamConfig) -> tuple[Path | None, str | None]:
         return top, None
 
 
+def hosts_of(raw: dict[str, Any]) -> dict[str, str]:
+    """The host of each worker whose worktree is on another host (`workspace.host`), workers
+    taken off the team included: its path is there, never opened here."""
+    out: dict[str, str] = {}
+    for key in ("workers", "removedWorkers"):
+        entries = raw.get(key)
+        for e in entries if isinstance(entries, list) else []:
+            w = e.get("workspace") if isinstance(e, dict) else None
+            host = w.get("host") if isinstance(w, dict) else None
+            if isinstance(host, str) and host and isinstance(e.get("name"), str):
+                out.setdefault(e["name"], host)
+    return out
+
+
 def branch_row(
-    top: Path, worker: str, wt: ws.Worktree, target: str | None, *, removed: bool = False
+    top: Path,
+    worker: str,
+    wt: ws.Worktree,
+    target: str | None,
+    *,
+    removed: bool = False,
+    host: str | None = None,
 ) -> dict[str, Any]:
-    """One worker's branch: head, commits ahead, files, diffstat, uncommitted paths, merged."""
+    """One worker's branch: head, commits ahead, files, diffstat, uncommitted paths, merged.
+    A worker on `host`: its branch as last brought back to the leader's repository, its
+    worktree (on that host) neither looked at nor called missing."""
     from omp.workspace import repo, review
 
     row: dict[str, Any] = {
@@ -44,10 +66,20 @@ def branch_row(
         "path": wt.path,
         "base": wt.base,
         "removed": removed,
-        "worktreeExists": Path(wt.path).is_dir(),
     }
+    if host is None:
+        row["worktreeExists"] = Path(wt.path).is_dir()
+    else:
+        row["host"] = host
     try:
         tip = repo.resolve(top, repo.HEADS + wt.branch)
+        if tip is None and host is not None:
+            return {
+                **row,
+                "head": None,
+                "error": f"branch {wt.branch} has not come back from {host} yet (`team diff` "
+                "and `team merge` fetch it)",
+            }
         if tip is None:
             return {**row, "head": None, "error": f"branch {wt.branch} is gone"}
         onto = repo.HEADS + target if target else None
@@ -56,7 +88,7 @@ def branch_row(
             top,
             tip,
             start,
-            worktree=Path(wt.path) if row["worktreeExists"] else None,
+            worktree=Path(wt.path) if row.get("worktreeExists") else None,
             target=onto,
         )
     except OmpError as exc:
@@ -88,7 +120,10 @@ def rows(cfg: TeamConfig, *, removed: bool = True) -> dict[str, dict[str, Any]]:
             w: {"worker": w, "branch": wt.branch, "path": wt.path, "error": "not a git repository"}
             for w, wt, _gone in items
         }
-    return {w: branch_row(top, w, wt, target, removed=gone) for w, wt, gone in items}
+    hosts = hosts_of(cfg.raw)
+    return {
+        w: branch_row(top, w, wt, target, removed=gone, host=hosts.get(w)) for w, wt, gone in items
+    }
 
 
 def diff(cfg: TeamConfig, worker: str | None = None, *, stat: bool = False) -> dict[str, Any]:
@@ -112,9 +147,14 @@ def diff(cfg: TeamConfig, worker: str | None = None, *, stat: bool = False) -> d
     if items and top is None:
         raise OmpError("not_a_git_repo", f"{cfg.paths.project.root} is not in a git work tree")
     out: list[dict[str, Any]] = []
+    hosts = hosts_of(cfg.raw)
+    fetched = _fetch(cfg, [w for w, _wt, _g in items if w in hosts], top) if hosts else {}
     for w, wt, gone in items:
         assert top is not None
-        row = branch_row(top, w, wt, target, removed=gone)
+        row = branch_row(top, w, wt, target, removed=gone, host=hosts.get(w))
+        if fetched.get(w, {}).get("error"):
+            got = fetched[w]
+            row["fetchError"] = {"error": got["error"], "message": got.get("message")}
         if row.get("head"):
             text = review.diff_text(top, row["since"], row["head"], stat=stat)
             if len(text) > MAX_DIFF:
@@ -122,3 +162,14 @@ def diff(cfg: TeamConfig, worker: str | None = None, *, stat: bool = False) -> d
             row["diff"] = text
         out.append(row)
     return {"ok": True, "team": cfg.name, "target": target, "stat": stat, "workers": out}
+
+
+def _fetch(cfg: TeamConfig, workers: list[str], top: Path | None) -> dict[str, dict[str, Any]]:
+    """The branches of workers on other hosts brought back first (fast-forward only): a diff
+    shows their work as it is there now; a host that does not answer, or a refused fetch, is
+    said on its row (`fetchError`), the copy here shown as it was."""
+    if top is None or not workers:
+        return {}
+    from omp.team import remote_life
+
+    return {w: remote_life.fetch(cfg, w, top) for w in workers}

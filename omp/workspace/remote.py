@@ -122,3 +122,15 @@ def remove(host: ssh.Host, project: str, *, worktree: str, branch: str | None = 
     base = prepare(host, project)
     path = f"{base}/worktrees/{worktree}"
     ssh.run(host, ["sh", "-c", _REMOVE, "sh", base, path, branch or ""])
+
+
+def push_branch(host: ssh.Host, leader_repo: Path, project: str, *, branch: str) -> None:
+    """The leader's `branch` onto `host` under the same name, replacing what was there (the
+    host's copy of a leader's branch is only a mirror): what a worker rebases onto there after
+    a merge conflict (`omp team merge` mails it `git rebase <target>`)."""
+    base = prepare(host, project)
+    git(
+        leader_repo,
+        "push", "-q", "--force", _url(host, base), f"refs/heads/{branch}:refs/heads/{branch}",
+        env=_env(host), timeout=600,
+    )  # fmt: skip
