@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from omp.agents import AgentProfile
 
 CAPTURE_LINES = 40
+MAX_HOST_THREADS = 8  # hosts looked at side by side in a scan
 RACY_SECONDS = 1.5  # a stat key newer than this is not trusted for caching (coarse mtimes)
 
 
@@ -477,17 +478,34 @@ class Monitor:
         self, teams: list[_Team], looks: dict[str, _Look], report: ScanReport, now: float
     ) -> None:
         """The panes of the teams' workers on other hosts: one `list-panes` per host's server
-        (`omp.monitor.remote.look_group`), none for a host that is backing off."""
+        (`omp.monitor.remote.look_group`), none for a host that is backing off. Hosts are
+        looked at side by side: one that hangs until its timeout does not add to the others'
+        (a scan must stay well inside the owner lock's stale interval)."""
         groups = rmt.groups_of([(t.name, t.cfg.raw) for t in teams if _remote_team(t.cfg)])
+        by_host: dict[str, list[rmt.Group]] = {}
         for group in groups.values():
-            out = rmt.look_group(
-                group, self._remote_adapter(group), self.reach, now, self.iv.scan,
-                self._remote_missing,
-            )  # fmt: skip
+            by_host.setdefault(group.host.name, []).append(group)
+
+        def look(host_groups: list[rmt.Group]) -> list[rmt.Outcome]:
+            # one host's groups in turn: its outage, once seen, spares its other servers a try
+            step, missing = self.iv.scan, self._remote_missing
+            return [
+                rmt.look_group(g, self._remote_adapter(g), self.reach, now, step, missing)
+                for g in host_groups
+            ]
+
+        if len(by_host) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(len(by_host), MAX_HOST_THREADS)) as pool:
+                results = list(pool.map(look, by_host.values()))
+        else:
+            results = [look(gs) for gs in by_host.values()]
+        for out in (o for outs in results for o in outs):
             report.remote_calls += out.calls
             report.diagnostics.extend(out.diagnostics)
-            for (team, worker), look in out.looks.items():
-                looks[team].remote[worker] = look
+            for (team, worker), seen in out.looks.items():
+                looks[team].remote[worker] = seen
             for kind, fields in out.events:
                 ctl.log_event(self.paths, kind, now=self.clock(), token=self.token, **fields)
 

@@ -391,3 +391,20 @@ def test_remote_panes_parse_with_their_session_and_server() -> None:
         "%3", True, "omp-t-w", 999,
     )  # fmt: skip
     assert pane.identity().socket_path == "/s" and pane.activity == 1700000000.0
+
+
+def test_hosts_are_looked_at_side_by_side(rworld: RWorld) -> None:
+    """A host that hangs until its timeout does not add to the others' time: each listing here
+    waits until the other host's has started (a scan in turn would break the barrier)."""
+    import threading
+
+    both = threading.Barrier(2, timeout=10)
+    for h in rworld.hosts.values():
+
+        def listing(own: Callable[[], Any] = h.remote_panes) -> Any:
+            both.wait()
+            return own()
+
+        h.remote_panes = listing  # type: ignore[method-assign]
+    report = rworld.monitor().scan()
+    assert report.diagnostics == [] and report.teams[0]["remotePanes"] == 3
