@@ -79,8 +79,11 @@ def test_the_monitor_nudges_a_remote_pane_and_outlives_its_host_dropping_off(
     raw = dict(team_config.load(team).raw, launchToken=token, agent="demo")
     team_config.write(team, raw)
     host = sshd.host(dir=f".omp-remote-{secrets.token_hex(3)}")
+    # the host's user (and its tmux servers, one per project) is shared with other checkouts'
+    # tests running at the same time: a project name of this test's own
+    project = f"m{secrets.token_hex(3)}"
     placed = remote.place(
-        host, leader_repo=repo, project="p1", team="t", worker="worker-1", task_id="1",
+        host, leader_repo=repo, project=project, team="t", worker="worker-1", task_id="1",
         description="write one line", teammates=[], config=raw, token=token,
         start=g(repo, "rev-parse", "HEAD"), store_url=url,
         agent_command=[host.settings.omp, "demo-agent"],
@@ -149,5 +152,5 @@ def test_the_monitor_nudges_a_remote_pane_and_outlives_its_host_dropping_off(
         if sshd.proc is None:
             sshd.start()
         tmux.kill_server()
-        remote.remove(host, "p1", "t", "worker-1", placed)
+        remote.remove(host, project, "t", "worker-1", placed)
         ssh.stop_master(host)
