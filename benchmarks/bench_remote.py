@@ -9,7 +9,11 @@ without a network; add the link's round trip per call for a real host.
 
 (a) one tmux command (`list-panes -a`): local; over the master; over a new connection each time;
 (b) the monitor's scan of 16 panes on that host: `capture_many` in one call over the master;
-(c) starting the master (the first call to a host).
+(c) starting the master (the first call to a host);
+(d) the monitor's whole scan (`omp.monitor.loop.Monitor.scan`) of a team whose 16 workers run on
+    that host: the first (one `list-panes` and one `capture_many` over the master, every screen
+    judged, presence written), a steady one (one `list-panes`: screens unchanged are not captured
+    again), and one while the host does not answer and is backing off (no ssh call at all).
 """
 
 from __future__ import annotations
@@ -44,6 +48,76 @@ def timed(fn: Callable[[], object], runs: int) -> float:
 
 def ms(s: float) -> str:
     return f"{s * 1000:.1f} ms"
+
+
+def monitor_rows(host: ssh.Host, sock: str, runs: int) -> list[tuple[str, str]]:
+    """(d): a remote-only team of PANES demo-less workers (`cat` panes), each in its own session
+    as `omp.team.remote.place` makes them, watched by a real `Monitor` over the host's master."""
+    import tempfile
+
+    from omp.errors import OmpError
+    from omp.monitor.loop import Monitor
+    from omp.monitor.policy import Intervals
+    from omp.record import config as team_config
+    from omp.record.placement import Placed, hosts_json, session_of
+    from tests.helpers import make_project, make_team
+
+    rows: list[tuple[str, str]] = []
+    remote = RemoteTmux(host, sock)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = make_project(Path(tmp) / "proj")
+        tp = make_team(root, "b", PANES, task="bench")
+        raw = team_config.load(tp).raw
+        for w in raw["workers"]:
+            _, _, pane = remote.new_session(session_of("b", w["name"]), cwd="/tmp", command=["cat"])
+            w["paneId"] = None
+            w["remote"] = Placed(host.name, "/tmp", "/tmp", "b", sock, pane).to_config()
+        raw.update(agent="demo", hosts=hosts_json({host.name: host}))
+        team_config.write(tp, raw)
+        iv = Intervals(scan=5.0)
+
+        def first() -> None:
+            report = Monitor(root, "bench", intervals=iv).scan()
+            assert report.teams[0].get("remotePanes") == PANES, report
+            assert report.captures == PANES and report.remote_calls == 2, report
+
+        rows.append(
+            (f"d | a monitor scan, {PANES} remote panes: the first", ms(timed(first, runs)))
+        )
+        mon = Monitor(root, "bench", intervals=iv)
+        # tmux stamps activity in whole seconds: a screen captured in its window's last
+        # active second is captured again (loop.Monitor._seen); steady means later than that
+        time.sleep(1.1)
+        mon.scan()
+
+        def steady() -> None:
+            report = mon.scan()
+            assert report.captures == 0 and report.remote_calls == 1, report
+
+        rows.append(
+            (
+                f"d | a monitor scan, {PANES} remote panes: steady (one call)",
+                ms(timed(steady, runs)),
+            )
+        )
+
+        class Down:
+            def remote_panes(self) -> None:
+                raise OmpError("host_unreachable", "down")
+
+        slow = Intervals(scan=60.0)  # the next try is a minute away: every timed scan backs off
+        mon = Monitor(root, "bench", intervals=slow, remote_factory=lambda h, s: Down())  # type: ignore[arg-type,return-value]
+        mon.scan()  # the outage starts: the next try is a scan interval away
+
+        def away() -> None:
+            report = mon.scan()
+            assert report.remote_calls == 0 and report.live_teams == 1, report
+
+        rows.append(
+            (f"d | a monitor scan, {PANES} remote panes, host backing off", ms(timed(away, runs)))
+        )
+    remote.kill_server()
+    return rows
 
 
 def main() -> None:
@@ -99,6 +173,7 @@ def main() -> None:
             scan = timed(lambda: remote.capture_many(panes), runs)
             rows.append((f"b | capture {PANES} remote panes, one call over the master", ms(scan)))
             remote.kill_server()
+            rows += monitor_rows(host, sock, runs)
     finally:
         local.kill_server()
         mp.undo()

@@ -212,7 +212,8 @@ def watched_teams(
     problems: list[str] | None = None,
 ) -> Iterator[tuple[TeamPaths, dict[str, Any]]]:
     """(team, parsed config) of each team a monitor could watch: not shut down, with a tmux
-    identity and a worker pane id. The one discovery, for starting a monitor and for its scans.
+    identity and a worker pane id, or a worker on another host (`has_targets`). The one
+    discovery, for starting a monitor and for its scans.
 
     Files only, read-only, never raises for a team or the listing: what could not be read is
     skipped, and said in `problems` if given. `read` reads a config (the monitor's is cached).
@@ -247,14 +248,25 @@ def watchable_teams(paths: StatePaths) -> list[str]:
     return [team.name for team, _ in watched_teams(paths)]
 
 
+def has_ident(raw: Any) -> bool:
+    """Does the config name the team's tmux server here (`tmuxIdentity`)?"""
+    ident = raw.get("tmuxIdentity") if isinstance(raw, dict) else None
+    return (
+        isinstance(ident, dict) and bool(ident.get("socketPath")) and bool(ident.get("serverPid"))
+    )
+
+
 def has_targets(raw: Any) -> bool:
+    """A pane to watch: a worker's pane on the team's tmux server here, or a worker on another
+    host (`omp.record.placement`: its pane is watched over ssh, whatever the leader's is)."""
     if not isinstance(raw, dict):
         return False
-    ident = raw.get("tmuxIdentity")
-    if not isinstance(ident, dict) or not ident.get("socketPath") or not ident.get("serverPid"):
-        return False
     workers = raw.get("workers")
-    return isinstance(workers, list) and any(
+    if not isinstance(workers, list):
+        return False
+    if any(isinstance(w, dict) and isinstance(w.get("remote"), dict) for w in workers):
+        return True
+    return has_ident(raw) and any(
         isinstance(w, dict) and isinstance(w.get("paneId"), str) and w["paneId"].startswith("%")
         for w in workers
     )

@@ -49,19 +49,22 @@ from omp.mail import delivery
 from omp.mail.mailbox import Mailbox
 from omp.monitor import ctl as ctl
 from omp.monitor import policy as policy
+from omp.monitor import remote as rmt
 from omp.monitor.trackers import Trackers
 from omp.record.config import TeamConfig
+from omp.record.placement import hosts_of, placed_of
 from omp.store import fs
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths
 from omp.tasks.tasks import TERMINAL
-from omp.tmux.identity import TmuxIdentity
+from omp.tmux.identity import PaneIdentity, TmuxIdentity
+from omp.tmux.ssh import Host
 
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
-    from omp.tmux import PaneIdentity
 
 CAPTURE_LINES = 40
+MAX_HOST_THREADS = 8  # hosts looked at side by side in a scan
 RACY_SECONDS = 1.5  # a stat key newer than this is not trusted for caching (coarse mtimes)
 
 
@@ -105,6 +108,13 @@ class Adapter(Protocol):
 
 
 AdapterFactory = Callable[[str], Adapter]
+RemoteFactory = Callable[[Host, str], "RemoteAdapter"]
+
+
+class RemoteAdapter(Adapter, rmt.RemoteAdapter, Protocol):
+    """A host's tmux server: the monitor's `Adapter` plus the one-call pane listing."""
+
+
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
 StopCheck = Callable[[], str | None]
@@ -119,10 +129,30 @@ def _nudged_members(cfg: TeamConfig) -> list[str]:
     return names
 
 
+def _is_remote(cfg: TeamConfig, worker: str) -> bool:
+    return placed_of(cfg.worker(worker)) is not None
+
+
+def _remote_team(cfg: TeamConfig) -> bool:
+    workers = cfg.raw.get("workers")
+    return isinstance(workers, list) and any(
+        isinstance(w, dict) and w.get("remote") for w in workers
+    )
+
+
+def _adapter_of(it: _Pane) -> Adapter:
+    assert it.adapter is not None
+    return it.adapter
+
+
 def tmux_adapter(socket_path: str) -> Adapter:
     from omp.mail.typein import TypingTmux
 
     return TypingTmux(socket_path=socket_path)
+
+
+def ssh_adapter(host: Host, socket_name: str) -> RemoteAdapter:
+    return rmt.RemoteTyping(host, socket_name)
 
 
 # ---- one scan -------------------------------------------------------------------------------
@@ -131,7 +161,7 @@ def tmux_adapter(socket_path: str) -> Adapter:
 @dataclass
 class _Team:
     cfg: TeamConfig
-    ident: TmuxIdentity
+    ident: TmuxIdentity | None  # None: no pane here (every worker on other hosts)
     gen: str
 
     @property
@@ -140,7 +170,20 @@ class _Team:
 
     @property
     def socket(self) -> str:
-        return str(self.ident.socket_path)
+        return str(self.ident.socket_path) if self.ident else ""
+
+
+@dataclass
+class _Look:
+    """What one scan saw of a team's panes, here and on other hosts."""
+
+    # pane id -> state on the local server; None: not looked at this scan (a tmux miss, the
+    # server missing once, or no server of the team's here)
+    local: Mapping[str, PaneLike | None] | None = None
+    adapter: Adapter | None = None  # the local server's, when it answers as recorded
+    why: str = ""  # why the local panes were not looked at ("tmux server gone")
+    server_gone: bool = False  # missing two scans in a row: every local pane is gone
+    remote: dict[str, rmt.Look] = field(default_factory=dict)  # worker -> its pane's look
 
 
 @dataclass
@@ -148,6 +191,7 @@ class ScanReport:
     live_teams: int = 0
     teams: list[dict[str, Any]] = field(default_factory=list)
     captures: int = 0
+    remote_calls: int = 0  # ssh calls of the scan's looks and captures (not typing)
     sent: list[dict[str, Any]] = field(default_factory=list)
     diagnostics: list[str] = field(default_factory=list)
     active_loops: list[str] = field(default_factory=list)
@@ -175,6 +219,10 @@ class _Pane:
     # The nudge record `obs.covered` was judged on: a different one under the pane's lock means
     # a nudge was typed since (`delivery.Due`), and ours is not.
     record: delivery.Record | None = None
+    adapter: Adapter | None = None  # the pane's server (here, or a host's over ssh)
+    key: str = ""  # that server's key (a local socket's path, or `remote.group_key`)
+    expected: PaneIdentity | None = None  # a remote pane's identity as the scan read it
+    label: str = ""  # how diagnostics name the server ("tmux <socket>", "host <name>")
 
 
 def _stat_key(path: Path, wall: float) -> tuple[int, int, int] | None:
@@ -201,6 +249,7 @@ class Monitor:
         intervals: policy.Intervals | None = None,
         wall: Clock = time.time,
         stop: StopCheck = lambda: None,
+        remote_factory: RemoteFactory = ssh_adapter,
     ) -> None:
         self.paths = StatePaths(root)
         self.stop = stop  # a signal received: long work (reading records) ends at once
@@ -208,7 +257,11 @@ class Monitor:
         self.clock = clock
         self.wall = wall  # real time, compared with tmux's own activity stamps
         self.adapter_factory = adapter_factory
+        self.remote_factory = remote_factory
         self.iv = intervals or policy.Intervals.from_env()
+        self.reach = rmt.Reach(self.iv.host_grace, self.iv.host_backoff)
+        self._remote_adapters: dict[str, RemoteAdapter] = {}
+        self._remote_missing: dict[str, int] = {}  # group key -> scans in a row without server
         self.lock_dir = self.paths.tmux_locks
         self.scans = 0
         self.nudges_sent = 0
@@ -242,8 +295,9 @@ class Monitor:
             self.paths, read=lambda team: self._config(team, wall), problems=report.diagnostics
         ):
             cfg = TeamConfig(team, raw)
-            ident = TmuxIdentity.from_config(raw["tmuxIdentity"])
-            if ident is not None:
+            # None: no tmux server of the team's here (every worker runs on another host)
+            ident = TmuxIdentity.from_config(raw["tmuxIdentity"]) if ctl.has_ident(raw) else None
+            if ident is not None or _remote_team(cfg):
                 out.append(_Team(cfg, ident, policy.generation(raw)))
         return out
 
@@ -289,25 +343,60 @@ class Monitor:
         self._profile_error = None
         now = self.clock()
         report.active_loops = modes.active_loops(self.paths)
+        teams = self._teams(report)
+        looks = {t.name: _Look() for t in teams}
         by_socket: dict[str, list[_Team]] = {}
-        for t in self._teams(report):
-            by_socket.setdefault(t.socket, []).append(t)
+        for t in teams:
+            if t.ident is not None:
+                by_socket.setdefault(t.socket, []).append(t)
+        for socket, group in by_socket.items():
+
+            def here(socket: str = socket, group: list[_Team] = group) -> None:
+                self._look_here(socket, group, looks, report)
+
+            self._guarded(f"tmux {socket}", report, here)
+        self._guarded("hosts", report, lambda: self._look_hosts(teams, looks, report, now))
         seen: set[str] = set()
-        for socket, teams in by_socket.items():
+        items: list[_Pane] = []
+        passed: list[_Team] = []
+        for t in teams:
+
+            def one(t: _Team = t) -> None:
+                found = self._team_pass(t, looks[t.name], report, seen)
+                if found is not None:
+                    items.extend(found)
+                    passed.append(t)
+
+            self._guarded(f"team {t.name}", report, one)
+        if items:
+            self._guarded("panes", report, lambda: self._work(items, report, now))
+        for t in passed:
+            if not self._complete(t, looks[t.name]):
+                continue  # a pane not seen this scan keeps its "needs you" entry
+            live_workers = {it.worker for it in items if it.team is t}
             try:
-                self._scan_server(socket, teams, report, now, seen)
-            except OmpError as exc:
-                if exc.code == "unsafe_path" and str(self.paths.monitor) in exc.message:
-                    raise  # our own directory is not safe to write: stop, do not work around it
-                report.diagnostics.append(f"tmux {socket}: {_why(exc)}")
+                from omp.monitor import attention
+
+                attention.prune(t.cfg, live_workers)
             except Exception as exc:
-                report.diagnostics.append(f"tmux {socket}: {_why(exc)}")
+                report.diagnostics.append(f"team {t.name}: attention: {_why(exc)}")
         if self._profile_error:
             report.diagnostics.append(f"agent profiles: {self._profile_error}")
         self._maybe_compact(now, seen, report)
         self.deliver_notifications(report)
         self.last_report = report
         return report
+
+    def _guarded(self, what: str, report: ScanReport, fn: Callable[[], None]) -> None:
+        """Run one part of a scan; what fails is said, and the rest of the scan goes on."""
+        try:
+            fn()
+        except OmpError as exc:
+            if exc.code == "unsafe_path" and str(self.paths.monitor) in exc.message:
+                raise  # our own directory is not safe to write: stop, do not work around it
+            report.diagnostics.append(f"{what}: {_why(exc)}")
+        except Exception as exc:
+            report.diagnostics.append(f"{what}: {_why(exc)}")
 
     def deliver_notifications(self, report: ScanReport | None = None) -> None:
         """Run the notify command for what was queued (`omp.notify`); never the monitor's end."""
@@ -338,9 +427,12 @@ class Monitor:
         except Exception as exc:
             report.diagnostics.append(f"team {t.name}: notify: {_why(exc)}")
 
-    def _scan_server(
-        self, socket: str, teams: list[_Team], report: ScanReport, now: float, seen: set[str]
+    # -- looking at the panes ---------------------------------------------------------------
+
+    def _look_here(
+        self, socket: str, teams: list[_Team], looks: dict[str, _Look], report: ScanReport
     ) -> None:
+        """The local server of `teams`: one `server_identity`, one `pane_states`."""
         adapter = self._adapter(socket)
         try:
             server = adapter.server_identity()
@@ -349,14 +441,15 @@ class Monitor:
             return
         live: list[_Team] = []
         for t in teams:
+            assert t.ident is not None
             if not t.ident.same_server(server):
-                report.teams.append({"team": t.name, "live": False, "why": "tmux server gone"})
+                look = looks[t.name]
+                look.why = "tmux server gone"
                 # Every pane went with its server, but a sweep cannot be undone: act only when
                 # two scans in a row found it gone.
                 self._server_gone[t.name] = self._server_gone.get(t.name, 0) + 1
                 if self._server_gone[t.name] >= 2:
-                    self._presence_and_sweep(t, {}, report)
-                    self._emit(t, "gone", f"team {t.name} is gone: its tmux server is gone", report)
+                    look.local, look.server_gone = {}, True
             else:
                 self._server_gone.pop(t.name, None)
                 live.append(t)
@@ -364,6 +457,8 @@ class Monitor:
         # the leader's pane too, for its usage (its session found from its processes)
         wanted += [p for t in live if (p := t.cfg.pane_of(LEADER)) and p not in wanted]
         if not wanted:
+            for t in live:  # no pane here to look at (its workers run on other hosts)
+                looks[t.name].local, looks[t.name].adapter = {}, adapter
             return
         try:
             states = adapter.pane_states(wanted)
@@ -371,116 +466,250 @@ class Monitor:
             report.diagnostics.append(f"tmux {socket}: {_why(exc)}")
             return
         for t in live:
-            self._presence_and_sweep(t, states, report)
-            self._usage(t, states, report)
+            looks[t.name].local, looks[t.name].adapter = states, adapter
+
+    def _remote_adapter(self, group: rmt.Group) -> RemoteAdapter:
+        ad = self._remote_adapters.get(group.key)
+        if ad is None:
+            ad = self._remote_adapters[group.key] = self.remote_factory(group.host, group.socket)
+        return ad
+
+    def _look_hosts(
+        self, teams: list[_Team], looks: dict[str, _Look], report: ScanReport, now: float
+    ) -> None:
+        """The panes of the teams' workers on other hosts: one `list-panes` per host's server
+        (`omp.monitor.remote.look_group`), none for a host that is backing off. Hosts are
+        looked at side by side: one that hangs until its timeout does not add to the others'
+        (a scan must stay well inside the owner lock's stale interval)."""
+        groups = rmt.groups_of([(t.name, t.cfg.raw) for t in teams if _remote_team(t.cfg)])
+        by_host: dict[str, list[rmt.Group]] = {}
+        for group in groups.values():
+            by_host.setdefault(group.host.name, []).append(group)
+
+        def look(host_groups: list[rmt.Group]) -> list[rmt.Outcome]:
+            # one host's groups in turn: its outage, once seen, spares its other servers a try
+            step, missing = self.iv.scan, self._remote_missing
+            return [
+                rmt.look_group(g, self._remote_adapter(g), self.reach, now, step, missing)
+                for g in host_groups
+            ]
+
+        if len(by_host) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(len(by_host), MAX_HOST_THREADS)) as pool:
+                results = list(pool.map(look, by_host.values()))
+        else:
+            results = [look(gs) for gs in by_host.values()]
+        for out in (o for outs in results for o in outs):
+            report.remote_calls += out.calls
+            report.diagnostics.extend(out.diagnostics)
+            for (team, worker), seen in out.looks.items():
+                looks[team].remote[worker] = seen
+            for kind, fields in out.events:
+                ctl.log_event(self.paths, kind, now=self.clock(), token=self.token, **fields)
+
+    def _complete(self, t: _Team, look: _Look) -> bool:
+        """Was every pane of the team looked at this scan?"""
+        local = any(t.cfg.pane_of(w) for w in t.cfg.worker_names)
+        if local and look.local is None:
+            return False
+        return all(r.kind != "unknown" for r in look.remote.values())
+
+    def _team_pass(
+        self, t: _Team, look: _Look, report: ScanReport, seen: set[str]
+    ) -> list[_Pane] | None:
+        """Presence, sweep, usage, the backlog and the watched panes of one team; None when
+        nothing of it could be looked at this scan."""
+        if not look.remote:  # a team here only: as it always was
+            if look.why:
+                report.teams.append({"team": t.name, "live": False, "why": look.why})
+            if look.server_gone:
+                self._presence_and_sweep(t, {}, look, report)
+                self._emit(t, "gone", f"team {t.name} is gone: its tmux server is gone", report)
+            if look.local is None or look.server_gone:
+                return None
+        self._presence_and_sweep(t, look.local, look, report)
+        if look.local is not None and not look.server_gone:
+            self._usage(t, look.local, report)
+        panes: list[_Pane] = []
+        if look.local is not None and look.adapter is not None and not look.server_gone:
+            panes += [
+                self._here(t, w, pane, st, look.adapter)
+                for w, pane, st in self._live_panes(t, look.local)
+            ]
+        panes += self._there(t, look)
+        waiting = sorted({r.placed.host for r in look.remote.values() if r.kind == "unknown"})
+        entry: dict[str, Any] = {
+            "team": t.name,
+            "live": bool(panes or waiting),
+            "panes": len(panes),
+        }
+        if look.remote:
+            entry["remotePanes"] = sum(1 for it in panes if it.expected is not None)
+        if waiting:
+            entry["waitingFor"] = waiting  # hosts not answering, or not looked at this scan
+        if not panes and not waiting:
+            entry["why"] = look.why or "no live worker pane"
+        report.teams.append(entry)
+        if not panes:
+            if waiting:
+                report.live_teams += 1  # its hosts may answer again: keep watching
+                return []
+            self._paneless[t.name] = self._paneless.get(t.name, 0) + 1
+            if self._paneless[t.name] >= 2:  # two scans in a row: not a tmux hiccup
+                self._emit(t, "gone", f"team {t.name} is gone: no worker pane is alive", report)
+            return []
+        self._paneless.pop(t.name, None)
+        report.live_teams += 1
+        if self._complete(t, look):  # a worker not seen this scan is not handed work
+            self._backlog(t, [it.worker for it in panes if it.worker != LEADER], report)
+        self._maybe_all_done(t, report)
+        try:
+            gate = bool(report.active_loops) and not self._all_done(t.cfg.paths)
+        except Exception as exc:  # unreadable tasks: no idle prompts, mail still watched
+            report.diagnostics.append(f"team {t.name}: tasks: {_why(exc)}")
+            gate = False
+        held = self._held(t, report) if gate else set()
         items: list[_Pane] = []
-        for t in live:
-            panes = self._live_panes(t, states)
-            report.teams.append(
-                {"team": t.name, "live": bool(panes), "panes": len(panes)}
-                | ({} if panes else {"why": "no live worker pane"})
-            )
-            if not panes:
-                self._paneless[t.name] = self._paneless.get(t.name, 0) + 1
-                if self._paneless[t.name] >= 2:  # two scans in a row: not a tmux hiccup
-                    self._emit(t, "gone", f"team {t.name} is gone: no worker pane is alive", report)
-                continue
-            self._paneless.pop(t.name, None)
-            report.live_teams += 1
-            self._backlog(t, [w for w, _, _ in panes if w != LEADER], report)
-            self._maybe_all_done(t, report)
+        for it in panes:
+            worker = it.worker
+            seen.add(it.tid)
             try:
-                gate = bool(report.active_loops) and not self._all_done(t.cfg.paths)
-            except Exception as exc:  # unreadable tasks: no idle prompts, mail still watched
-                report.diagnostics.append(f"team {t.name}: tasks: {_why(exc)}")
-                gate = False
-            held = self._held(t, report) if gate else set()
-            omp = team_command(t.cfg.raw)
-            for worker, pane, st in panes:
-                tid = policy.target_id(t.name, t.gen, pane, t.cfg.tmux or {})
-                seen.add(tid)
-                try:
-                    unread = self._unread(t.cfg.paths, worker)
-                except Exception as exc:
-                    report.diagnostics.append(f"team {t.name} {worker}: {_why(exc)}")
-                    continue
-                record = delivery.read_record(t.cfg, worker) if unread.count else None
-                covered = delivery.covered_since(record, unread.newest_at) if unread.count else None
-                # The leader gets its mail nudged, never an idle prompt; nor does a worker
-                # whose token budget (or its team's) was crossed in this loop.
-                prompts = gate and worker != LEADER and worker not in held
-                obs = policy.Observation(t.name, worker, unread, None, prompts, omp, covered)
-                items.append(_Pane(t, worker, pane, st, tid, obs, record))
-        if not items:
-            return
+                unread = self._unread(t.cfg.paths, worker)
+            except Exception as exc:
+                report.diagnostics.append(f"team {t.name} {worker}: {_why(exc)}")
+                continue
+            record = delivery.read_record(t.cfg, worker) if unread.count else None
+            covered = delivery.covered_since(record, unread.newest_at) if unread.count else None
+            # The leader gets its mail nudged, never an idle prompt; nor does a worker
+            # whose token budget (or its team's) was crossed in this loop.
+            prompts = gate and worker != LEADER and worker not in held
+            # a worker on another host types the omp of its host (`[hosts.<name>] omp`)
+            omp = it.obs.omp
+            it.obs = policy.Observation(t.name, worker, unread, None, prompts, omp, covered)
+            it.record = record
+            items.append(it)
+        return items
+
+    def _here(self, t: _Team, worker: str, pane: str, st: PaneLike, adapter: Adapter) -> _Pane:
+        tid = policy.target_id(t.name, t.gen, pane, t.cfg.tmux or {})
+        obs = policy.Observation(
+            t.name, worker, policy.Unread(), None, False, team_command(t.cfg.raw)
+        )
+        return _Pane(
+            t, worker, pane, st, tid, obs, None, adapter, t.socket, None, f"tmux {t.socket}"
+        )
+
+    def _there(self, t: _Team, look: _Look) -> list[_Pane]:
+        """The team's live panes on other hosts."""
+        if not look.remote:
+            return []
+        hosts = hosts_of(t.cfg.raw)
+        out: list[_Pane] = []
+        for worker, r in sorted(look.remote.items()):
+            if r.kind != "pane" or r.pane is None or r.pane.dead:
+                continue
+            host = hosts.get(r.placed.host) or Host(r.placed.host)
+            group = rmt.Group(host, r.placed.socket, r.key)
+            tid = policy.target_id(
+                t.name, t.gen, r.placed.pane, {**r.pane.ident_json(), "socketPath": r.key}
+            )
+            obs = policy.Observation(
+                t.name, worker, policy.Unread(), None, False, host.settings.omp
+            )
+            out.append(
+                _Pane(
+                    t, worker, r.placed.pane, r.pane, tid, obs,
+                    adapter=self._remote_adapter(group), key=r.key,
+                    expected=r.pane.identity(), label=f"host {host.name}",
+                )
+            )  # fmt: skip
+        return out
+
+    def _work(self, items: list[_Pane], report: ScanReport, now: float) -> None:
+        """Judge the watched panes: screens captured (one `capture_many` per server), "needs
+        you" read from them, then nudges and idle prompts decided and typed."""
         self.trackers.ensure_dir()
+        by_key: dict[str, list[_Pane]] = {}
+        for it in items:
+            by_key.setdefault(it.key, []).append(it)
         # Screens the policy may need (judged on what this process last knew of each tracker;
         # the locked pass below re-reads the truth and captures whatever is still missing).
         # Every worker's screen is judged each scan (needs it a person?); one that cannot have
         # changed since its last capture is not captured again.
-        self._capture_all(
-            adapter,
-            [
+        for group in by_key.values():
+            todo = [
                 it
-                for it in items
+                for it in group
                 if (it.worker != LEADER or self._may_need_screen(it, now, report))
                 and self._cached(it) is None
-            ],
-            report,
-        )
+            ]
+            if todo and todo[0].expected is not None:
+                report.remote_calls += 1
+            self._capture_all(_adapter_of(group[0]), todo, report)
         # Needs a person? Judged on the screen as captured, before anything may be typed.
         for it in items:
             if it.worker == LEADER:
                 continue
             try:
-                self._attend(it, adapter, report, now)
+                self._attend(it, _adapter_of(it), report, now)
             except Exception as exc:
                 report.diagnostics.append(
                     f"team {it.team.name} {it.worker}: attention: {_why(exc)}"
                 )
         for it in items:
             try:
-                self._judge(it, adapter, report, now)
+                self._judge(it, _adapter_of(it), report, now)
             except Exception as exc:  # one odd pane must not stop the watch of the others
                 report.diagnostics.append(f"team {it.team.name} {it.worker}: {_why(exc)}")
-        for t in live:
-            live_workers = {it.worker for it in items if it.team is t}
-            try:
-                from omp.monitor import attention
-
-                attention.prune(t.cfg, live_workers)
-            except Exception as exc:
-                report.diagnostics.append(f"team {t.name}: attention: {_why(exc)}")
 
     def _presence_and_sweep(
-        self, t: _Team, states: Mapping[str, PaneLike | None], report: ScanReport
+        self,
+        t: _Team,
+        states: Mapping[str, PaneLike | None] | None,
+        look: _Look,
+        report: ScanReport,
     ) -> None:
         """Record what tmux says of each worker's pane, then rescue orphaned or timed-out work.
 
+        `states`: the local server's panes (None: not looked at this scan, so the local workers
+        are left as they were); the remote workers' panes are in `look.remote`. A remote worker
+        not seen (its host not answering, within the grace) is left as it was too.
         Both write only when something changed, so an idle team costs a few stats per scan.
         """
         from omp.monitor import sweep
         from omp.tasks import presence
 
         now = self.wall()
-        seen: dict[str, PaneLike | None] = {}
+        seen: dict[str, object] = {}
+        pane: str | None
         for w in t.cfg.worker_names:
-            pane = t.cfg.pane_of(w)
-            if pane is None:
-                continue  # no pane on this server (a worker on another host): nothing to say
-            st = states.get(pane)
-            if st is not None and not t.ident.holds(st):
-                st = None  # the id now names someone else's pane
-            seen[w] = st
+            r = look.remote.get(w)
+            if r is not None:
+                if r.kind == "unknown":
+                    continue
+                alive = r.kind == "pane" and r.pane is not None and not r.pane.dead
+                if r.kind == "host_gone":
+                    seen[w] = rmt.Offline("gone", f"its host {r.placed.host} does not answer")
+                else:
+                    seen[w] = r.pane
+                activity = r.pane.activity if r.pane is not None else None
+                pane, pid = r.placed.pane, None  # the host's pid means nothing here
+            elif states is None or _is_remote(t.cfg, w):
+                continue  # not looked at this scan (or a remote worker not seen at all)
+            else:
+                pane = t.cfg.pane_of(w)
+                st = states.get(pane) if pane else None
+                if st is not None and t.ident is not None and not t.ident.holds(st):
+                    st = None  # the id now names someone else's pane
+                seen[w] = st
+                alive = st is not None and not st.dead
+                activity = st.activity if st is not None else None
+                pid = getattr(st, "pid", None)
             try:
                 presence.observe_pane(
-                    t.cfg,
-                    w,
-                    now=now,
-                    alive=st is not None and not st.dead,
-                    activity_at=st.activity if st is not None else None,
-                    pane_id=pane,
-                    pid=getattr(st, "pid", None),
+                    t.cfg, w, now=now, alive=alive, activity_at=activity, pane_id=pane, pid=pid
                 )
             except Exception as exc:
                 report.diagnostics.append(f"team {t.name} {w}: presence: {_why(exc)}")
@@ -558,7 +787,7 @@ class Monitor:
             st = states.get(pane) if pane else None
             if pane is None or st is None or st.dead or (pane == leader and w != LEADER):
                 continue
-            if not t.ident.holds(st, session=True):
+            if t.ident is None or not t.ident.holds(st, session=True):
                 continue
             out.append((w, pane, st))
         return out
@@ -572,7 +801,7 @@ class Monitor:
         for w in [*t.cfg.worker_names, LEADER]:
             pane = t.cfg.pane_of(w)
             st = states.get(pane) if pane else None
-            if st is not None and t.ident.holds(st) and not st.dead:
+            if st is not None and t.ident is not None and t.ident.holds(st) and not st.dead:
                 pids[w] = getattr(st, "pid", None)  # tmux's pane_pid (a test's fake may lack it)
         if self._reading is None:
             from omp.usage import limits
@@ -715,7 +944,7 @@ class Monitor:
 
     def _seen(self, it: _Pane) -> _Screen | None:
         """What the pane's screen was judged to be, if it cannot have changed since."""
-        cached = self._screens.get((it.team.socket, it.pane))
+        cached = self._screens.get((it.key, it.pane))
         if cached is None:
             return None
         if cached.scan == self.scans:
@@ -741,7 +970,7 @@ class Monitor:
         # A screen only a person can answer is never idle to the policy: nothing is typed.
         screen = "dialog" if need else state
         shown = tuple(person_lines(profile, lines)) if need else ()
-        self._screens[(it.team.socket, it.pane)] = _Screen(wall, screen, self.scans, need, shown)
+        self._screens[(it.key, it.pane)] = _Screen(wall, screen, self.scans, need, shown)
         return screen
 
     def _capture_all(self, adapter: Adapter, todo: list[_Pane], report: ScanReport) -> None:
@@ -753,7 +982,7 @@ class Monitor:
         try:
             screens = adapter.capture_many([it.pane for it in todo], CAPTURE_LINES)
         except Exception as exc:  # the locked pass captures one by one what is missing
-            report.diagnostics.append(f"tmux {todo[0].team.socket}: capture: {_why(exc)}")
+            report.diagnostics.append(f"{todo[0].label}: capture: {_why(exc)}")
             return
         for it in todo:
             lines = screens.get(it.pane)
@@ -844,7 +1073,8 @@ class Monitor:
         from omp.mail.panes import expected_identity
 
         try:
-            expected = expected_identity(t.cfg, pane)
+            # a remote pane: as this scan read it (the host's server is not in the config)
+            expected = it.expected or expected_identity(t.cfg, pane)
             profile = self._profile(t.cfg, worker)
             if expected is None or profile is None:
                 return "skipped"
@@ -870,7 +1100,7 @@ class Monitor:
             return "skipped" if exc.code == "pane_mismatch" else "failed"
         except Exception:
             return "failed"
-        self._screens.pop((t.socket, pane), None)  # we typed into it: judge it afresh
+        self._screens.pop((it.key, pane), None)  # we typed into it: judge it afresh
         return "sent" if ok else "failed"
 
     # -- tracker files (the store is `monitor_trackers`) ------------------------------------
@@ -927,6 +1157,8 @@ class Monitor:
                 "teams": r.teams,
                 "lastScan": {"captures": r.captures, "sent": r.sent},
                 "diagnostics": r.diagnostics[:20],
+                # workers' hosts: whether each answers, and since when not (`omp.monitor.remote`)
+                "hosts": self.reach.status(),
                 "intervals": {
                     "scan": self.iv.scan,
                     "idleDelay": self.iv.idle_delay,

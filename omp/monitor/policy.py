@@ -49,6 +49,8 @@ _ENV = {
     "pending_stale": "OMP_MONITOR_PENDING_STALE_SECONDS",
     "running_stale": "OMP_MONITOR_RUNNING_STALE_SECONDS",
     "target_ttl": "OMP_MONITOR_TARGET_TTL_SECONDS",
+    "host_grace": "OMP_MONITOR_HOST_GRACE_SECONDS",
+    "host_backoff": "OMP_MONITOR_HOST_BACKOFF_SECONDS",
 }
 
 
@@ -63,6 +65,9 @@ class Intervals:
     running_stale: float = 20.0  # a running owner without a heartbeat is reclaimed after
     target_ttl: float = 86400.0  # tracker files of panes not seen for this long are removed
     empty_scans: int = 2  # consecutive scans with no live team before the monitor stops
+    # a worker's host that does not answer for this long (and on two tries) counts as gone
+    host_grace: float = 60.0
+    host_backoff: float = 30.0  # the longest wait between two tries of an unreachable host
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: float) -> Intervals:

@@ -40,6 +40,7 @@ from omp.conversations.record import Conversation
 from omp.errors import OmpError
 from omp.mail import mailbox
 from omp.record.config import TeamConfig
+from omp.record.placement import placed_of
 from omp.store import project_config
 from omp.store.names import LEADER
 from omp.store.paths import StatePaths, TeamPaths, task_id_of_lock
@@ -79,11 +80,16 @@ def offline_reason(cfg: TeamConfig, worker: str, pane_states: Mapping[str, objec
     if worker == LEADER:
         return None
     # A worker with no pane of its own (a headless team) is judged by its heartbeat only: "gone"
-    # would otherwise sweep every worker of a team that never had panes.
-    if cfg.pane_of(worker) is not None and worker in pane_states:
-        state = pane_state(pane_states[worker])
+    # would otherwise sweep every worker of a team that never had panes. A worker on another
+    # host has its pane there (`omp.record.placement`); the monitor leaves it out while its
+    # host does not answer, and says why when it counts as gone (`reason`).
+    has_pane = cfg.pane_of(worker) is not None or placed_of(cfg.worker(worker)) is not None
+    if has_pane and worker in pane_states:
+        value = pane_states[worker]
+        state = pane_state(value)
         if state in presence.DEAD_PANES:
-            return f"its pane is {state}"
+            reason = getattr(value, "reason", None)
+            return reason if isinstance(reason, str) and reason else f"its pane is {state}"
         if state == "alive":
             return None
     hb = presence.read(cfg.paths, worker)

@@ -34,6 +34,7 @@ pytestmark = [
 ]
 
 PASSWORD = "s3cret-" + secrets.token_hex(4)
+PROJECT = "p" + secrets.token_hex(4)  # the host is shared by every checkout's tests
 
 
 @pytest.fixture
@@ -68,7 +69,7 @@ def test_a_worker_on_another_host_works_through_the_store_and_its_branch_comes_b
     placed = remote.place(
         host,
         leader_repo=repo,
-        project="p1",
+        project=PROJECT,
         team="t",
         worker="worker-1",
         task_id="1",
@@ -123,12 +124,12 @@ def test_a_worker_on_another_host_works_through_the_store_and_its_branch_comes_b
             )  # fmt: skip
             assert json.loads(out.out)["error"] == code, out
         # its branch comes back and merges into the leader's main
-        head = remote.bring_back(host, repo, "p1", placed)
+        head = remote.bring_back(host, repo, PROJECT, placed)
         assert head != start
         g(repo, "merge", "--no-edit", "-q", placed.branch)
         changed = g(repo, "diff", "--name-only", start, "HEAD").split()
         assert changed, "the remote worker's commit did not come back"
     finally:
         tmux.kill_server()
-        remote.remove(host, "p1", "t", "worker-1", placed)
+        remote.remove(host, PROJECT, "t", "worker-1", placed)
         ssh.stop_master(host)
