@@ -192,6 +192,15 @@ def pane_for(cfg: TeamConfig, recipient: str) -> tuple[str | None, str | None]:
     return pane, None
 
 
+def remote_host(cfg: TeamConfig, recipient: str) -> str | None:
+    """The host a worker runs on (`omp.record.placement`), or None: a dictionary lookup, so the
+    send path stays free of ssh (the monitor types the nudge over the host's connection)."""
+    w = cfg.worker(recipient) if recipient != LEADER else None
+    placed = w.get("remote") if w is not None else None
+    host = placed.get("host") if isinstance(placed, dict) else None
+    return host if isinstance(host, str) and host else None
+
+
 def nudge_now(cfg: TeamConfig, recipient: str, omp: str | None) -> Outcome:
     """The send path: type the nudge (naming `omp`, the team's command; None: the one its
     config records) if the pane is idle and mail is still unread, else say why not. Never
@@ -204,6 +213,9 @@ def nudge_now(cfg: TeamConfig, recipient: str, omp: str | None) -> Outcome:
 
 def _nudge_now(cfg: TeamConfig, recipient: str, omp: str | None) -> Outcome:
     pane, why = pane_for(cfg, recipient)
+    host = remote_host(cfg, recipient) if pane is None else None
+    if host is not None and not os.path.exists(cfg.files.shutdown):
+        return Outcome(DEFERRED, f"{recipient} runs on {host}: the monitor nudges it there")
     if pane is None:
         return Outcome(NO_PANE, why)
     from omp.mail.mailbox import Mailbox

@@ -166,3 +166,26 @@ def test_covered_since() -> None:
     assert delivery.covered_since(rec, 99.0) == 100.0
     assert delivery.covered_since(rec, 101.0) is None  # newer mail than the last nudge
     assert delivery.covered_since(None, 1.0) is None
+
+
+def test_a_worker_on_another_host_is_left_to_the_monitor_which_types_there(team: Any) -> None:
+    cfg, pane = team
+    raw = dict(cfg.raw)
+    w2 = raw["workers"][1]
+    w2["paneId"] = None
+    w2["remote"] = {
+        "host": "build1", "root": "/r/root", "worktree": "/r/wt", "branch": "omp/t/worker-2",
+        "socket": "omp-p", "pane": "%1",
+    }  # fmt: skip
+    team_config.write(cfg.paths, raw)
+    cfg = team_config.load(cfg.paths)
+    _mail(cfg, "worker-2")
+    out = _nudge(cfg, "worker-2")
+    # deferred, so the send keeps the monitor running; never typed into this server's `%1`
+    assert out.state == delivery.DEFERRED and "build1" in str(out.reason), out
+    assert pane.typed == []
+    # a local worker without a pane is still "no pane"
+    raw["workers"][0]["paneId"] = None
+    team_config.write(cfg.paths, raw)
+    _mail(cfg, "worker-1")
+    assert _nudge(team_config.load(cfg.paths), "worker-1").state == delivery.NO_PANE
