@@ -217,6 +217,7 @@ class WorktreeRemoval(TypedDict):
     removed: bool
     lost: dict[str, Any]  # commits, files: thrown away (force), or at risk
     why: str | None
+    host: str  # "" here; else its checkout is on that host (`path` is there): its branch only
 
 
 class KeptWorktree(TypedDict):

@@ -464,11 +464,17 @@ def worktree_removals(rows: list[dict[str, Any]], indent: str = "  ") -> list[st
     out: list[str] = []
     for w in rows:
         what = "removed" if w.get("removed") else "kept"
-        out.append(
-            f"{indent}{what} {_cell(w.get('worker'))}'s worktree {_cell(w.get('path'))} "
-            f"and branch {_cell(w.get('branch'))}"
-            + (f" ({_cell(w.get('why'))})" if w.get("why") else "")
-        )
+        why = f" ({_cell(w.get('why'))})" if w.get("why") else ""
+        if w.get("host"):  # a checkout on another host: only its branch here
+            out.append(
+                f"{indent}{what} {_cell(w.get('worker'))}'s branch {_cell(w.get('branch'))}{why}"
+                f" (its checkout {_cell(w.get('path'))} is the host's: shutdown removes it)"
+            )
+        else:
+            out.append(
+                f"{indent}{what} {_cell(w.get('worker'))}'s worktree {_cell(w.get('path'))} "
+                f"and branch {_cell(w.get('branch'))}{why}"
+            )
         lost = w.get("lost") or {}
         for c in lost.get("commits") or []:
             out.append(f"{indent}  threw away commit {_cell(c['sha'])[:10]} {_cell(c['subject'])}")

@@ -108,6 +108,17 @@ def hosts_json(hosts: dict[str, Host]) -> dict[str, dict[str, Any]]:
     return {name: h.settings._asdict() for name, h in hosts.items()}
 
 
+def _mirrored(entry: dict[str, Any]) -> dict[str, Any]:
+    """A worker entry as a host keeps it: no pane id, and its own checkout is local there (a
+    workspace's `host` means "on another host than the one reading this")."""
+    out = {**entry, "paneId": None}
+    ws = entry.get("workspace")
+    placed = placed_of(entry)
+    if isinstance(ws, dict) and placed is not None and ws.get("host") == placed.host:
+        out["workspace"] = {k: v for k, v in ws.items() if k != "host"}
+    return out
+
+
 def mirror_of(raw: dict[str, Any]) -> dict[str, Any]:
     """The team's config as a host keeps it: no pane of the leader's tmux server (its ids mean
     other panes there), no tmux identity, no hosts' settings."""
@@ -117,5 +128,5 @@ def mirror_of(raw: dict[str, Any]) -> dict[str, Any]:
     out["verifyAt"] = "leader"
     workers = raw.get("workers")
     if isinstance(workers, list):
-        out["workers"] = [{**w, "paneId": None} if isinstance(w, dict) else w for w in workers]
+        out["workers"] = [_mirrored(w) if isinstance(w, dict) else w for w in workers]
     return out

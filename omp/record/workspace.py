@@ -52,9 +52,15 @@ class Worktree(NamedTuple):
     path: str
     branch: str
     base: str
+    host: str = ""  # a worker on another host (`omp.record.placement`): `path` is there
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": WORKTREE, "path": self.path, "branch": self.branch, "base": self.base}
+        out = {"kind": WORKTREE, "path": self.path, "branch": self.branch, "base": self.base}
+        return {**out, "host": self.host} if self.host else out
+
+    @property
+    def shown(self) -> str:
+        return f"{self.host}:{self.path}" if self.host else self.path
 
 
 class Settings(NamedTuple):
@@ -139,7 +145,8 @@ def worktree_of(entry: dict[str, Any] | None) -> Worktree | None:
     if not all(isinstance(v, str) and v for v in (path, branch, base)):
         return None
     assert isinstance(path, str) and isinstance(branch, str) and isinstance(base, str)
-    return Worktree(path, branch, base)
+    host = ws.get("host")
+    return Worktree(path, branch, base, host if isinstance(host, str) else "")
 
 
 def team_verify(raw: dict[str, Any]) -> tuple[str, float] | None:

@@ -75,7 +75,7 @@ class RemotePlan:
     def entry(self, worker: str, base: str) -> dict[str, Any]:
         """What a remote worker's config entry gets (`omp.record.placement`)."""
         p = self.placed[worker]
-        workspace = {**Worktree(p.worktree, p.branch, base).to_json(), "host": p.host}
+        workspace = Worktree(p.worktree, p.branch, base, p.host).to_json()
         return {"paneId": None, "remote": p.to_config(), "workspace": workspace}
 
 

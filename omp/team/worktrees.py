@@ -237,6 +237,7 @@ class Removal(NamedTuple):
     removed: bool
     lost: dict[str, Any]  # {"commits": [...], "files": [...]} thrown away (force), or at risk
     why: str | None  # why it was kept
+    host: str = ""  # its checkout is on that host: only the branch here was weighed and removed
 
 
 def remove_safely(
@@ -262,26 +263,30 @@ def remove_safely(
     with contextlib.suppress(OmpError):
         remove.prune(top)  # worktrees whose directory vanished
     for w, wt in items:
-        path = Path(wt.path)
+        # a checkout on another host is never looked for here (its path may name anything
+        # here): its branch is what this repository holds of it
+        path = Path(wt.path) if not wt.host else None
         try:
             risk = remove.at_risk(top, path, wt.branch, keep_branch=keep_branch)
         except OmpError as exc:
-            out.append(Removal(w, wt.path, wt.branch, False, {}, exc.message))
+            out.append(Removal(w, wt.shown, wt.branch, False, {}, exc.message, wt.host))
             continue
         if risk and not force:
-            out.append(Removal(w, wt.path, wt.branch, False, risk.to_json(), "unmerged work"))
+            out.append(
+                Removal(w, wt.shown, wt.branch, False, risk.to_json(), "unmerged work", wt.host)
+            )
             continue
         if dry_run:
-            out.append(Removal(w, wt.path, wt.branch, False, risk.to_json(), None))
+            out.append(Removal(w, wt.shown, wt.branch, False, risk.to_json(), None, wt.host))
             continue
         try:
             done = remove.remove_worktree(
                 top, path, wt.branch, force=force, keep_branch=keep_branch
             )
         except OmpError as exc:
-            out.append(Removal(w, wt.path, wt.branch, False, risk.to_json(), exc.message))
+            out.append(Removal(w, wt.shown, wt.branch, False, risk.to_json(), exc.message, wt.host))
             continue
-        out.append(Removal(w, wt.path, wt.branch, True, done.lost.to_json(), None))
+        out.append(Removal(w, wt.shown, wt.branch, True, done.lost.to_json(), None, wt.host))
     return out
 
 

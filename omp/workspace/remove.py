@@ -39,7 +39,7 @@ class AtRisk(NamedTuple):
 
 
 class Removed(NamedTuple):
-    path: Path
+    path: Path | None
     branch: str
     worktree_removed: bool
     branch_removed: bool
@@ -51,10 +51,16 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def at_risk(
-    repo: Path, path: Path, branch: str, *, target: str | None = None, keep_branch: bool = False
+    repo: Path,
+    path: Path | None,
+    branch: str,
+    *,
+    target: str | None = None,
+    keep_branch: bool = False,
 ) -> AtRisk:
     """The commits of `branch` not in `target` (default: the branch checked out in `repo`;
-    none counted with `keep_branch`) and the uncommitted files of the worktree at `path`."""
+    none counted with `keep_branch`) and the uncommitted files of the worktree at `path` (None:
+    the branch alone; its checkout is on another host)."""
     top = toplevel(repo)
     lost: list[Commit] = []
     tip = resolve(top, HEADS + branch)
@@ -67,20 +73,21 @@ def at_risk(
             )
         if not merged_into(top, tip, HEADS + onto):
             lost = commits(top, HEADS + onto, tip)
-    files = changes(path).paths if (path / ".git").exists() else []
+    files = changes(path).paths if path is not None and (path / ".git").exists() else []
     return AtRisk(lost, files)
 
 
 def remove_worktree(
     repo: Path,
-    path: Path,
+    path: Path | None,
     branch: str,
     *,
     target: str | None = None,
     force: bool = False,
     keep_branch: bool = False,
 ) -> Removed:
-    """Remove the worktree at `path` and (unless `keep_branch`) `branch`.
+    """Remove the worktree at `path` and (unless `keep_branch`) `branch`; `path` None: the
+    branch alone (a checkout on another host is that host's: `omp.team.remote_life`).
 
     Refused with `unmerged_work` (listing `commits` and `files`) when the branch has commits
     not in `target` or the worktree has uncommitted changes; `force` removes anyway and returns
@@ -89,7 +96,7 @@ def remove_worktree(
     """
     top = toplevel(repo)
     elsewhere = checkout_of(top, branch) if not keep_branch else None
-    if elsewhere is not None and not _same(elsewhere, path):
+    if elsewhere is not None and (path is None or not _same(elsewhere, path)):
         raise OmpError(
             "branch_checked_out",
             f"{branch} is checked out in {elsewhere}: not deleting it",
@@ -110,9 +117,9 @@ def remove_worktree(
             path=str(path),
             **risk.to_json(),
         )
-    registered = any(_same(e.path, path) for e in worktrees(top))
+    registered = path is not None and any(_same(e.path, path) for e in worktrees(top))
     removed_tree = False
-    if registered and path.exists():
+    if registered and path is not None and path.exists():
         # a double --force also removes a locked worktree: the loss was weighed above
         git(top, "worktree", "remove", "--force", "--force", str(path))
         removed_tree = True
