@@ -36,7 +36,18 @@ import os
 import time
 
 from omp.errors import OmpError
-from omp.store.names import NAME_CHARS, is_valid_name, is_word, recipient_name, task_id, worker_name
+from omp.store.names import (
+    NAME_CHARS,
+    TERMINAL,
+    check_claimant,
+    check_move,
+    check_statuses,
+    is_valid_name,
+    is_word,
+    recipient_name,
+    task_id,
+    worker_name,
+)
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
@@ -60,9 +71,6 @@ if TYPE_CHECKING:
     Check = Callable[[View], None]
 
 COLLECTIONS = ("tasks", "records", "conversations")
-STATUSES = ("pending", "in_progress", "verifying", "completed", "failed", "interrupted")
-TERMINAL = frozenset({"completed", "failed", "interrupted"})
-MOVES = {"in_progress": frozenset({"completed", "failed", "interrupted"})}
 
 
 class Batch:
@@ -337,17 +345,8 @@ class Store:
         along `MOVES`, only with the claim token. Compare-and-set against the stored task."""
         from omp import clock
 
-        for s in (expect, to):
-            if s not in STATUSES:
-                raise OmpError(
-                    "invalid_input", f"unknown status {s!r}; statuses: {', '.join(STATUSES)}"
-                )
-        if to not in MOVES.get(expect, ()):
-            allowed = ", ".join(f"{a} -> {b}" for a, bs in MOVES.items() for b in sorted(bs))
-            raise OmpError(
-                "invalid_transition",
-                f"cannot move a task from {expect} to {to}; allowed: {allowed}",
-            )
+        check_statuses(expect, to)
+        check_move(expect, to)
 
         def change(task: Doc | None) -> Doc:
             task = _required(task, tid)
@@ -358,21 +357,7 @@ class Store:
                     task_id=tid,
                     status=task.get("status"),
                 )
-            owner = task.get("owner")
-            if worker is not None and isinstance(owner, str) and owner and owner != worker:
-                raise OmpError(
-                    "not_task_owner",
-                    f"task {tid} was claimed by {owner}, not {worker}; only its claimant moves it",
-                    task_id=tid,
-                    owner=owner,
-                )
-            held = task.get("claimToken")
-            if held and held != token:
-                raise OmpError(
-                    "claim_token_mismatch",
-                    f"task {tid}: claim_token does not match; pass the claimToken that "
-                    "claim-task returned to you",
-                )
+            check_claimant(task, tid, worker, token)
             task["status"] = to
             if result is not None:
                 task["result"] = result

@@ -32,7 +32,7 @@ from omp import clock
 from omp.errors import OmpError
 from omp.store import backend, fs, jsonl, locks
 from omp.store.backend import Batch, Lease, MailView, Store, doc_key, lock_name, log_name
-from omp.store.names import team_name
+from omp.store.names import TERMINAL, team_name
 from omp.store.paths import StatePaths, TeamPaths, task_id_of_record
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
@@ -295,7 +295,7 @@ class FileStore(Store):
             if note is not None and (events := note(before, after)):
                 at = clock.iso()
                 self._append(tp, tp.events, True, [{**e, "at": e.get("at") or at} for e in events])
-            if collection == "tasks" and after.get("status") in backend.TERMINAL:
+            if collection == "tasks" and after.get("status") in TERMINAL:
                 _unlink(tp.task_lock(key))
         return after
 

@@ -1,4 +1,6 @@
-"""Names that become path components. Checked before any file is touched."""
+"""Names that become path components, checked before any file is touched; and the words of a
+task's record (its statuses, the moves a claimant may make, the claimant's check), said once for
+the files (`omp.tasks.tasks`) and every store (`omp.store.backend`)."""
 
 from __future__ import annotations
 
@@ -74,3 +76,53 @@ def task_id(value: object) -> str:
             f"invalid task id {_shown(value)!r}: use 1-64 letters, digits, '_' or '-'",
         )
     return value
+
+
+# ---- a task's statuses and its claimant ------------------------------------------------------
+
+STATUSES = (
+    "pending", "in_progress", "verifying", "completed", "failed", "interrupted", "cancelled"
+)  # fmt: skip
+# `cancelled`: a backlog task the leader took off (`omp.tasks.queue.cancel`)
+TERMINAL = frozenset({"completed", "failed", "interrupted", "cancelled"})
+# What a claimant's move may do; pending -> in_progress happens only through a claim, which
+# hands out the token.
+MOVES = {"in_progress": frozenset({"completed", "failed", "interrupted"})}
+
+
+def check_statuses(*statuses: str) -> None:
+    for s in statuses:
+        if s not in STATUSES:
+            raise OmpError(
+                "invalid_input", f"unknown status {s!r}; statuses: {', '.join(STATUSES)}"
+            )
+
+
+def check_move(expect: str, to: str) -> None:
+    if to not in MOVES.get(expect, ()):
+        allowed = ", ".join(f"{a} -> {b}" for a, bs in MOVES.items() for b in sorted(bs))
+        raise OmpError(
+            "invalid_transition", f"cannot move a task from {expect} to {to}; allowed: {allowed}"
+        )
+
+
+def check_claimant(
+    task: dict[str, object], tid: str, worker: str | None, token: str | None
+) -> None:
+    """Only its claimant moves a task (`worker` None: the leader), and only with the claim
+    token claim-task handed out."""
+    owner = task.get("owner")
+    if worker is not None and isinstance(owner, str) and owner and owner != worker:
+        raise OmpError(
+            "not_task_owner",
+            f"task {tid} was claimed by {owner}, not {worker}; only its claimant moves it",
+            task_id=tid,
+            owner=owner,
+        )
+    held = task.get("claimToken")
+    if held and held != token:
+        raise OmpError(
+            "claim_token_mismatch",
+            f"task {tid}: claim_token does not match; pass the claimToken that claim-task "
+            "returned to you",
+        )

@@ -20,6 +20,10 @@ from omp.errors import OmpError
 from omp.record import history
 from omp.store import fs, jsonl, locks, project_config
 from omp.store.layout import task_id_of_lock, task_id_of_record
+from omp.store.names import MOVES as MOVES  # (re-exported: the task words' old home)
+from omp.store.names import STATUSES as STATUSES
+from omp.store.names import TERMINAL as TERMINAL
+from omp.store.names import check_claimant, check_move, check_statuses
 from omp.store.names import task_id as check_task_id
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
@@ -34,17 +38,7 @@ if TYPE_CHECKING:
 
     Team = TeamPaths | TeamFiles
 
-STATUSES = (
-    "pending", "in_progress", "verifying", "completed", "failed", "interrupted", "cancelled"
-)  # fmt: skip
-# `cancelled`: a backlog task the leader took off (`omp.tasks.queue.cancel`)
-TERMINAL = frozenset({"completed", "failed", "interrupted", "cancelled"})
 OUTBOX_EVENTS = {"completed": "task_complete", "failed": "task_failed"}
-# What transition-task-status may do; pending -> in_progress happens only through a claim,
-# which takes the lock and hands out the token.
-MOVES = {
-    "in_progress": {"completed", "failed", "interrupted"},
-}
 
 
 class guarded:  # (lower case: used as `with guarded(team):`, as the function it was)
@@ -430,11 +424,7 @@ def transition(
     verified first becomes `verifying`) and returns what the history line adds, if anything."""
     team = team.files
     check_task_id(tid)
-    for s in (from_status, to_status):
-        if s not in STATUSES:
-            raise OmpError(
-                "invalid_input", f"unknown status {s!r}; statuses: {', '.join(STATUSES)}"
-            )
+    check_statuses(from_status, to_status)
     with guarded(team):
         task = _require(team, tid)
         if task.get("status") != from_status:
@@ -458,28 +448,9 @@ def transition(
                 task_id=tid,
                 status=from_status,
             )
-        if to_status not in MOVES.get(from_status, set()):
-            allowed = ", ".join(f"{a} -> {b}" for a, bs in MOVES.items() for b in sorted(bs))
-            raise OmpError(
-                "invalid_transition",
-                f"cannot move a task from {from_status} to {to_status}; allowed: {allowed}",
-            )
-        owner = task.get("owner")
-        if worker is not None and isinstance(owner, str) and owner and owner != worker:
-            raise OmpError(
-                "not_task_owner",
-                f"task {tid} was claimed by {owner}, not {worker}; only its claimant moves it",
-                task_id=tid,
-                owner=owner,
-            )
-        held = task.get("claimToken")
-        if held and held != token:
-            raise OmpError(
-                "claim_token_mismatch",
-                f"task {tid}: claim_token does not match; pass the claimToken that claim-task "
-                "returned to you",
-            )
-        owner = worker or owner
+        check_move(from_status, to_status)
+        check_claimant(task, tid, worker, token)
+        owner = worker or task.get("owner")
         task["status"] = to_status
         if result is not None:
             task["result"] = result

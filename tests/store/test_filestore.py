@@ -119,3 +119,20 @@ def test_locks_live_in_the_state_tree(root: Path) -> None:
     assert lease is not None
     held = json.loads((store.paths.store_locks / "merge.json").read_text())
     assert held["owner"] == "leader" and held["token"] == lease.token
+
+
+def test_a_task_cancelled_through_the_store_drops_its_claim_lock(root: Path) -> None:
+    """The store knows the backlog's `cancelled` as an end, as the tasks module does (the two
+    once kept their own lists of statuses, and the store's lacked it)."""
+    store = FileStore(root)
+    team = store.paths.team("demo")
+    tasks.create(team, "1", "one")
+    store.claim_task("demo", "1", "worker-1")
+    assert (team.tasks_dir / "1.lock").exists()
+
+    def cancel(task: dict[str, object] | None) -> dict[str, object]:
+        assert task is not None
+        return {**task, "status": "cancelled"}
+
+    store.update("demo", "tasks", "1", cancel)
+    assert not (team.tasks_dir / "1.lock").exists()
