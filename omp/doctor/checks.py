@@ -370,6 +370,13 @@ def _pane_check(root: Path, agent: str, earlier: list[Check]) -> list[Check]:
     return [] if profile is None else [doctor_pane.check(root, profile)]
 
 
+def _hosts(project: StatePaths) -> list[Check]:
+    from omp import __version__
+    from omp.doctor.hosts import check_hosts
+
+    return check_hosts(project, f"omp {__version__}")
+
+
 def diagnose(root: Path, *, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
     project = StatePaths(root)
     checks: list[Check] = [Check("project", "ok", f"project root {root}")]
@@ -381,6 +388,7 @@ def diagnose(root: Path, *, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
     checks += _guard("monitor", lambda: [check_monitor(project)])
     checks += _guard("teams", lambda: check_teams(project))
     checks += _guard("store", lambda: check_store(project))
+    checks += _guard("hosts", lambda: _hosts(project))
     checks += _guard("hooks", lambda: check_hooks(root, agent))
     counts = {s: sum(1 for c in checks if c.status == s) for s in ("ok", "warn", "fail")}
     good = counts["fail"] == 0

@@ -144,7 +144,7 @@ def plan(
     url = select.with_namespace(url, select.namespace(project, url))
     hosts = {name: configured.get(name) or ssh.Host(name) for name, _ in pairs}
     for name, host in hosts.items():
-        _probe(host)
+        probe(host)
         if _loopback_store(url) and not _loopback(host.destination):
             progress(
                 f"warning: the store is on this machine's loopback address; workers on {name} "
@@ -161,8 +161,9 @@ def plan(
     return RemotePlan(hosts, where, url, project_key(project.root))
 
 
-def _probe(host: ssh.Host) -> None:
-    """The host answers, and has tmux, git and the omp its settings name."""
+def probe(host: ssh.Host) -> str:
+    """The host answers, and has tmux, git and the omp its settings name: that omp's version
+    line."""
     omp = host.settings.omp
     res = ssh.run(host, ["sh", "-c", _PROBE, "sh", omp], timeout=60, check=False)
     if res.code == 3:
@@ -177,6 +178,7 @@ def _probe(host: ssh.Host) -> None:
             f'[hosts.{host.name}] omp = "/path/to/omp" in .omp/config.toml',
             host=host.name,
         )
+    return res.out.strip()
 
 
 def _loopback(host: str) -> bool:
