@@ -244,17 +244,32 @@ def place_all(
         progress(f"{worker}: started on {name}")
 
 
-def undo(rp: RemotePlan, team: str) -> None:
-    """A failed launch: every remote worker it placed goes (pane, checkout, mirrored state)."""
-    from omp.team import remote
+def undo(rp: RemotePlan, team: str, start: str) -> list[str]:
+    """A failed launch: every remote worker it placed goes (its session, and its checkout and
+    branch there while nothing was done in them: an agent triggered before the failure may have
+    started). What was kept, as `host:path` lines."""
+    from omp.record.placement import session_of
+    from omp.tmux.remote import RemoteTmux
+    from omp.workspace import remote as checkout
 
+    kept: list[str] = []
     for worker, placed in list(rp.placed.items()):
+        host = rp.hosts[placed.host]
         with contextlib.suppress(Exception):
-            remote.remove(rp.hosts[placed.host], rp.project, team, worker, placed)
+            RemoteTmux(host, placed.socket).kill_session(session_of(team, worker))
+        try:
+            gone = checkout.discard(
+                host, rp.project, worktree=f"{team}/{worker}", branch=placed.branch, start=start
+            )
+        except OmpError:
+            gone = False
+        if not gone:
+            kept.append(f"{placed.host}:{placed.worktree}")
         rp.placed.pop(worker, None)
     for host in rp.hosts.values():
         with contextlib.suppress(Exception):
             ssh.stop_master(host)
+    return kept
 
 
 def attach_lines(rp: RemotePlan, team: str) -> list[str]:

@@ -429,14 +429,20 @@ class Launch:
         except BaseException as exc:
             self.unwind(exc)
             self._rollback(tmux, team)
-            if self.remote is not None:
+            kept: list[str] = []
+            if self.remote is not None and self.plan is not None and self.plan.base:
                 from omp.team import hosts
 
-                hosts.undo(self.remote, team.name)
+                kept = hosts.undo(self.remote, team.name, self.plan.base)
+            left = (
+                f"kept on its host, where work was started: {', '.join(kept)}"
+                if kept
+                else "nothing was left behind"
+            )
             if isinstance(exc, OmpError):
                 raise OmpError(
                     exc.code if exc.code.startswith("launch") else "launch_failed",
-                    f"launch of team {team.name} failed: {exc.message}; nothing was left behind",
+                    f"launch of team {team.name} failed: {exc.message}; {left}",
                     **exc.detail,
                 ) from None
             raise

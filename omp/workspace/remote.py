@@ -56,6 +56,18 @@ exit 0
 """
 
 
+_DISCARD = """cd "$1" || exit 0
+tip=$(git -C repo.git rev-parse -q --verify "refs/heads/$3")
+if [ -n "$tip" ] && [ "$tip" != "$4" ]; then exit 3; fi
+if [ -d "$2" ] && [ -n "$(git -C "$2" status --porcelain 2>/dev/null)" ]; then exit 3; fi
+git -C repo.git worktree remove --force "$2" 2>/dev/null
+rm -rf "$2"
+git -C repo.git worktree prune
+if [ -n "$tip" ]; then git -C repo.git branch -q -D "$3"; fi
+exit 0
+"""
+
+
 def project_dir(host: ssh.Host, project: str) -> str:
     if not is_valid_name(project):
         raise OmpError("invalid_input", f"invalid project key {project!r}")
@@ -122,6 +134,17 @@ def remove(host: ssh.Host, project: str, *, worktree: str, branch: str | None = 
     base = prepare(host, project)
     path = f"{base}/worktrees/{worktree}"
     ssh.run(host, ["sh", "-c", _REMOVE, "sh", base, path, branch or ""])
+
+
+def discard(host: ssh.Host, project: str, *, worktree: str, branch: str, start: str) -> bool:
+    """Undo a checkout made for a launch that failed: it and its branch go only while nothing
+    was done in them (the branch still at `start`, the checkout clean); False: kept."""
+    base = prepare(host, project)
+    path = f"{base}/worktrees/{worktree}"
+    res = ssh.run(host, ["sh", "-c", _DISCARD, "sh", base, path, branch, start], check=False)
+    if res.code not in (0, 3):
+        raise OmpError("remote_failed", f"on {host.name}: could not remove {path}: {res.err}")
+    return res.code == 0
 
 
 def push_branch(host: ssh.Host, leader_repo: Path, project: str, *, branch: str) -> None:

@@ -277,3 +277,43 @@ def test_the_team_runs_to_merged_work_through_a_dropped_ssh_link_and_a_killed_st
                 sshd.start()
             remote_tmux.kill_server()
         ssh.stop_master(host)
+
+
+def test_a_launch_that_fails_on_the_host_midway_leaves_nothing_here_or_there(
+    sshd: SshServer, redis: RedisServer, local_tmux: Tmux, tmp_path: Path
+) -> None:
+    """The host answers and has everything, but its worker's checkout cannot be made (a `dir`
+    the host's user may not write): the launch fails as a whole, the local workers' panes and
+    worktrees go, the team is not recorded, and the worker already placed on the host goes."""
+    repo = make_repo(tmp_path / "proj")
+    ok_dir = f".omp-remote-{secrets.token_hex(3)}"
+    good = sshd.host(dir=ok_dir)
+    (repo / ".omp").mkdir(exist_ok=True)
+    (repo / ".omp" / "config.toml").write_text(
+        _host_toml(good)
+        + _host_toml(sshd.host(dir="/proc/no-such-place")).replace("build1", "build2"),
+        encoding="utf-8",
+    )
+    env = _env(tmp_path, OMP_STORE=f"{redis.url}?ns=f{secrets.token_hex(4)}")
+    assert local_tmux.socket_name is not None
+    out = run_omp(
+        "team", "launch", "3", "x", "--agent", "demo", "--name", "t", "--host", "build1:1",
+        "--host", "build2:1", "--socket", local_tmux.socket_name, "--json",
+        cwd=repo, env=env, timeout=180,
+    )  # fmt: skip
+    assert out.rc != 0 and out.json["error"] == "launch_failed", out.json
+    assert "build2" in out.json["message"]
+    assert not StatePaths(repo).team("t").dir.exists()
+    assert not local_tmux.has_session("omp-team-t")
+    assert g(repo, "branch", "--list", "omp/t/*") == ""
+    remote = RemoteTmux(good, f"omp-{project_key(repo)}")
+    try:
+        assert remote.server_identity() is None or not remote.has_session("omp-t-worker-2")
+        left = ssh.run(good, ["sh", "-c", f"ls {ok_dir}/*/worktrees/t 2>/dev/null || true"])
+        assert left.out.strip() == "", left
+        # nor its branch there: a later launch of a team of that name starts afresh
+        branches = ssh.run(good, ["sh", "-c", f"git -C {ok_dir}/*/repo.git branch --list"])
+        assert "omp/t/" not in branches.out, branches
+    finally:
+        remote.kill_server()
+        ssh.stop_master(good)
