@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,8 +60,11 @@ def _plan() -> RemotePlan:
 
 
 def test_newcomers_are_recorded_per_the_contract_and_recorded_hosts_are_kept() -> None:
-    raw = {"hosts": {"build1": {"address": "me@b1", "port": 22}}, "workers": []}
-    entries = [{"name": "worker-1", "paneId": "%1"}, {"name": "worker-2", "paneId": None}]
+    raw: dict[str, Any] = {"hosts": {"build1": {"address": "me@b1", "port": 22}}, "workers": []}
+    entries: list[dict[str, Any]] = [
+        {"name": "worker-1", "paneId": "%1"},
+        {"name": "worker-2", "paneId": None},
+    ]
     grow_hosts.record(_plan(), raw, entries, "abc123")
     assert set(raw["hosts"]) == {"build1", "build2"}
     assert raw["hosts"]["build1"] == {"address": "me@b1", "port": 22}  # never replaced
