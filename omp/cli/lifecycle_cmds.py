@@ -56,6 +56,7 @@ def register(team_app: typer.Typer) -> None:
         ready_timeout: float = opt.ReadyTimeoutOpt,
         workspace: str = opt.WorkspaceOpt,
         carry_changes: bool = opt.CarryOpt,
+        host: list[str] = opt.AddHostOpt,
         as_json: bool = JsonOpt,
     ) -> None:
         """Add workers to a running team, in its window, with the next free names."""
@@ -66,7 +67,13 @@ def register(team_app: typer.Typer) -> None:
             from omp.errors import OmpError
             from omp.team.grow import add_workers
 
-            n, text = 1, task or ""
+            hosts: list[tuple[str, int]] = []
+            if host:
+                from omp.team.hosts import parse_host
+
+                hosts = [parse_host(h) for h in host]
+            # N defaults to the workers --host places (else 1)
+            n, text = max(1, sum(c for _, c in hosts)), task or ""
             if count_or_task is not None:
                 if (given := opt.small_int(count_or_task)) is not None:
                     n = given
@@ -87,6 +94,7 @@ def register(team_app: typer.Typer) -> None:
                     progress=progress,
                     workspace=workspace,
                     carry_changes=carry_changes,
+                    hosts=hosts,
                 ),
             )
 

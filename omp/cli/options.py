@@ -317,6 +317,16 @@ HostOpt: Any = typer.Option(
     "every host reaches (OMP_STORE). Default: the hosts tables' workers (docs/remote.md).",
     callback=text_list(max_len=256, most=64),
 )
+AddHostOpt: Any = typer.Option(
+    None,
+    "--host",
+    metavar="NAME[:N]",
+    help="Place N (default 1) of the new workers on host NAME, as launch --host does (a hosts.NAME "
+    "table in .omp/config.toml, else an ssh destination; the team's recorded settings for a "
+    "host it already uses); repeat for more hosts. Without a count N, the hosts' counts add up "
+    "to N. Needs a store every host reaches (OMP_STORE) (docs/remote.md).",
+    callback=text_list(max_len=256, most=64),
+)
 MergeOpt: Any = typer.Option(
     None,
     "--merge",

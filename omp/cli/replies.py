@@ -478,6 +478,9 @@ class AddWorkerReply(TypedDict):
     members: list[str]
     workspace: LaunchWorkspace
     handedOver: NotRequired[list[dict[str, Any]]]  # a backlog team: the tasks they took at once
+    hosts: NotRequired[list[str]]  # the other hosts new workers went to (`--host`)
+    remoteAttach: NotRequired[list[str]]  # how to look at each new remote worker's pane
+    hostsNotUpdated: NotRequired[list[dict[str, Any]]]  # {host, error, why}: kept the old config
 
 
 class CreateReply(TypedDict):

@@ -303,7 +303,11 @@ def attention_lines(a: dict[str, Any]) -> list[str]:
 
 def add_text(r: dict[str, Any]) -> str:
     ws = ", ".join(
-        f"{_cell(w['name'])}({_cell(w['paneId'])})" if w.get("paneId") else _cell(w["name"])
+        f"{_cell(w['name'])}({_cell(w['paneId'])})"
+        if w.get("paneId")
+        else f"{_cell(w['name'])}(@{_cell(w['host'])})"
+        if w.get("host")
+        else _cell(w["name"])
         for w in r["workers"]
     )
     tasks_ = [
@@ -313,6 +317,13 @@ def add_text(r: dict[str, Any]) -> str:
     out = f"team {_cell(r['team'])}: added {ws}; members now {members}"
     if tasks_:
         out += "\n  " + "; ".join(tasks_)
+    for line in r.get("remoteAttach") or []:
+        out += f"\n  attach:   {_cell(line)}"
+    for row in r.get("hostsNotUpdated") or []:
+        out += (
+            f"\n  warning:  host {_cell(row.get('host'))} did not take the team's new config "
+            f"({_cell(row.get('why'))}); its workers learn of the newcomers at the next change"
+        )
     more = workspace_lines(r)
     return out + ("\n" + more.rstrip("\n") if more else "")
 

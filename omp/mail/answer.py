@@ -35,6 +35,7 @@ from omp.textsafe import inline
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from omp.record.config import TeamConfig
@@ -170,31 +171,15 @@ def answer(
     """Choose `choice` on the prompt `worker`'s screen shows (the one named `prompt_id`, when
     given) and see the prompt go. See the module for the checks; each refusal is an `OmpError`
     that types nothing (`not_answered`: typed, and the same prompt still shows)."""
-    from omp.mail.panes import expected_identity, profile_for, tmux_for
+    from omp.mail.panes import profile_for
     from omp.mail.typein import pane_lock
 
-    pane = _pane(cfg, worker)
-    expected = expected_identity(cfg, pane)
-    if expected is None:
-        raise OmpError("no_prompt", f"{worker}'s pane was not recorded at launch", worker=worker)
-    tmux = tmux_for(cfg)
+    tmux, pane, check = _target(cfg, worker)
     profile = profile_for(cfg, worker)
     with pane_lock(tmux, cfg.paths.project.tmux_locks, pane, timing.lock) as locked:
         if not locked:
             raise OmpError("not_answered", f"{worker}'s pane is busy with other typing; try again")
-        info = tmux.pane_info(pane)
-        if info is None or info.dead:
-            raise OmpError("no_prompt", f"{worker}'s pane is {'gone' if info is None else 'dead'}")
-        if info.identity != expected:
-            raise OmpError(
-                "pane_mismatch",
-                f"pane {pane} is not {worker}'s recorded pane any more",
-                pane_id=pane,
-            )
-        if info.in_mode:
-            raise OmpError(
-                "not_answered", f"{worker}'s pane is in copy mode: someone is scrolling it"
-            )
+        check()
         prompt = _current(tmux, pane, profile, worker, prompt_id)
         option = pick(prompt, choice)
         keys = _move(tmux, pane, profile, prompt, option, timing)
@@ -237,11 +222,16 @@ def show(cfg: TeamConfig, worker: str) -> dict[str, Any]:
     """What `worker`'s screen asks a person now (read-only): `prompt` is None when nothing."""
     from omp.mail.panes import profile_for, tmux_for
 
-    pane = _pane(cfg, worker)
-    try:
-        lines = tmux_for(cfg).capture(pane, 200)
-    except OmpError:
-        lines = []
+    if _remote(cfg, worker):
+        from omp.mail import remote_answer
+
+        lines = remote_answer.screen(cfg, worker, 200)  # host_unreachable: said, not hidden
+    else:
+        pane = _pane(cfg, worker)
+        try:
+            lines = tmux_for(cfg).capture(pane, 200)
+        except OmpError:
+            lines = []
     prompt = read_prompt(profile_for(cfg, worker), lines) if lines else None
     return {
         "ok": True,
@@ -251,7 +241,46 @@ def show(cfg: TeamConfig, worker: str) -> dict[str, Any]:
     }
 
 
-def _pane(cfg: TeamConfig, worker: str) -> str:
+def _target(cfg: TeamConfig, worker: str) -> tuple[Tmux, str, Callable[[], None]]:
+    """The worker's tmux server (its host's, over ssh, for a worker on another host), its pane,
+    and the check that refuses to type into it (`no_prompt`: gone or dead; `pane_mismatch`: the
+    id names another pane now; `not_answered`: in copy mode; `host_unreachable`)."""
+    if _remote(cfg, worker):
+        from omp.mail import remote_answer
+
+        host_tmux, placed = remote_answer.target(cfg, worker)
+        return (
+            host_tmux,
+            placed.pane,
+            lambda: remote_answer.check(host_tmux, placed, cfg.name, worker),
+        )
+    from omp.mail.panes import expected_identity, tmux_for
+
+    pane = _pane(cfg, worker)
+    expected = expected_identity(cfg, pane)
+    if expected is None:
+        raise OmpError("no_prompt", f"{worker}'s pane was not recorded at launch", worker=worker)
+    tmux = tmux_for(cfg)
+
+    def check() -> None:
+        info = tmux.pane_info(pane)
+        if info is None or info.dead:
+            raise OmpError("no_prompt", f"{worker}'s pane is {'gone' if info is None else 'dead'}")
+        if info.identity != expected:
+            raise OmpError(
+                "pane_mismatch",
+                f"pane {pane} is not {worker}'s recorded pane any more",
+                pane_id=pane,
+            )
+        if info.in_mode:
+            raise OmpError(
+                "not_answered", f"{worker}'s pane is in copy mode: someone is scrolling it"
+            )
+
+    return tmux, pane, check
+
+
+def _member(cfg: TeamConfig, worker: str) -> None:
     from omp.store.names import worker_name
 
     worker_name(worker)
@@ -262,6 +291,16 @@ def _pane(cfg: TeamConfig, worker: str) -> str:
             f"workers: {', '.join(cfg.worker_names)}",
             candidates=cfg.worker_names,
         )
+
+
+def _remote(cfg: TeamConfig, worker: str) -> bool:
+    """A worker of the team on another host? (Its record says so; nothing of ssh loaded.)"""
+    _member(cfg, worker)
+    return isinstance((cfg.worker(worker) or {}).get("remote"), dict)
+
+
+def _pane(cfg: TeamConfig, worker: str) -> str:
+    _member(cfg, worker)
     pane = cfg.pane_of(worker)
     if not pane:
         raise OmpError("no_prompt", f"{worker} has no pane (a headless worker)", worker=worker)

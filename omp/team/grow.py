@@ -10,6 +10,10 @@ members lock, so the roster, broadcasts, `status` and the monitor include them a
 inboxes are not rewritten (they list teammates with `roster`). A headless team (no panes: `omp
 team create`) gets the entries and inboxes only.
 
+`--host NAME[:N]` places N of the newcomers on another host as launch places its remote workers
+(`omp.team.grow_hosts`); after any add to a team with workers on other hosts, every one of its
+hosts is sent the grown config (the omp there knows its new teammates).
+
 Everything that can refuse is checked before tmux or the disk is touched; a failure after the
 first pane kills the new panes and takes their entries and tasks back out of the team.
 """
@@ -17,10 +21,11 @@ first pane kills the new panes and takes their entries and tasks back out of the
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import re
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +75,7 @@ class AddWorkers(Launch):
         ready_timeout: float | None = None,
         workspace: str | None = None,
         carry_changes: bool = False,
+        hosts: Sequence[tuple[str, int]] = (),
     ) -> None:
         cwd = Path(str(cfg.raw.get("cwd") or cfg.paths.project.root))
         req = LaunchRequest(
@@ -81,11 +87,18 @@ class AddWorkers(Launch):
             ready_timeout=ready_timeout,
             workspace=workspace,
             carry_changes=carry_changes,
+            hosts=list(hosts),
         )
         super().__init__(req, env=env, tmux_factory=tmux_factory, progress=progress)
         self.cfg = cfg
         self.added: list[str] = []
         self.created_tasks: list[str] = []
+        # a team with workers on other hosts (`omp.team.grow_hosts`): the config before this
+        # add (what a failure mirrors back), whether the grown one reached a host, and the hosts
+        # that did not take it
+        self.before: dict[str, Any] = copy.deepcopy(cfg.raw)
+        self.mirrored = False
+        self.hosts_not_updated: list[dict[str, Any]] = []
         from omp.team.backlog import BacklogStart
 
         # a backlog team's newcomers take tasks from its queue (`omp.team.backlog`)
@@ -120,6 +133,17 @@ class AddWorkers(Launch):
         # a headless team's workers run nowhere: only the profile's name matters
         profile = self.resolve_profile(cfg.paths.project, need_program=bool(cfg.tmux))
         self._plan_workspace()
+        if req.hosts:
+            from omp.team import grow_hosts
+
+            self.remote = grow_hosts.plan(
+                cfg,
+                req.hosts,
+                next_names(cfg, req.workers),
+                worktree=self.plan is not None and self.plan.worktree,
+                backlog=self.backlog is not None,
+                progress=self.progress,
+            )
         return profile
 
     def _plan_workspace(self) -> None:
@@ -177,19 +201,30 @@ class AddWorkers(Launch):
     # ---- the change -----------------------------------------------------------------------------
 
     def watches(self, result: dict[str, Any]) -> bool:
-        return bool(self.cfg.tmux)
+        return bool(self.cfg.tmux) or self._remote_team()
+
+    def _remote_team(self) -> bool:
+        """Does the team (as it was, or with the newcomers) have workers on other hosts?"""
+        from omp.mail.panes import has_remote
+
+        return self.remote is not None or has_remote(self.cfg)
 
     def project_root(self) -> Path:
         return self.cfg.paths.project.root
 
     def run(self) -> dict[str, Any]:
         profile = self.check()
-        place = self._window()
+        here = self.req.workers - len(self.remote.where if self.remote else {})
+        place = self._window() if here else None
         try:
             return self._add(profile, place)
         except BaseException as exc:
             self.unwind(exc)
             self._undo(place[0] if place else None)
+            if self.remote is not None or self.mirrored:
+                from omp.team import grow_hosts
+
+                grow_hosts.undo(self.remote, self.before, self.cfg.name, mirrored=self.mirrored)
             if isinstance(exc, OmpError):
                 raise OmpError(
                     exc.code if exc.code.startswith("launch") else "add_worker_failed",
@@ -204,15 +239,16 @@ class AddWorkers(Launch):
         token = secrets.token_hex(8)
         omp = team_command(cfg.raw)
         new = next_names(cfg, req.workers)
+        away = self.remote.where if self.remote is not None else {}
         panes: dict[str, str] = {}
-        self.make_worktrees(cfg.name, new)
+        self.make_worktrees(cfg.name, [w for w in new if w not in away])
         if place is not None:
             tmux, window, prev = place
             total = len(cfg.worker_names) + len(new)
             layout = "main-vertical" if total <= 6 else "tiled"
             self.progress(f"adding {len(new)} {profile.name} worker(s) to team {cfg.name}")
             where = self.backlog.pane_place(self, profile, team, omp) if self.backlog else {}
-            for w in new:
+            for w in [w for w in new if w not in away]:
                 pane = self.open_pane(
                     tmux, profile, team, w, after=prev, token=token, omp=omp, first=False,
                     **where,
@@ -220,8 +256,11 @@ class AddWorkers(Launch):
                 panes[w] = pane
                 prev = pane
                 tmux.select_layout(window, layout)
+        if self.remote is not None:
+            self.place_remote(team, profile, token)
         with members_locked(team):
             fresh = team_config.load(team)  # another change may have landed meanwhile
+            self.before = copy.deepcopy(fresh.raw)
             if set(new) & {*fresh.worker_names, *removed_names(fresh.raw)}:
                 raise OmpError("add_worker_failed", "another add-worker took these names; retry")
             task_ids = _next_task_ids(fresh, len(new)) if req.task else [None] * len(new)
@@ -236,8 +275,8 @@ class AddWorkers(Launch):
                 }
                 if profile.name != fresh.raw.get("agent"):
                     entry["agent"] = profile.name
-                if w in panes:
-                    entry["paneId"] = panes[w]
+                if w in panes or w in away:
+                    entry["paneId"] = panes.get(w)
                     entry.update(self.started[w])  # what `omp team resume` starts it with
                 entries.append(entry)
                 if tid is not None:
@@ -245,6 +284,11 @@ class AddWorkers(Launch):
                     tasks.create(team, tid, desc)
                     self.created_tasks.append(tid)
             self.record_workspace(fresh.raw, entries)
+            if self.remote is not None:
+                from omp.team import grow_hosts
+
+                assert self.plan is not None and self.plan.base is not None
+                grow_hosts.record(self.remote, fresh.raw, entries, self.plan.base)
             everyone = [*fresh.worker_names, *new]
             self.state_written = True
             for i, entry in enumerate(entries, start=1):
@@ -259,8 +303,12 @@ class AddWorkers(Launch):
         self.recorded()
         for w in new:
             history.member(team, w, "joined")
+        if self._remote_team():
+            self._publish(raw, req.task)
         if place is not None:
             self.wait_and_trigger(place[0], team, profile, panes)
+        if self.remote is not None:
+            self.trigger_remote(team, profile)
         given: list[dict[str, Any]] = []
         if self.backlog is not None:  # they join the queue at once
             from omp.backlog import handover
@@ -274,13 +322,48 @@ class AddWorkers(Launch):
             "team": cfg.name,
             "agent": profile.name,
             "workers": [
-                {"name": e["name"], "paneId": e.get("paneId"), "taskId": e["taskId"]}
+                {
+                    "name": e["name"],
+                    "paneId": e.get("paneId"),
+                    "taskId": e["taskId"],
+                    **({"host": e["remote"]["host"]} if isinstance(e.get("remote"), dict) else {}),
+                }
                 for e in entries
             ],
             "members": everyone,
             "workspace": self.workspace_summary(),
+            **self.remote_summary(team),
+            **({"hostsNotUpdated": self.hosts_not_updated} if self.hosts_not_updated else {}),
             **({"handedOver": given} if self.backlog is not None else {}),
         }
+
+    def _publish(self, raw: dict[str, Any], task: str) -> None:
+        """The grown config on every host the team uses, and each remote newcomer's inbox on its
+        host (`omp.team.grow_hosts`); a host of the newcomers that does not take it fails the add,
+        another one is reported."""
+        from omp.team import grow_hosts
+
+        name = self.cfg.name
+        mirrored: set[tuple[str, str]] = set()
+        self.mirrored = True
+        if self.remote is not None:
+            n = len(self.added)
+            descriptions = {
+                w: setup.task_description(task, i, n) if task else ""
+                for i, w in enumerate(self.added, start=1)
+            }
+            check = self.plan.verify if self.plan is not None else None
+            self.remote_inboxes, mirrored = grow_hosts.publish(
+                self.remote,
+                name,
+                raw,
+                descriptions=descriptions,
+                verify=check[0] if check else None,
+            )
+        self.hosts_not_updated = grow_hosts.mirror_everywhere(raw, name, skip=mirrored)
+        for row in self.hosts_not_updated:
+            self.progress(f"warning: host {row['host']} did not take the team's new config: "
+                          f"{row['why']}")  # fmt: skip
 
     def _undo(self, tmux: Tmux | None) -> None:
         self.end_created(tmux, self.cfg.paths)
@@ -294,6 +377,10 @@ class AddWorkers(Launch):
                 raw = fresh.raw
                 raw["workers"] = [w for w in fresh.workers if w.get("name") not in self.added]
                 raw["workerCount"] = len(raw["workers"])
+                if self.remote is not None:  # the hosts the team used before, as recorded
+                    raw.pop("hosts", None)
+                    if "hosts" in self.before:
+                        raw["hosts"] = self.before["hosts"]
                 team_config.write(team, raw)
             for tid in self.created_tasks:
                 with contextlib.suppress(OSError, OmpError):
@@ -314,6 +401,7 @@ def add_workers(
     progress: Progress | None = None,
     workspace: str | None = None,
     carry_changes: bool = False,
+    hosts: Sequence[tuple[str, int]] = (),
 ) -> dict[str, Any]:
     return AddWorkers(
         cfg,
@@ -326,4 +414,5 @@ def add_workers(
         ready_timeout=ready_timeout,
         workspace=workspace,
         carry_changes=carry_changes,
+        hosts=hosts,
     ).watched()

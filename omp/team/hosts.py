@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,8 +103,10 @@ def plan(
     worktree: bool,
     backlog: bool,
     progress: Progress,
+    known: Mapping[str, ssh.Host] | None = None,
 ) -> RemotePlan | None:
-    """Which of `workers` run where (None: all here), every host checked; touches nothing."""
+    """Which of `workers` run where (None: all here), every host checked; touches nothing.
+    `known`: hosts a team already records (`omp team add-worker --host`), reached as recorded."""
     pairs, configured = requested_hosts(project, given)
     if not pairs:
         return None
@@ -142,7 +144,10 @@ def plan(
             ".omp/config.toml (docs/remote.md)",
         )
     url = select.with_namespace(url, select.namespace(project, url))
-    hosts = {name: configured.get(name) or ssh.Host(name) for name, _ in pairs}
+    recorded = known or {}
+    hosts = {
+        name: recorded.get(name) or configured.get(name) or ssh.Host(name) for name, _ in pairs
+    }
     for name, host in hosts.items():
         probe(host)
         if _loopback_store(url) and not _loopback(host.destination):
