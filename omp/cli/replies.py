@@ -520,7 +520,8 @@ class RemoteTakeDown(TypedDict):
     why: NotRequired[str]
     left: NotRequired[list[str]]  # what stays on the host
     paneError: NotRequired[str]
-    mirrorError: NotRequired[str]
+    mirrorError: NotRequired[str]  # its host did not take the team's new config
+    hostsNotUpdated: NotRequired[list[dict[str, Any]]]  # other hosts that kept the old config
 
 
 class ShutdownReply(TypedDict):
@@ -552,6 +553,7 @@ class RemoveWorkerReply(TypedDict):
     workers: list[str]
     worktree: WorktreeRemoval | None  # its worktree, removed unless it holds uncommitted work
     remote: NotRequired[RemoteTakeDown]  # a worker on another host: what was done there
+    hostsNotUpdated: NotRequired[list[dict[str, Any]]]  # {host, error, why}: kept the old config
 
 
 class DeleteReply(TypedDict):

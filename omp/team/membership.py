@@ -178,6 +178,7 @@ def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[st
         history.member(team, name, "removed")
     far = _remote_part(before, name, raw)
     tree = _drop_worktree(cfg, name) if removed_now and far is None else None
+    down = _tell_hosts(before, raw) if far is None else []
     return {
         "ok": True,
         "team": cfg.name,
@@ -191,6 +192,7 @@ def remove_worker(cfg: TeamConfig, name: str, *, force: bool = False) -> dict[st
         "workers": [w["name"] for w in raw["workers"] if isinstance(w, dict)],
         "worktree": tree,
         **({"remote": far} if far is not None else {}),
+        **({"hostsNotUpdated": down} if down else {}),
     }
 
 
@@ -210,6 +212,19 @@ def _remote_part(cfg: TeamConfig, name: str, raw_after: dict[str, Any]) -> dict[
     from omp.team import remote_life
 
     return remote_life.remove_one(cfg, name, raw_after)
+
+
+def _tell_hosts(cfg: TeamConfig, raw_after: dict[str, Any]) -> list[dict[str, Any]]:
+    """A local worker removed from a team with workers on other hosts: each host's mirrored
+    config learns it (the omp there fences the removed identity too); the hosts that did not
+    answer. Nothing of ssh loaded for a team on this host alone."""
+    from omp.mail.panes import has_remote
+
+    if not has_remote(cfg):
+        return []
+    from omp.team.grow_hosts import mirror_everywhere
+
+    return mirror_everywhere(raw_after, cfg.name)
 
 
 def _drop_worktree(cfg: TeamConfig, name: str) -> dict[str, Any] | None:

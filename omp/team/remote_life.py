@@ -216,16 +216,25 @@ def remove_one(cfg: TeamConfig, worker: str, raw_after: dict[str, Any]) -> dict[
     `raw_after`: the one written): taken down as shutdown does it, and the team's config
     mirrored again on its host, so the omp there fences the removed identity too."""
     from omp.team import remote
+    from omp.team.grow_hosts import mirror_everywhere
 
     placed = placements(cfg).get(worker)
     if placed is None:
         return None
     row = take_down(cfg, worker, placed, leader_repo(cfg), dead_hosts=set())
+    mirrored: set[tuple[str, str]] = set()
     if row.get("error") != "host_unreachable":
         try:
             remote.mirror_config(_host(cfg, placed), placed.root, cfg.name, raw_after)
+            mirrored.add((placed.host, placed.root))
         except OmpError as exc:
             row["mirrorError"] = exc.message
+    else:
+        mirrored.add((placed.host, placed.root))  # (it did not answer just now)
+    # and every other host the team uses: its omp fences the removed identity too
+    down = mirror_everywhere(raw_after, cfg.name, skip=mirrored)
+    if down:
+        row["hostsNotUpdated"] = down
     return row
 
 

@@ -169,6 +169,15 @@ def test_a_worker_added_on_another_host_runs_to_merged_work_and_every_host_hears
         assert "worker-4" not in left, left
         assert "worker-2" in left  # the team's own worker there is untouched
         assert _names(_mirrored(host, placed.root)) == ["worker-1", "worker-2", "worker-3"]
+
+        # a local worker taken off the team: the host's omp hears of it too
+        gone = run_omp(
+            "team", "remove-worker", "t", "worker-3", "--force", "--json",
+            cwd=repo, env=env, timeout=120,
+        )  # fmt: skip
+        assert gone.rc == 0, gone.stdout + gone.stderr
+        assert "hostsNotUpdated" not in gone.json and "remote" not in gone.json
+        assert _names(_mirrored(host, placed.root)) == ["worker-1", "worker-2"]
     finally:
         remote_tmux.kill_server()
         ssh.stop_master(host)
