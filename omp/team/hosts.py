@@ -230,22 +230,29 @@ def place_all(
     """Every remote worker's checkout and pane (recorded in `rp.placed` as each is made, so a
     failure later removes what was made)."""
     from omp.team import remote
-    from omp.workspace.remote import prepare
+    from omp.workspace.remote import discard, prepare
 
     for worker, name in rp.where.items():
         host = rp.hosts[name]
         root = f"{prepare(host, rp.project)}/root"
-        rp.placed[worker] = remote.open_worker(
-            host,
-            leader_repo=leader_repo,
-            project=rp.project,
-            team=team,
-            worker=worker,
-            token=token,
-            start=start,
-            store_url=rp.store_url,
-            agent_command=agent_command(profile, host, root),
-        )
+        try:
+            rp.placed[worker] = remote.open_worker(
+                host,
+                leader_repo=leader_repo,
+                project=rp.project,
+                team=team,
+                worker=worker,
+                token=token,
+                start=start,
+                store_url=rp.store_url,
+                agent_command=agent_command(profile, host, root),
+            )
+        except BaseException:
+            # its checkout may be made already, its pane not: `undo` knows only the placed
+            branch = f"omp/{team}/{worker}"
+            with contextlib.suppress(Exception):
+                discard(host, rp.project, worktree=f"{team}/{worker}", branch=branch, start=start)
+            raise
         progress(f"{worker}: started on {name}")
 
 

@@ -317,3 +317,35 @@ def test_a_launch_that_fails_on_the_host_midway_leaves_nothing_here_or_there(
     finally:
         remote.kill_server()
         ssh.stop_master(good)
+
+
+def test_a_remote_agent_that_exits_at_once_leaves_nothing_on_its_host(
+    sshd: SshServer, redis: RedisServer, local_tmux: Tmux, tmp_path: Path
+) -> None:
+    """Every worker on the host, its agent gone as soon as it starts: whether its pane was
+    already gone when omp set it up or died before it was ready, the launch fails and neither
+    its checkout nor its branch stays there."""
+    repo, host = _project(tmp_path, sshd)
+    (repo / ".omp" / "agents.toml").write_text('[agents.quit]\ncommand = ["true"]\n')
+    env = _env(tmp_path, OMP_STORE=f"{redis.url}?ns=q{secrets.token_hex(4)}")
+    assert local_tmux.socket_name is not None
+    remote = RemoteTmux(host, f"omp-{project_key(repo)}")
+    try:
+        out = run_omp(
+            "team", "launch", "2", "x", "--agent", "quit", "--name", "t", "--host", "build1:2",
+            "--socket", local_tmux.socket_name, "--ready-timeout", "20", "--json",
+            cwd=repo, env=env, timeout=180,
+        )  # fmt: skip
+        assert out.rc != 0, out.stdout
+        assert out.json["error"] in ("launch_failed", "launch_worker_exited"), out.json
+        assert not StatePaths(repo).team("t").dir.exists()
+        base = f"{host.settings.dir}/{project_key(repo)}"
+        left = ssh.run(
+            host,
+            ["sh", "-c", f"ls {base}/worktrees/t 2>/dev/null; "
+             f"git -C {base}/repo.git branch --list 'omp/*' 2>/dev/null; true"],
+        ).out  # fmt: skip
+        assert left.strip() == "", left
+    finally:
+        remote.kill_server()
+        ssh.stop_master(host)
