@@ -46,6 +46,7 @@ from benchmarks.machine import machine_lines  # noqa: E402
 
 WORK_SECONDS = "0.2"
 VERIFY = "ls work/*.md"
+HANDOVER_TIMEOUT = 240.0  # seconds; a hand-over past it is reported as stuck, saying why
 TEAMS = ("hosts", "redis", "files")
 
 
@@ -66,6 +67,7 @@ class Figures:
     status_cpu: list[float] = field(default_factory=list)
     handover: list[float] = field(default_factory=list)
     merge_wall: list[float] = field(default_factory=list)
+    stuck: list[str] = field(default_factory=list)  # hand-overs that did not finish: why
 
 
 def missing() -> str | None:
@@ -85,10 +87,13 @@ def missing() -> str | None:
 
 def host_toml(host: Any) -> str:
     s = host.settings
+    # The remote workers' panes get only omp's own variables (`omp.team.remote`), so the demo's
+    # work time is handed to them in the host's omp command line, as a wrapper would
+    omp = f"env OMP_DEMO_WORK_SECONDS={WORK_SECONDS} {s.omp}"
     return (
         "[hosts.build1]\n"
         f'address = "{s.address}"\nport = {s.port}\nidentity_file = "{s.identity_file}"\n'
-        f'known_hosts = "{s.known_hosts}"\nomp = "{s.omp}"\ndir = "{s.dir}"\n'
+        f'known_hosts = "{s.known_hosts}"\nomp = "{omp}"\ndir = "{s.dir}"\n'
     )
 
 
@@ -131,12 +136,27 @@ def tasks_done(store: Any, n: int) -> bool:
     )
 
 
-def wait_for(check: Any, timeout: float, what: str) -> None:
+def wait_for(check: Any, timeout: float) -> bool:
     end = time.monotonic() + timeout
     while not check():
         if time.monotonic() > end:
-            raise RuntimeError(f"bench_hosts: {what} not reached in {timeout:.0f} s")
+            return False
         time.sleep(0.1)
+    return True
+
+
+def stuck(store: Any) -> str:
+    """What kept a hand-over from finishing: each unfinished task, and its check's last line."""
+    out = []
+    for t in store.docs("t", "tasks"):
+        v = t.get("verify") or {}
+        if t.get("status") == "completed" and v.get("status") == "passed":
+            continue
+        why = ""
+        with contextlib.suppress(OSError, KeyError):
+            why = Path(v["log"]).read_text(errors="replace").strip().splitlines()[-1][:300]
+        out.append(f"task {t['id']} {t.get('status')}, check {v.get('status')}: {why}")
+    return "; ".join(out)
 
 
 def stop_monitor(repo: Path) -> None:
@@ -212,7 +232,11 @@ def one_team(
             fig.launch_wall.append(wall)
             fig.launch_cpu.append(cpu)
             tasks = open_store(repo, url=store or "file")
-            wait_for(lambda: tasks_done(tasks, n), 600, f"{n} verified completions")
+            if not wait_for(lambda: tasks_done(tasks, n), HANDOVER_TIMEOUT):
+                why = stuck(tasks)
+                print(f"  {label}: the hand-over did not finish: {why}", file=sys.stderr)
+                fig.stuck.append(why)
+                return
             fig.handover.append(time.perf_counter() - t0)
             for _ in range(status_runs):
                 wall, cpu, st = timed_cpu([*omp, "team", "status", "t", "--json"], env, repo)
@@ -310,6 +334,11 @@ def main() -> None:
     for what, attr, unit in rows:
         cells = " | ".join(med(getattr(figures[x], attr), unit) for x in labels)
         print(f"| {what} | {cells} |")
+    cells = " | ".join(f"{len(figures[x].handover)} of {runs}" for x in labels)
+    print(f"| (3) hand-overs that finished | {cells} |")
+    for x in labels:
+        for why in figures[x].stuck:
+            print(f"\n{title(x, n)}: a hand-over did not finish in {HANDOVER_TIMEOUT:.0f} s: {why}")
 
 
 if __name__ == "__main__":
