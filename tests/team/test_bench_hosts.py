@@ -48,6 +48,6 @@ def test_bench_hosts_quick_prints_every_team_and_figure(tmp_path: Path) -> None:
     assert header in lines, lines
     rows = [line for line in lines[lines.index(header) + 2 :] if line.startswith("| ")]
     cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
-    assert len(cells) == 7 and all(len(c) == 4 for c in cells), rows
-    assert all(v.endswith((" s", " ms")) for c in cells[:6] for v in c[1:]), rows
-    assert cells[6][1:] == ["1 of 1"] * 3, rows  # every hand-over finished
+    assert len(cells) == 8 and all(len(c) == 4 for c in cells), rows
+    assert all(v.endswith((" s", " ms")) for c in cells[:7] for v in c[1:]), rows
+    assert cells[7][1:] == ["1 of 1"] * 3, rows  # every hand-over finished
