@@ -33,6 +33,7 @@ from omp.workspace.repo import (
     resolve,
     toplevel,
     worktrees,
+    worktrees_locked,
 )
 
 BRANCH_PREFIX = "omp"
@@ -342,19 +343,9 @@ def create_worktree(
     try:
         # A failing post-checkout hook fails `worktree add` after it made the branch and the
         # worktree: the lock with our reason says they are ours to roll back.
-        git(
-            top,
-            "worktree",
-            "add",
-            "-q",
-            "--lock",
-            "--reason",
-            reason,
-            "-b",
-            branch,
-            str(path),
-            commit,
-        )
+        with worktrees_locked(top):
+            git(top, "worktree", "add", "-q", "--lock", "--reason", reason, "-b", branch,
+                str(path), commit)  # fmt: skip
         added = True
         carried = carry_changes(top, path) if carry else []
         provisioned = provision(top, path, spec)
@@ -401,21 +392,23 @@ def ensure_project_mark(worktree: Path, root: Path) -> bool:
 
 def finalize(wt: Worktree) -> None:
     """The caller has recorded the worktree: it is a worker's now, no longer provisional."""
-    git(wt.repo, "worktree", "unlock", str(wt.path))
+    with worktrees_locked(wt.repo):
+        git(wt.repo, "worktree", "unlock", str(wt.path))
 
 
 def rollback(wt: Worktree) -> None:
     """Remove a provisional worktree and its branch (the branch only while it has no commits
     beyond its base: nothing anyone made is deleted; none for a detached scratch worktree,
     `branch` ""). Safe to call twice."""
-    # unlocked first: `worktree prune` keeps a locked entry whose directory is gone forever
-    git(wt.repo, "worktree", "unlock", str(wt.path), ok=(0, 128))
-    with contextlib.suppress(OmpError):
-        git(wt.repo, "worktree", "remove", "--force", "--force", str(wt.path))
-    if os.path.lexists(wt.path) and not (wt.path / ".git").exists():
-        # git refused or never got as far as registering it: what is there is ours alone
-        shutil.rmtree(wt.path, ignore_errors=True)
-    git(wt.repo, "worktree", "prune")
+    with worktrees_locked(wt.repo):
+        # unlocked first: `worktree prune` keeps a locked entry whose directory is gone forever
+        git(wt.repo, "worktree", "unlock", str(wt.path), ok=(0, 128))
+        with contextlib.suppress(OmpError):
+            git(wt.repo, "worktree", "remove", "--force", "--force", str(wt.path))
+        if os.path.lexists(wt.path) and not (wt.path / ".git").exists():
+            # git refused or never got as far as registering it: what is there is ours alone
+            shutil.rmtree(wt.path, ignore_errors=True)
+        git(wt.repo, "worktree", "prune")
     tip = resolve(wt.repo, HEADS + wt.branch) if wt.branch else None
     if tip is not None and tip == wt.base:
         git(wt.repo, "branch", "-D", "-q", wt.branch, ok=(0, 1))

@@ -18,6 +18,7 @@ from omp.workspace.repo import (
     resolve,
     toplevel,
     worktrees,
+    worktrees_locked,
 )
 from omp.workspace.review import merged_into
 
@@ -119,11 +120,12 @@ def remove_worktree(
         )
     registered = path is not None and any(_same(e.path, path) for e in worktrees(top))
     removed_tree = False
-    if registered and path is not None and path.exists():
-        # a double --force also removes a locked worktree: the loss was weighed above
-        git(top, "worktree", "remove", "--force", "--force", str(path))
-        removed_tree = True
-    git(top, "worktree", "prune")
+    with worktrees_locked(top):
+        if registered and path is not None and path.exists():
+            # a double --force also removes a locked worktree: the loss was weighed above
+            git(top, "worktree", "remove", "--force", "--force", str(path))
+            removed_tree = True
+        git(top, "worktree", "prune")
     removed_branch = False
     if not keep_branch and resolve(top, HEADS + branch) is not None:
         git(top, "branch", "-D", "-q", branch)
@@ -137,5 +139,6 @@ def prune(repo: Path) -> list[Path]:
     top = toplevel(repo)
     gone = [e.path for e in worktrees(top) if e.prunable and not e.locked]
     if gone:
-        git(top, "worktree", "prune")
+        with worktrees_locked(top):
+            git(top, "worktree", "prune")
     return gone

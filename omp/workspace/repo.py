@@ -10,6 +10,10 @@ from typing import NamedTuple
 from omp.errors import OmpError
 from omp.workspace.git import abspath, git, nul_fields
 
+TYPE_CHECKING = False  # true for mypy: the lock's module loads only when a worktree changes
+if TYPE_CHECKING:
+    from omp.store.locks import flocked
+
 HEADS = "refs/heads/"
 
 
@@ -46,6 +50,41 @@ def common_dir(path: str | os.PathLike[str]) -> Path:
     `info/exclude` and `worktrees/` live there for every worktree."""
     res = git(path, "rev-parse", "--git-common-dir")
     return abspath(Path(path), res.text).resolve()
+
+
+WORKTREES_LOCK = "omp-worktrees.lock"  # in the common git dir, beside git's `worktrees/`
+
+
+class worktrees_locked:
+    """`git worktree add|remove|prune|unlock` of one repository, one process at a time. git
+    does not lock its list of worktrees (`.git/worktrees/`): parallel checks, each adding and
+    removing a scratch checkout, see or prune one another's half-made entries ("could not open
+    .git/worktrees/tree/gitdir"). Not reentrant: never nest it (a flock per open file)."""
+
+    __slots__ = ("_lock", "_path", "_timeout")
+
+    def __init__(self, path: str | os.PathLike[str], timeout: float = 120.0) -> None:
+        self._path, self._timeout = path, timeout
+        self._lock: flocked | None = None
+
+    def __enter__(self) -> None:
+        from omp.store.locks import flocked
+
+        where = common_dir(self._path) / WORKTREES_LOCK
+        lock = flocked(where, self._timeout, poll=0.02)
+        if not lock.__enter__():
+            lock.__exit__(None, None, None)
+            raise OmpError(
+                "git_failed",
+                f"another omp process changed the worktrees of {self._path} for more than "
+                f"{self._timeout:g} s ({where})",
+            )
+        self._lock = lock
+
+    def __exit__(self, *exc: object) -> None:
+        if self._lock is not None:
+            self._lock.__exit__(*exc)
+        self._lock = None
 
 
 def head(path: str | os.PathLike[str]) -> str | None:

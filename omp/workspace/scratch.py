@@ -25,6 +25,7 @@ from pathlib import Path
 
 from omp.workspace.create import NOTHING, Provision, Worktree, lock_reason, provision, rollback
 from omp.workspace.git import GIT_TIMEOUT, git
+from omp.workspace.repo import worktrees_locked
 
 PREFIX = "omp-check-"
 
@@ -38,8 +39,9 @@ def make(
     scratch = Path(tempfile.mkdtemp(prefix=PREFIX)) / "tree"
     wt = Worktree(top, scratch, "", commit)
     try:
-        git(top, "worktree", "add", "-q", "--detach", "--lock", "--reason",
-            lock_reason(commit), str(scratch), commit, timeout=timeout)  # fmt: skip
+        with worktrees_locked(top, timeout):
+            git(top, "worktree", "add", "-q", "--detach", "--lock", "--reason",
+                lock_reason(commit), str(scratch), commit, timeout=timeout)  # fmt: skip
         provision(top, scratch, spec)
     except BaseException:
         remove(wt)
