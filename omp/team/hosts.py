@@ -226,6 +226,7 @@ def place_all(
     start: str,
     profile: AgentProfile,
     progress: Progress,
+    env: dict[str, str] | None = None,
 ) -> None:
     """Every remote worker's checkout and pane (recorded in `rp.placed` as each is made, so a
     failure later removes what was made)."""
@@ -246,6 +247,7 @@ def place_all(
                 start=start,
                 store_url=rp.store_url,
                 agent_command=agent_command(profile, host, root),
+                env=env,
             )
         except BaseException:
             # its checkout may be made already, its pane not: `undo` knows only the placed
@@ -254,6 +256,15 @@ def place_all(
                 discard(host, rp.project, worktree=f"{team}/{worker}", branch=branch, start=start)
             raise
         progress(f"{worker}: started on {name}")
+
+
+def knobs(profile: AgentProfile, env: Mapping[str, str]) -> dict[str, str]:
+    """What of the leader's environment a remote agent is given: only omp's own variables among
+    those its profile forwards (the demo agent's `OMP_DEMO_*`); an agent's credentials and
+    settings are the host's own, never copied to another machine."""
+    from omp.agents import forwarded_env
+
+    return {k: v for k, v in forwarded_env(profile, env).items() if k.startswith("OMP_")}
 
 
 def undo(rp: RemotePlan, team: str, start: str) -> list[str]:

@@ -602,6 +602,7 @@ class Launch:
         rp, plan = self.remote, self.plan
         assert rp is not None and plan is not None and plan.base is not None
         self.tokens.add(token)
+        knobs = hosts.knobs(profile, self.env)
         hosts.place_all(
             rp,
             leader_repo=team.project.root,
@@ -610,12 +611,13 @@ class Launch:
             start=plan.base,
             profile=profile,
             progress=self.progress,
+            env=knobs,
         )
         for w, name in rp.where.items():
             self.started[w] = {
                 "agent": profile.name,
                 "command": hosts.agent_command(profile, rp.hosts[name], rp.placed[w].root),
-                "forwardedEnv": [],
+                "forwardedEnv": sorted(knobs),
             }
 
     def record_remote(self, raw: dict[str, Any]) -> None:

@@ -55,6 +55,24 @@ def project_key(root: Path) -> str:
     return f"{stem}-{hashlib.sha256(real.encode()).hexdigest()[:8]}"
 
 
+def identity_env(
+    host: ssh.Host, team: str, worker: str, token: str, root: str, url_file: str
+) -> dict[str, str]:
+    """What a remote agent's pane is started with: the identity launch gives every worker, the
+    mirrored state (OMP_ROOT), the store's URL file, the host's omp, and the host's name as the
+    team knows it (its heartbeats say where they come from: `omp.tasks.presence`)."""
+    return {
+        "OMP_TEAM": team,
+        "OMP_WORKER": worker,
+        "OMP_TEAM_WORKER": "1",
+        "OMP_LAUNCH_TOKEN": token,
+        "OMP_ROOT": root,
+        "OMP_STORE_FILE": url_file,
+        "OMP_COMMAND": host.settings.omp,
+        "OMP_HOST": host.name,
+    }
+
+
 def open_worker(
     host: ssh.Host,
     *,
@@ -66,9 +84,11 @@ def open_worker(
     start: str,
     store_url: str,
     agent_command: list[str],
+    env: dict[str, str] | None = None,
 ) -> Placed:
     """The worker's checkout and its agent's pane on `host` (the agent waits for its trigger:
-    `publish` then writes what it reads)."""
+    `publish` then writes what it reads); `env`: more of the agent's environment (omp's own
+    knobs, never a credential: those are the host's own)."""
     branch = f"omp/{team}/{worker}"
     worktree = checkout.provision(
         host, leader_repo, project, branch=branch, start=start, worktree=f"{team}/{worker}"
@@ -77,16 +97,7 @@ def open_worker(
     root = f"{base}/root"
     url_file = f"{base}/store-url"
     ssh.put_file(host, url_file, store_url + "\n")
-    env = {
-        "OMP_TEAM": team,
-        "OMP_WORKER": worker,
-        "OMP_TEAM_WORKER": "1",
-        "OMP_LAUNCH_TOKEN": token,
-        "OMP_ROOT": root,
-        "OMP_STORE_FILE": url_file,
-        "OMP_COMMAND": host.settings.omp,
-        "OMP_HOST": host.name,  # the host's name in its heartbeats (`omp.tasks.presence`)
-    }
+    env = {**(env or {}), **identity_env(host, team, worker, token, root, url_file)}
     socket = f"omp-{project}"
     tmux = RemoteTmux(host, socket)
     _, _, pane = tmux.new_session(
@@ -271,15 +282,7 @@ def reopen(
     url_file = f"{base}/store-url"
     if store_url:  # else the one `place` wrote stays
         ssh.put_file(host, url_file, store_url + "\n")
-    env = {
-        "OMP_TEAM": team,
-        "OMP_WORKER": worker,
-        "OMP_TEAM_WORKER": "1",
-        "OMP_LAUNCH_TOKEN": token,
-        "OMP_ROOT": root,
-        "OMP_STORE_FILE": url_file,
-        "OMP_COMMAND": host.settings.omp,
-    }
+    env = identity_env(host, team, worker, token, root, url_file)
     tmux = RemoteTmux(host, placed.socket)
     tmux.kill_session(session_of(team, worker))  # its dead pane, kept by remain-on-exit
     _, _, pane = tmux.new_session(

@@ -157,7 +157,10 @@ def test_two_local_and_two_remote_demo_workers_run_to_merged_verified_work(
             assert head == tasks[w[-1]]["work"]["commit"]
         for p in (placed_of(cfg.worker("worker-3")), placed_of(cfg.worker("worker-4"))):
             assert p is not None
-            assert PASSWORD not in "\n".join(remote_tmux.capture(p.pane, 200))
+            screen = "\n".join(remote_tmux.capture(p.pane, 200))
+            assert PASSWORD not in screen
+            # omp's own knobs reach a remote agent (OMP_DEMO_WORK_SECONDS), credentials never
+            assert "work takes 0.2 s" in screen, screen
             state = f"{p.root}/.omp/state/team/t"
             seen = ssh.run(host, ["sh", "-c", f"cat {state}/config.json {state}/workers/*/*.md"])
             assert "worker-3" in seen.out and PASSWORD not in seen.out
