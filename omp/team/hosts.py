@@ -217,6 +217,9 @@ def _dirname(path: str) -> str:
     return path.rpartition("/")[0] if path.startswith("/") else ""
 
 
+PARALLEL = 4  # workers placed at once per host: sshd's MaxSessions is 10 by default
+
+
 def place_all(
     rp: RemotePlan,
     *,
@@ -228,14 +231,24 @@ def place_all(
     progress: Progress,
     env: dict[str, str] | None = None,
 ) -> None:
-    """Every remote worker's checkout and pane (recorded in `rp.placed` as each is made, so a
-    failure later removes what was made)."""
+    """Every remote worker's checkout and pane, recorded in `rp.placed` as each is made (a
+    failure later removes what was made). The first worker of each host is placed alone (it
+    makes the host's clone, its root checkout and its tmux server), the others `PARALLEL` at a
+    time per host over the host's one connection: a round trip each, not one after another."""
+    import threading
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     from omp.team import remote
     from omp.workspace.remote import discard, prepare
 
+    by_host: dict[str, list[str]] = {}
     for worker, name in rp.where.items():
+        by_host.setdefault(name, []).append(worker)
+    roots: dict[str, str] = {}
+
+    def one(worker: str) -> None:
+        name = rp.where[worker]
         host = rp.hosts[name]
-        root = f"{prepare(host, rp.project)}/root"
         try:
             rp.placed[worker] = remote.open_worker(
                 host,
@@ -246,7 +259,7 @@ def place_all(
                 token=token,
                 start=start,
                 store_url=rp.store_url,
-                agent_command=agent_command(profile, host, root),
+                agent_command=agent_command(profile, host, roots[name]),
                 env=env,
             )
         except BaseException:
@@ -256,6 +269,26 @@ def place_all(
                 discard(host, rp.project, worktree=f"{team}/{worker}", branch=branch, start=start)
             raise
         progress(f"{worker}: started on {name}")
+
+    def first(name: str) -> None:
+        roots[name] = f"{prepare(rp.hosts[name], rp.project)}/root"
+        one(by_host[name][0])
+
+    def settle(futures: list[Future[None]]) -> None:
+        errors = [e for f in futures if (e := f.exception()) is not None]
+        if errors:
+            raise errors[0]
+
+    gates = {name: threading.Semaphore(PARALLEL) for name in by_host}
+
+    def gated(worker: str) -> None:
+        with gates[rp.where[worker]]:
+            one(worker)
+
+    rest = [w for ws in by_host.values() for w in ws[1:]]
+    with ThreadPoolExecutor(max_workers=min(PARALLEL * len(by_host), 32)) as pool:
+        settle([pool.submit(first, name) for name in by_host])
+        settle([pool.submit(gated, w) for w in rest])
 
 
 def knobs(profile: AgentProfile, env: Mapping[str, str]) -> dict[str, str]:
