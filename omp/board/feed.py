@@ -40,6 +40,7 @@ from omp.textsafe import inline, visible
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from omp.agents import AgentProfile
+    from omp.board.remote_screens import RemoteScreens
     from omp.record.config import TeamConfig
     from omp.record.workspace import Worktree
     from omp.tmux import Tmux, TmuxIdentity
@@ -146,6 +147,7 @@ class TeamFeed:
         self._screens_at = float("-inf")  # when they were last read
         self._screen_moved = float("-inf")  # when one last changed
         self._usage_key: Any = None
+        self._far: RemoteScreens | None = None  # remote workers' screens, once there are any
 
     # ---- the tick ------------------------------------------------------------------------------
 
@@ -352,44 +354,16 @@ class TeamFeed:
 
     def _tick_screens(self, cfg: TeamConfig, now: float) -> dict[str, Any]:
         from omp.mail.answer import read_prompt
-        from omp.mail.panes import tmux_for, tmux_identity
 
         active = now - self._screen_moved < ACTIVE_SECONDS
         if not active and now - self._screens_at < IDLE_SCREENS:
             return {}
         self._screens_at = now
-        panes = {w: p for w in cfg.worker_names if (p := cfg.pane_of(w))}
-        ident = tmux_identity(cfg) if panes else None
-        if ident is None:
-            return {}
-        tmux = tmux_for(cfg)
-        views = self._views
-        captured: dict[str, list[str]] = {}
-        try:
-            if now - self._server_at >= SERVER_EVERY:
-                self._server_at = now
-                self._server_ok = ident.same_server(tmux.server_identity())
-            if not self._server_ok:
-                views = {w: ("gone", None) for w in panes}
-            else:
-                # Which panes live, by one `list-panes`: on every STATES_EVERY-th read, and on
-                # the read after a screen changed or a capture came back short (a pane that
-                # dies changes its screen first: "dead" shows one tick later).
-                self._reads += 1
-                if self._views_stale or set(views) != set(panes) or self._reads % STATES_EVERY == 0:
-                    views = self._pane_views(tmux, ident, panes)
-                    self._views_stale = False
-                wanted = [p for w, p in panes.items() if views[w][0] != "gone"]
-                captured = tmux.capture_many(wanted, SCREEN_LINES)
-                if len(captured) != len(wanted):
-                    self._views_stale = True
-        except OmpError:
-            views = {w: ("unknown", None) for w in panes}
-        self._views = views
+        seen = self._local_screens(cfg, now)
+        far = self._remote_screens(cfg)
+        seen.update({w: (sc.state, sc.dead_status, list(sc.lines)) for w, sc in far.items()})
         out: dict[str, Any] = {}
-        for w, p in panes.items():
-            state, dead_status = views[w]
-            lines = captured.get(p, [])
+        for w, (state, dead_status, lines) in seen.items():
             key = (state, dead_status, tuple(lines))
             if self._screens.get(w) == key:
                 continue
@@ -419,6 +393,53 @@ class TeamFeed:
             self._screen_moved = now
             self._views_stale = True
         return out
+
+    def _local_screens(
+        self, cfg: TeamConfig, now: float
+    ) -> dict[str, tuple[str, int | None, list[str]]]:
+        """(pane state, dead status, screen lines) of each worker with a pane on this host."""
+        from omp.mail.panes import tmux_for, tmux_identity
+
+        panes = {w: p for w in cfg.worker_names if (p := cfg.pane_of(w))}
+        ident = tmux_identity(cfg) if panes else None
+        if ident is None:
+            return {}
+        tmux = tmux_for(cfg)
+        views = self._views
+        captured: dict[str, list[str]] = {}
+        try:
+            if now - self._server_at >= SERVER_EVERY:
+                self._server_at = now
+                self._server_ok = ident.same_server(tmux.server_identity())
+            if not self._server_ok:
+                views = {w: ("gone", None) for w in panes}
+            else:
+                # Which panes live, by one `list-panes`: on every STATES_EVERY-th read, and on
+                # the read after a screen changed or a capture came back short (a pane that
+                # dies changes its screen first: "dead" shows one tick later).
+                self._reads += 1
+                if self._views_stale or set(views) != set(panes) or self._reads % STATES_EVERY == 0:
+                    views = self._pane_views(tmux, ident, panes)
+                    self._views_stale = False
+                wanted = [p for w, p in panes.items() if views[w][0] != "gone"]
+                captured = tmux.capture_many(wanted, SCREEN_LINES)
+                if len(captured) != len(wanted):
+                    self._views_stale = True
+        except OmpError:
+            views = {w: ("unknown", None) for w in panes}
+        self._views = views
+        return {w: (*views[w], captured.get(p, [])) for w, p in panes.items()}
+
+    def _remote_screens(self, cfg: TeamConfig) -> dict[str, Any]:
+        """The remote workers' screens as their reader last saw them (`omp.board.
+        remote_screens`, its own thread); {} for a team on this host alone (nothing loaded)."""
+        if not any(isinstance(w.get("remote"), dict) for w in cfg.workers):
+            return {}
+        if self._far is None:
+            from omp.board.remote_screens import RemoteScreens
+
+            self._far = RemoteScreens(cfg.name, lines=SCREEN_LINES)
+        return dict(self._far.latest(cfg.raw))
 
     def _pane_views(
         self, tmux: Tmux, ident: TmuxIdentity, panes: dict[str, str]
