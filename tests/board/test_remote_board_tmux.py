@@ -18,11 +18,13 @@ from omp.store.paths import StatePaths
 from omp.tmux import ssh
 from tests.board.test_backlog_routes import post
 from tests.helpers import poll
-from tests.mail.test_remote_answer_tmux import cleanup, prompt_team, pytestmark, redis, sshd
+from tests.mail.test_remote_answer_tmux import cleanup, prompt_team
+from tests.remote_parts import MARKS, redis, sshd
 from tests.store.redis_server import RedisServer
 from tests.tmux.sshd_server import SshServer
 
-__all__ = ["pytestmark", "redis", "sshd"]  # the fixtures and marks of the answer's test
+pytestmark = MARKS
+__all__ = ["redis", "sshd"]  # the shared fixtures
 
 
 def test_a_remote_worker_is_on_the_board_and_answered_through_it(

@@ -8,7 +8,6 @@ host that does not answer is `host_unreachable` with nothing typed."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,33 +25,16 @@ from omp.team.setup import create_team
 from omp.tmux import ssh
 from omp.tmux.remote import RemoteTmux
 from tests.helpers import FIXTURES, child_env, poll, run_omp
+from tests.remote_parts import MARKS, redis, sshd
 from tests.store.redis_server import RedisServer
-from tests.store.redis_server import binary as redis_binary
-from tests.tmux.sshd_server import REMOTE_PYTHON, SshServer, missing_reason, running
+from tests.tmux.sshd_server import REMOTE_PYTHON, SshServer
 from tests.workspace.gitrepo import g, isolate_git, make_repo
 
-why = missing_reason() or (None if redis_binary() else "redis-server is not installed")
-pytestmark = [
-    pytest.mark.tmux,
-    pytest.mark.slow,
-    pytest.mark.skipif(why is not None, reason=str(why)),
-]
+pytestmark = MARKS
+__all__ = ["redis", "sshd"]  # the shared fixtures
 
 SCREEN = FIXTURES / "screens" / "claude-16-permission-prompt.txt"
 AGENT = FIXTURES / "agents" / "prompt_agent.py"
-
-
-@pytest.fixture
-def sshd(monkeypatch: pytest.MonkeyPatch) -> Iterator[SshServer]:
-    with running(monkeypatch) as server:
-        yield server
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis").start()
-    yield server
-    server.stop()
 
 
 class PromptTeam(NamedTuple):

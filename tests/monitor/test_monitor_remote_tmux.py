@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,33 +29,16 @@ from omp.tmux import ssh
 from omp.tmux.remote import RemoteTmux
 from tests.helpers import poll
 from tests.monitor.test_monitor_policy import TOKEN, own_lock
+from tests.remote_parts import MARKS, redis, sshd
 from tests.store.redis_server import RedisServer
-from tests.store.redis_server import binary as redis_binary
-from tests.tmux.sshd_server import SshServer, missing_reason, running
+from tests.tmux.sshd_server import SshServer
 from tests.workspace.gitrepo import g, isolate_git, make_repo
 
-why = missing_reason() or (None if redis_binary() else "redis-server is not installed")
-pytestmark = [
-    pytest.mark.tmux,
-    pytest.mark.slow,
-    pytest.mark.skipif(why is not None, reason=str(why)),
-]
+pytestmark = MARKS
+__all__ = ["redis", "sshd"]  # the shared fixtures
 
 # short scans and a short grace: the test waits seconds, not minutes
 IV = Intervals(scan=0.2, host_grace=1.5, host_backoff=0.4)
-
-
-@pytest.fixture
-def sshd(monkeypatch: pytest.MonkeyPatch) -> Iterator[SshServer]:
-    with running(monkeypatch) as server:
-        yield server
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis").start()
-    yield server
-    server.stop()
 
 
 def events(paths: StatePaths, kind: str) -> list[dict[str, Any]]:

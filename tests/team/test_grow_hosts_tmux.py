@@ -9,12 +9,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from omp.record import config as team_config
 from omp.record.placement import placed_of, session_of
@@ -24,40 +20,14 @@ from omp.team.remote import project_key, state_dir
 from omp.tmux import Tmux, ssh
 from omp.tmux.remote import RemoteTmux
 from tests.helpers import poll, run_omp
+from tests.remote_parts import MARKS, local_tmux, redis, sshd
 from tests.store.redis_server import RedisServer
-from tests.store.redis_server import binary as redis_binary
 from tests.team.test_launch_hosts_tmux import _env, _project
-from tests.tmux.sshd_server import SshServer, missing_reason, running
+from tests.tmux.sshd_server import SshServer
 from tests.workspace.gitrepo import g
 
-why = missing_reason() or (None if redis_binary() else "redis-server is not installed")
-pytestmark = [
-    pytest.mark.tmux,
-    pytest.mark.slow,
-    pytest.mark.skipif(why is not None, reason=str(why)),
-]
-
-
-@pytest.fixture
-def sshd(monkeypatch: pytest.MonkeyPatch) -> Iterator[SshServer]:
-    with running(monkeypatch) as server:
-        yield server
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis").start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def local_tmux() -> Iterator[Tmux]:
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is needed")
-    tmux = Tmux(socket_name=f"omp-test-{secrets.token_hex(4)}", config_file="/dev/null")
-    yield tmux
-    tmux.kill_server()
+pytestmark = MARKS
+__all__ = ["local_tmux", "redis", "sshd"]  # the shared fixtures
 
 
 def _mirrored(host: ssh.Host, root: str) -> dict[str, Any]:

@@ -11,12 +11,8 @@ import contextlib
 import json
 import os
 import secrets
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from omp.record import config as team_config
 from omp.record.placement import placed_of
@@ -26,41 +22,13 @@ from omp.team.remote import project_key
 from omp.tmux import Tmux, ssh
 from omp.tmux.remote import RemoteTmux
 from tests.helpers import child_env, poll, run_omp
+from tests.remote_parts import MARKS, PASSWORD, local_tmux, redis, sshd
 from tests.store.redis_server import RedisServer
-from tests.store.redis_server import binary as redis_binary
-from tests.tmux.sshd_server import SshServer, missing_reason, running
+from tests.tmux.sshd_server import SshServer
 from tests.workspace.gitrepo import IDENTITY, g, make_repo
 
-why = missing_reason() or (None if redis_binary() else "redis-server is not installed")
-pytestmark = [
-    pytest.mark.tmux,
-    pytest.mark.slow,
-    pytest.mark.skipif(why is not None, reason=str(why)),
-]
-
-PASSWORD = "pw-" + secrets.token_hex(6)
-
-
-@pytest.fixture
-def sshd(monkeypatch: pytest.MonkeyPatch) -> Iterator[SshServer]:
-    with running(monkeypatch) as server:
-        yield server
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis", password=PASSWORD).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def local_tmux() -> Iterator[Tmux]:
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is needed")
-    tmux = Tmux(socket_name=f"omp-test-{secrets.token_hex(4)}", config_file="/dev/null")
-    yield tmux
-    tmux.kill_server()
+pytestmark = MARKS
+__all__ = ["local_tmux", "redis", "sshd"]  # the shared fixtures
 
 
 def _host_toml(host: ssh.Host) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -31,30 +30,13 @@ from omp.tmux import ssh
 from omp.tmux.remote import RemoteTmux
 from omp.views.status import status
 from tests.helpers import child_env, poll, run_omp
+from tests.remote_parts import MARKS, redis, sshd
 from tests.store.redis_server import RedisServer
-from tests.store.redis_server import binary as redis_binary
-from tests.tmux.sshd_server import SshServer, missing_reason, running
+from tests.tmux.sshd_server import SshServer
 from tests.workspace.gitrepo import g, isolate_git, make_repo
 
-why = missing_reason() or (None if redis_binary() else "redis-server is not installed")
-pytestmark = [
-    pytest.mark.tmux,
-    pytest.mark.slow,
-    pytest.mark.skipif(why is not None, reason=str(why)),
-]
-
-
-@pytest.fixture
-def sshd(monkeypatch: pytest.MonkeyPatch) -> Iterator[SshServer]:
-    with running(monkeypatch) as server:
-        yield server
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis").start()
-    yield server
-    server.stop()
+pytestmark = MARKS
+__all__ = ["redis", "sshd"]  # the shared fixtures
 
 
 class Team(NamedTuple):

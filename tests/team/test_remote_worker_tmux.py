@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,33 +20,15 @@ from omp.team.setup import create_team
 from omp.tmux import ssh
 from omp.tmux.remote import RemoteTmux
 from tests.helpers import poll
+from tests.remote_parts import MARKS, PASSWORD, redis, sshd
 from tests.store.redis_server import RedisServer
-from tests.store.redis_server import binary as redis_binary
-from tests.tmux.sshd_server import SshServer, missing_reason, running
+from tests.tmux.sshd_server import SshServer
 from tests.workspace.gitrepo import g, isolate_git, make_repo
 
-why = missing_reason() or (None if redis_binary() else "redis-server is not installed")
-pytestmark = [
-    pytest.mark.tmux,
-    pytest.mark.slow,
-    pytest.mark.skipif(why is not None, reason=str(why)),
-]
+pytestmark = MARKS
+__all__ = ["redis", "sshd"]  # the shared fixtures
 
-PASSWORD = "s3cret-" + secrets.token_hex(4)
 PROJECT = "p" + secrets.token_hex(4)  # the host is shared by every checkout's tests
-
-
-@pytest.fixture
-def sshd(monkeypatch: pytest.MonkeyPatch) -> Iterator[SshServer]:
-    with running(monkeypatch) as server:
-        yield server
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis", password=PASSWORD).start()
-    yield server
-    server.stop()
 
 
 def test_a_worker_on_another_host_works_through_the_store_and_its_branch_comes_back(
