@@ -245,7 +245,8 @@ def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Actio
         tv = t.get("verify")
         return isinstance(tv, dict) and tv.get("run") == run
 
-    if v.get("status") == "queued":  # a remote worker's completion: checked here
+    def run_again(action: str, shown: dict[str, Any]) -> Action | None:
+        """Start the check (again) under the task's guard, if the task is still this run's."""
         begun: dict[str, Any] = {}
 
         def begin(t: dict[str, Any]) -> None:
@@ -259,11 +260,14 @@ def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Actio
             to="verifying",
             check=same_run,
             amend=begin,
-            extra={"verify": {"status": "running", "log": None}},
+            extra={"verify": shown},
         )
         if moved is None:
             return None
-        return {"action": "verify_started", "team": cfg.name, "taskId": tid, **begun}
+        return {"action": action, "team": cfg.name, "taskId": tid, **begun}
+
+    if v.get("status") == "queued":  # a remote worker's completion: checked here
+        return run_again("verify_started", {"status": "running", "log": None})
     st = verify.poll(team.verify_dir(tid), now=now)
     if st is not None and st.run != run:
         st = None  # another run's state: this one never got as far as recording itself
@@ -275,24 +279,7 @@ def settle_task(cfg: TeamConfig, tid: str, *, now: float | None = None) -> Actio
     if verdict == "running":
         return None
     if verdict == "crashed" and int(v.get("attempt") or 1) < MAX_ATTEMPTS:
-        restarted: dict[str, Any] = {}
-
-        def again(t: dict[str, Any]) -> None:
-            restarted.update(start(cfg, t, restart=True))
-            t["verify"] = restarted
-
-        moved = tasks.omp_move(
-            team,
-            tid,
-            expect="verifying",
-            to="verifying",
-            check=same_run,
-            amend=again,
-            extra={"verify": {"status": "restarted", "log": v.get("log")}},
-        )
-        if moved is None:
-            return None
-        return {"action": "verify_restarted", "team": cfg.name, "taskId": tid, **restarted}
+        return run_again("verify_restarted", {"status": "restarted", "log": v.get("log")})
     record = {
         **v,
         "status": verdict,
