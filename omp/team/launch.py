@@ -657,10 +657,9 @@ class Launch:
             if placed.root not in mirrored:
                 remote.mirror_config(host, placed.root, team.name, raw)
                 mirrored.add(placed.root)
-            ssh.put_file(host, remote.inbox_path(placed.root, team.name, w["name"]), inbox)
-            self.remote_inboxes[w["name"]] = Path(
-                remote.inbox_path(placed.root, team.name, w["name"])
-            )
+            where = remote.inbox_path(placed.root, team.name, w["name"])
+            ssh.put_file(host, where, inbox)
+            self.remote_inboxes[w["name"]] = Path(where)  # its trigger names the host's path
 
     def trigger_remote(self, team: TeamPaths, profile: AgentProfile) -> None:
         """Wait for each remote agent to be ready and hand it its task, host by host (they all
