@@ -135,4 +135,8 @@ def test_bench_remote_quick_prints_its_table(tmp_path: Path) -> None:
     proc = run_benchmark(tmp_path, "bench_remote.py", "--quick")
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")][1:]
-    assert len(rows) == 5 and all(line.rstrip().endswith(" ms |") for line in rows), rows
+    assert all(line.rstrip().endswith(" ms |") for line in rows), rows
+    # each part measured: a command (a), the monitor's capture (b), the first call (c), and
+    # the monitor's whole scan of 16 remote panes (d)
+    assert sorted({line.split("|")[1].strip() for line in rows}) == ["a", "b", "c", "d"], rows
+    assert len(rows) == 8, rows
