@@ -232,14 +232,12 @@ def place_all(
     env: dict[str, str] | None = None,
 ) -> None:
     """Every remote worker's checkout and pane, recorded in `rp.placed` as each is made (a
-    failure later removes what was made). The first worker of each host is placed alone (it
-    makes the host's clone, its root checkout and its tmux server), the others `PARALLEL` at a
-    time per host over the host's one connection: a round trip each, not one after another."""
-    import threading
-    from concurrent.futures import Future, ThreadPoolExecutor
-
+    failure later removes what was made). Per host, every worker's branch is pushed at once and
+    the first worker placed alone (its clone, root checkout and tmux server are made then), the
+    others `PARALLEL` at a time over the host's one connection: a round trip each, not one after
+    another, and no push while checkouts are being added there."""
     from omp.team import remote
-    from omp.workspace.remote import discard, prepare
+    from omp.workspace.remote import discard, prepare, push_new
 
     by_host: dict[str, list[str]] = {}
     for worker, name in rp.where.items():
@@ -249,46 +247,66 @@ def place_all(
     def one(worker: str) -> None:
         name = rp.where[worker]
         host = rp.hosts[name]
-        try:
-            rp.placed[worker] = remote.open_worker(
-                host,
-                leader_repo=leader_repo,
-                project=rp.project,
-                team=team,
-                worker=worker,
-                token=token,
-                start=start,
-                store_url=rp.store_url,
-                agent_command=agent_command(profile, host, roots[name]),
-                env=env,
-            )
-        except BaseException:
-            # its checkout may be made already, its pane not: `undo` knows only the placed
-            branch = f"omp/{team}/{worker}"
-            with contextlib.suppress(Exception):
-                discard(host, rp.project, worktree=f"{team}/{worker}", branch=branch, start=start)
-            raise
+        rp.placed[worker] = remote.open_worker(
+            host,
+            leader_repo=leader_repo,
+            project=rp.project,
+            team=team,
+            worker=worker,
+            token=token,
+            start=start,
+            store_url=rp.store_url,
+            agent_command=agent_command(profile, host, roots[name]),
+            env=env,
+        )
         progress(f"{worker}: started on {name}")
 
     def first(name: str) -> None:
-        roots[name] = f"{prepare(rp.hosts[name], rp.project)}/root"
+        host = rp.hosts[name]
+        roots[name] = f"{prepare(host, rp.project)}/root"
+        branches = [f"omp/{team}/{w}" for w in by_host[name]]
+        push_new(host, leader_repo, rp.project, branches, start)
         one(by_host[name][0])
 
-    def settle(futures: list[Future[None]]) -> None:
-        errors = [e for f in futures if (e := f.exception()) is not None]
-        if errors:
-            raise errors[0]
+    try:
+        on_each(rp, [ws[0] for ws in by_host.values()], lambda w: first(rp.where[w]))
+        on_each(rp, [w for ws in by_host.values() for w in ws[1:]], one)
+    except BaseException:
+        # a worker not placed may have its branch pushed, even its checkout made, but no pane:
+        # those go here (`undo` knows only the placed)
+        def forget(worker: str) -> None:
+            branch = f"omp/{team}/{worker}"
+            with contextlib.suppress(Exception):
+                discard(
+                    rp.hosts[rp.where[worker]], rp.project, worktree=f"{team}/{worker}",
+                    branch=branch, start=start,
+                )  # fmt: skip
 
-    gates = {name: threading.Semaphore(PARALLEL) for name in by_host}
+        with contextlib.suppress(Exception):
+            on_each(rp, [w for w in rp.where if w not in rp.placed], forget)
+        raise
+
+
+def on_each(rp: RemotePlan, workers: list[str], act: Callable[[str], None]) -> None:
+    """`act(worker)` for each of `workers`, at most `PARALLEL` at a time per host; once all are
+    done, the first failure raised (what succeeded is in place for the caller to undo)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    hosts = {rp.where[w] for w in workers}
+    gates = {name: threading.Semaphore(PARALLEL) for name in hosts}
 
     def gated(worker: str) -> None:
         with gates[rp.where[worker]]:
-            one(worker)
+            act(worker)
 
-    rest = [w for ws in by_host.values() for w in ws[1:]]
-    with ThreadPoolExecutor(max_workers=min(PARALLEL * len(by_host), 32)) as pool:
-        settle([pool.submit(first, name) for name in by_host])
-        settle([pool.submit(gated, w) for w in rest])
+    if not workers:
+        return
+    with ThreadPoolExecutor(max_workers=min(PARALLEL * len(hosts), 32)) as pool:
+        futures = [pool.submit(gated, w) for w in workers]
+    errors = [e for f in futures if (e := f.exception()) is not None]
+    if errors:
+        raise errors[0]
 
 
 def knobs(profile: AgentProfile, env: Mapping[str, str]) -> dict[str, str]:

@@ -209,7 +209,10 @@ def stop_master(host: Host) -> None:
 def put_file(host: Host, path: str, data: str) -> None:
     """Write `data` to `path` on `host` (relative: to the remote home), mode 0600, through
     ssh's stdin: a secret never appears on a command line or in a pane."""
-    script = 'umask 077 && mkdir -p "$(dirname "$1")" && cat > "$1.tmp" && mv -f "$1.tmp" "$1"'
+    # the temporary name is the remote shell's own ($$): two writers of one file never share it
+    script = (
+        'umask 077 && mkdir -p "$(dirname "$1")" && cat > "$1.$$.tmp" && mv -f "$1.$$.tmp" "$1"'
+    )
     run(host, ["sh", "-c", script, "sh", path], input=data)
 
 

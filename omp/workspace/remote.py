@@ -117,6 +117,22 @@ def provision(
     return path
 
 
+def push_new(
+    host: ssh.Host, leader_repo: Path, project: str, branches: list[str], start: str
+) -> None:
+    """`branches` onto `host` at `start` in one push, those not there yet (a resume keeps the
+    worker's commits): done before the workers' checkouts are made side by side, since a push
+    that lands while another checkout is being added there reads its half-made HEAD."""
+    base = prepare(host, project)
+    have = ssh.run(
+        host,
+        ["git", "-C", f"{base}/repo.git", "for-each-ref", "--format=%(refname)", "refs/heads/"],
+    ).out.split()
+    refspecs = [f"{start}:refs/heads/{b}" for b in branches if f"refs/heads/{b}" not in have]
+    if refspecs:
+        git(leader_repo, "push", "-q", _url(host, base), *refspecs, env=_env(host), timeout=600)
+
+
 def fetch_back(host: ssh.Host, leader_repo: Path, project: str, *, branch: str) -> str:
     """Bring `branch` from `host` into the leader's repository (fast-forward only); its commit."""
     base = prepare(host, project)
