@@ -20,27 +20,19 @@ The same envelope `{schemaVersion, revision, contentHash, payload}` is the store
 
 from __future__ import annotations
 
-import os
-import socket
-import time
-
 from omp.errors import OmpError
 from omp.store import select
+from omp.store.backend import held, held_lease
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from omp.store.backend import Lease, Store
+    from omp.store.backend import Store
     from omp.store.paths import TeamPaths
 
 COLLECTION = "conversations"
-TTL = 15.0  # seconds a lease is held: far longer than any publication under it
-WAIT = 30.0  # seconds a writer waits for the lease before `claim_race`
-
-# The lease of each team's conversation lock this process holds (writes fence with it).
-_HELD: dict[str, Lease] = {}
 
 
 def store_of(team: TeamPaths) -> Store:
@@ -59,42 +51,26 @@ def envelopes(team: TeamPaths) -> list[dict[str, Any]]:
     return store_of(team).docs(team.name, COLLECTION)
 
 
-class _Lease:
+def lease(team: TeamPaths) -> _Lease:
     """The store's lease on a team's conversations for a block (re-entrant in one process)."""
+    return _Lease(team)
+
+
+class _Lease:
+    __slots__ = ("_held", "_team")
 
     def __init__(self, team: TeamPaths) -> None:
-        self.team, self.store = team, store_of(team)
-        self.name = f"conversations.{team.name}"
-        self.lease: Lease | None = None
+        self._team = team
+        what = f"the conversations of team {team.name}"
+        name = f"conversations.{team.name}"
+        self._held = held(store_of(team), name, team=team.name, what=what)
 
     def __enter__(self) -> None:
-        self.team.verify()  # the team as this host knows it (its config) is still there
-        if self.name in _HELD:
-            return  # nested under a lease this process holds already
-        owner = f"{socket.gethostname()}:{os.getpid()}"
-        deadline = time.monotonic() + WAIT
-        pause = 0.005
-        while (lease := self.store.lock(self.name, owner, TTL)) is None:
-            if time.monotonic() >= deadline:
-                raise OmpError(
-                    "claim_race",
-                    f"the conversations of team {self.team.name} stayed locked for {WAIT:g} s "
-                    "in the store",
-                    team=self.team.name,
-                )
-            time.sleep(pause)
-            pause = min(pause * 2, 0.1)
-        self.lease = _HELD[self.name] = lease
+        self._team.verify()  # the team as this host knows it (its config) is still there
+        self._held.__enter__()
 
     def __exit__(self, *exc: object) -> None:
-        if self.lease is not None:
-            _HELD.pop(self.name, None)
-            self.store.unlock(self.lease)
-            self.lease = None
-
-
-def lease(team: TeamPaths) -> _Lease:
-    return _Lease(team)
+        self._held.__exit__(*exc)
 
 
 def publish(
@@ -107,9 +83,7 @@ def publish(
     """Write `env` (revision `expected + 1`) if the record is still at `expected`, fenced by
     this process's lease (held by the caller). `check` refuses (raises) a damaged record, which
     is never written over."""
-    lease = _HELD.get(f"conversations.{team.name}")
-    if lease is None:
-        raise OmpError("internal", "a conversation written outside its team's lock")
+    lease = held_lease(f"conversations.{team.name}", "a conversation written")
 
     def change(current: dict[str, Any] | None) -> dict[str, Any] | None:
         revision = 0 if current is None else current.get("revision")

@@ -123,6 +123,61 @@ class Lease:
         return f"Lease({self.name!r}, {self.owner!r}, token={self.token})"
 
 
+LEASE_TTL = 15.0  # seconds a team's lease is held: far longer than any change under it
+LEASE_WAIT = 30.0  # seconds a writer waits for the lease before `claim_race`
+
+# The leases this process holds, by lock name (a write under one fences with it).
+_HELD: dict[str, Lease] = {}
+
+
+class held:
+    """The store's lock `name` leased for a block, re-entrant within one process (a block
+    nested under a lease this process holds goes on under it); `claim_race`, saying that `what`
+    stayed locked, if it is not had within `LEASE_WAIT` seconds. What a team's guard of its
+    tasks (`omp.tasks.stored`) and of its conversations (`omp.conversations.stored`) is over a
+    store."""
+
+    __slots__ = ("_lease", "_name", "_store", "_team", "_what")
+
+    def __init__(self, store: Store, name: str, *, team: str, what: str) -> None:
+        self._store, self._name, self._team, self._what = store, name, team, what
+        self._lease: Lease | None = None
+
+    def __enter__(self) -> None:
+        if self._name in _HELD:
+            return  # nested under a lease this process holds already
+        import socket
+
+        owner = f"{socket.gethostname()}:{os.getpid()}"
+        deadline = time.monotonic() + LEASE_WAIT
+        pause = 0.005
+        while (lease := self._store.lock(self._name, owner, LEASE_TTL)) is None:
+            if time.monotonic() >= deadline:
+                raise OmpError(
+                    "claim_race",
+                    f"{self._what} stayed locked for {LEASE_WAIT:g} s in the store",
+                    team=self._team,
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+        self._lease = _HELD[self._name] = lease
+
+    def __exit__(self, *exc: object) -> None:
+        if self._lease is not None:
+            _HELD.pop(self._name, None)
+            self._store.unlock(self._lease)
+            self._lease = None
+
+
+def held_lease(name: str, what: str) -> Lease:
+    """The lease of `name` this process holds, which a write under it fences with; `internal`
+    when there is none (`what`: the write, said)."""
+    lease = _HELD.get(name)
+    if lease is None:
+        raise OmpError("internal", f"{what} outside its team's lock")
+    return lease
+
+
 def log_name(log: str) -> tuple[str, str]:
     """("events", "") | ("mailbox", recipient) | ("outbox", worker), checked."""
     kind, _, who = log.partition("/")
