@@ -438,13 +438,7 @@ def publish(team: TeamPaths, conv: Conversation, *, expected: int) -> Conversati
             revision=current,
         )
     conv.revision = expected + 1
-    payload = conv.payload()
-    env = {
-        "schemaVersion": SCHEMA,
-        "revision": conv.revision,
-        "contentHash": _hash(payload),
-        "payload": payload,
-    }
+    env = _envelope(conv)
     opening = conv.is_open
     if opening:  # an open entry goes into the summary before its record exists...
         _update_summary(team, conv)
@@ -454,18 +448,23 @@ def publish(team: TeamPaths, conv: Conversation, *, expected: int) -> Conversati
     return conv
 
 
-def _publish_stored(team: TeamPaths, conv: Conversation, expected: int) -> Conversation:
-    from omp.conversations import stored
-
-    revision = conv.revision
-    conv.revision = expected + 1
+def _envelope(conv: Conversation) -> dict[str, Any]:
+    """The record written of `conv`: its payload, hashed, at its revision."""
     payload = conv.payload()
-    env = {
+    return {
         "schemaVersion": SCHEMA,
         "revision": conv.revision,
         "contentHash": _hash(payload),
         "payload": payload,
     }
+
+
+def _publish_stored(team: TeamPaths, conv: Conversation, expected: int) -> Conversation:
+    from omp.conversations import stored
+
+    revision = conv.revision
+    conv.revision = expected + 1
+    env = _envelope(conv)
     try:
         stored.publish(team, conv.task_id, env, expected, lambda e: from_envelope(conv.task_id, e))
     except BaseException:
