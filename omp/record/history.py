@@ -184,8 +184,6 @@ def parse_cursor(text: str | None, team: str) -> tuple[str | None, int]:
     this team; `invalid_cursor` for anything else."""
     if text is None or text == "0":  # from the start: safe whatever log it meant
         return None, 0
-    name, sep, rest = text.partition(":")
-    log, sep2, offset = rest.partition(":")
     if text.isdigit():
         raise OmpError(
             "invalid_cursor",
@@ -195,29 +193,13 @@ def parse_cursor(text: str | None, team: str) -> tuple[str | None, int]:
             f"(like {team}:1a2b3c4d:{text})",
             cursor=text,
         )
-    bad_log = log != NO_LOG and (len(log) != 8 or any(c not in "0123456789abcdef" for c in log))
-    if (
-        not sep
-        or not sep2
-        or not (offset.isascii() and offset.isdigit())
-        or len(offset) > 18
-        or bad_log
-        or (log == NO_LOG and offset != "0")
-    ):
-        raise OmpError(
-            "invalid_cursor",
-            f"--since takes the cursor an earlier `omp team events {team}` printed (like "
-            f"{team}:1a2b3c4d:2216), got {text!r}",
-            cursor=text,
-        )
-    if name != team:
-        raise OmpError(
-            "invalid_cursor",
-            f"cursor {text!r} belongs to team {name}, not {team}; read {team} without --since "
-            "first",
-            cursor=text,
-        )
-    return (None if log == NO_LOG else log), int(offset)
+    from omp.record.stored_history import split_cursor
+
+    def byte_offset(offset: str) -> bool:
+        return offset.isascii() and offset.isdigit() and len(offset) <= 18
+
+    log, offset = split_cursor(text, team, "2216", byte_offset)
+    return log, int(offset)
 
 
 def read_since(team: Team, offset: int, log: str | None = None) -> tuple[list[dict[str, Any]], int]:

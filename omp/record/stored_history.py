@@ -29,7 +29,7 @@ from omp.store import select
 
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from typing import Any
 
     from omp.store.backend import Store
@@ -87,22 +87,37 @@ def parse_cursor(text: str | None, team: str) -> tuple[str | None, str]:
     `omp team events TEAM` printed for this team; `invalid_cursor` for anything else."""
     if text is None or text == "0":
         return None, ""
+
+    def stream_id(position: str) -> bool:
+        ms, dash, seq = position.partition("-")
+        good_seq = not dash or (seq.isascii() and seq.isdigit() and len(seq) <= 18)
+        return ms.isascii() and ms.isdigit() and len(ms) <= 18 and good_seq
+
+    log, position = split_cursor(text, team, "1712345678901-0", stream_id)
+    return log, ("" if position == "0" else position)
+
+
+def split_cursor(
+    text: str, team: str, example: str, position_ok: Callable[[str], bool]
+) -> tuple[str | None, str]:
+    """(log fingerprint or None, position) of `TEAM:LOG:POSITION`, the cursor shape of both the
+    files' history (a byte offset) and a store's (a stream id): `invalid_cursor` for a cursor of
+    another shape (`position_ok` judges the position; `example` is one, said in the error) or
+    of another team."""
     name, sep, rest = text.partition(":")
     log, sep2, position = rest.partition(":")
-    ms, dash, seq = position.partition("-")
     bad_log = log != NO_LOG and (len(log) != 8 or any(c not in "0123456789abcdef" for c in log))
     if (
         not sep
         or not sep2
-        or not (ms.isascii() and ms.isdigit() and len(ms) <= 18)
-        or (dash and not (seq.isascii() and seq.isdigit() and len(seq) <= 18))
+        or not position_ok(position)
         or bad_log
         or (log == NO_LOG and position != "0")
     ):
         raise OmpError(
             "invalid_cursor",
             f"--since takes the cursor an earlier `omp team events {team}` printed (like "
-            f"{team}:1a2b3c4d:1712345678901-0), got {text!r}",
+            f"{team}:1a2b3c4d:{example}), got {text!r}",
             cursor=text,
         )
     if name != team:
@@ -112,7 +127,7 @@ def parse_cursor(text: str | None, team: str) -> tuple[str | None, str]:
             "first",
             cursor=text,
         )
-    return (None if log == NO_LOG else log), ("" if position == "0" else position)
+    return (None if log == NO_LOG else log), position
 
 
 def iter_since(
