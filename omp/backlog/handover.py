@@ -22,10 +22,9 @@ from omp.backlog import worktrees as task_worktrees
 from omp.backlog.settings import Backlog
 from omp.errors import OmpError
 from omp.invocation import team_command
-from omp.mail import bootstrap, mailbox
+from omp.mail import bootstrap
 from omp.record import history
 from omp.record.config import TeamConfig
-from omp.store.names import LEADER
 from omp.store.paths import TeamPaths
 from omp.tasks import queue
 
@@ -135,19 +134,9 @@ def _worker_worktree(cfg: TeamConfig, worker: str) -> tuple[str, str] | None:
 
 def mail(cfg: TeamConfig, worker: str, body: str, intent: str, tid: str) -> str | None:
     """Mail `worker` from omp (as the leader's automatic mail) and nudge it; the message id."""
-    msg = mailbox.new_message(LEADER, worker, body, {"auto": True, "intent": intent,
-                                                     "backlogTask": tid})  # fmt: skip
-    try:
-        mailbox.Mailbox(cfg.paths, worker).append_messages([msg])  # (its history line too)
-    except OmpError:
-        return None
-    try:
-        from omp.mail import delivery
+    from omp.mail import delivery
 
-        delivery.nudge(cfg, worker)  # best-effort: the monitor re-nudges unread mail
-    except Exception:
-        pass
-    return str(msg["id"])
+    return delivery.auto_mail(cfg, worker, body, {"intent": intent, "backlogTask": tid})
 
 
 def after_move(cfg: TeamConfig, worker: str | None, status: str) -> list[Action]:

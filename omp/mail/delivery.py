@@ -32,6 +32,7 @@ from omp.store.names import LEADER
 TYPE_CHECKING = False  # true for mypy: imports only annotations need stay off the run time
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
     from omp.record.config import TeamConfig
 
@@ -275,3 +276,19 @@ def nudge(cfg: TeamConfig, recipient: str) -> Outcome:
     else leave it to the monitor (a `deferred` outcome: the caller sees that a monitor runs).
     Never raises."""
     return nudge_now(cfg, recipient, None)
+
+
+def auto_mail(cfg: TeamConfig, worker: str, body: str, meta: dict[str, Any]) -> str | None:
+    """omp's own mail to `worker` in the leader's name (`meta` marks it `auto`, with its
+    intent), stored and then nudged (best-effort: the monitor re-nudges unread mail); its id,
+    or None when it could not be stored."""
+    from omp.errors import OmpError
+    from omp.mail import mailbox
+
+    msg = mailbox.new_message(LEADER, worker, body, {"auto": True, **meta})
+    try:
+        mailbox.Mailbox(cfg.paths, worker).append_messages([msg])  # its history line too
+    except OmpError:
+        return None
+    nudge(cfg, worker)
+    return str(msg["id"])

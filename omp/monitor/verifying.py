@@ -37,10 +37,9 @@ from typing import Any
 
 from omp import clock
 from omp.errors import OmpError
-from omp.mail import bootstrap, mailbox
+from omp.mail import bootstrap
 from omp.record.config import TeamConfig
 from omp.record.workspace import DEFAULT_VERIFY_TIMEOUT, team_verify, worktree_of
-from omp.store.names import LEADER
 from omp.tasks import tasks
 
 MAX_ATTEMPTS = 3
@@ -192,20 +191,9 @@ def _mail(cfg: TeamConfig, task: dict[str, Any], v: dict[str, Any]) -> str | Non
     worker = task.get("owner")
     if not isinstance(worker, str) or worker not in cfg.worker_names:
         return None
-    msg = mailbox.new_message(
-        LEADER, worker, failure_mail(cfg, task, v), {"auto": True, "intent": "verify_failed"}
-    )
-    try:
-        mailbox.Mailbox(cfg.paths, worker).append_messages([msg])  # recorded in events.jsonl
-    except OmpError:
-        return None
-    try:
-        from omp.mail import delivery
+    from omp.mail import delivery
 
-        delivery.nudge(cfg, worker)  # best-effort: the monitor re-nudges unread mail
-    except Exception:
-        pass
-    return str(msg["id"])
+    return delivery.auto_mail(cfg, worker, failure_mail(cfg, task, v), {"intent": "verify_failed"})
 
 
 def _notify(cfg: TeamConfig, task: dict[str, Any], v: dict[str, Any]) -> None:

@@ -33,12 +33,12 @@ from typing import Any
 from omp import clock
 from omp.errors import OmpError
 from omp.invocation import hint, team_command
-from omp.mail import bootstrap, mailbox
+from omp.mail import bootstrap
 from omp.record import history
 from omp.record import workspace as ws
 from omp.record.config import TeamConfig
 from omp.record.workspace import Worktree
-from omp.store.names import LEADER, worker_name
+from omp.store.names import worker_name
 from omp.tasks import tasks
 
 STOPPING = ("conflict", "verify_failed", "target_moved", "checkout_refused")
@@ -444,23 +444,10 @@ def _on_conflict(
             check=lambda t: t.get("owner") == worker,
             extra={"merge": "conflict", "conflicts": files[:20]},
         )
-    msg = mailbox.new_message(
-        LEADER,
-        worker,
-        conflict_mail(cfg, worker, wt, target, files, tid),
-        {"auto": True, "intent": "merge_conflict"},
-    )
-    try:
-        mailbox.Mailbox(cfg.paths, worker).append_messages([msg])  # recorded in events.jsonl
-    except OmpError:
-        return False
-    try:
-        from omp.mail import delivery
+    from omp.mail import delivery
 
-        delivery.nudge(cfg, worker)
-    except Exception:
-        pass
-    return True
+    body = conflict_mail(cfg, worker, wt, target, files, tid)
+    return delivery.auto_mail(cfg, worker, body, {"intent": "merge_conflict"}) is not None
 
 
 def _notify_conflict(
