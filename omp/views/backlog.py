@@ -135,8 +135,7 @@ def task_diff(cfg: TeamConfig, tid: str | None = None, *, stat: bool = False) ->
     """`omp team diff TEAM --task ID` (or every task with a branch of its own that is not merged
     yet): the task's commits and diff since its base, as `omp team diff` shows a worker's."""
     from omp.backlog import worktrees as task_worktrees
-    from omp.views.worktrees import MAX_DIFF, branch_row, target_of
-    from omp.workspace import review
+    from omp.views.worktrees import branch_row, target_of, with_diff
 
     found = tasks.list_all(cfg.paths)
     if tid is not None:
@@ -166,10 +165,5 @@ def task_diff(cfg: TeamConfig, tid: str | None = None, *, stat: bool = False) ->
         row = branch_row(top, label, wt, target)
         row["taskId"] = t.get("id")
         row["title"] = title_of(t)
-        if row.get("head"):
-            text = review.diff_text(top, row["since"], row["head"], stat=stat)
-            if len(text) > MAX_DIFF:
-                text = text[:MAX_DIFF] + f"\n… (cut at {MAX_DIFF} characters)\n"
-            row["diff"] = text
-        out.append(row)
+        out.append(with_diff(top, row, stat=stat))
     return {"ok": True, "team": cfg.name, "target": current, "stat": stat, "workers": out}

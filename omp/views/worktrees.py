@@ -32,20 +32,6 @@ def target_of(cfg: TeamConfig) -> tuple[Path | None, str | None]:
         return top, None
 
 
-def hosts_of(raw: dict[str, Any]) -> dict[str, str]:
-    """The host of each worker whose worktree is on another host (`workspace.host`), workers
-    taken off the team included: its path is there, never opened here."""
-    out: dict[str, str] = {}
-    for key in ("workers", "removedWorkers"):
-        entries = raw.get(key)
-        for e in entries if isinstance(entries, list) else []:
-            w = e.get("workspace") if isinstance(e, dict) else None
-            host = w.get("host") if isinstance(w, dict) else None
-            if isinstance(host, str) and host and isinstance(e.get("name"), str):
-                out.setdefault(e["name"], host)
-    return out
-
-
 def branch_row(
     top: Path,
     worker: str,
@@ -53,13 +39,13 @@ def branch_row(
     target: str | None,
     *,
     removed: bool = False,
-    host: str | None = None,
 ) -> dict[str, Any]:
     """One worker's branch: head, commits ahead, files, diffstat, uncommitted paths, merged.
-    A worker on `host`: its branch as last brought back to the leader's repository, its
-    worktree (on that host) neither looked at nor called missing."""
+    A worker on another host (`wt.host`): its branch as last brought back to the leader's
+    repository, its worktree (on that host) neither looked at nor called missing."""
     from omp.workspace import repo, review
 
+    host = wt.host or None
     row: dict[str, Any] = {
         "worker": worker,
         "branch": wt.branch,
@@ -120,15 +106,11 @@ def rows(cfg: TeamConfig, *, removed: bool = True) -> dict[str, dict[str, Any]]:
             w: {"worker": w, "branch": wt.branch, "path": wt.path, "error": "not a git repository"}
             for w, wt, _gone in items
         }
-    hosts = hosts_of(cfg.raw)
-    return {
-        w: branch_row(top, w, wt, target, removed=gone, host=hosts.get(w)) for w, wt, gone in items
-    }
+    return {w: branch_row(top, w, wt, target, removed=gone) for w, wt, gone in items}
 
 
 def diff(cfg: TeamConfig, worker: str | None = None, *, stat: bool = False) -> dict[str, Any]:
     """`omp team diff`: each worker's (or one worker's) commits and diff since its base."""
-    from omp.workspace import review
 
     items = ws.worktrees(cfg.raw)
     if worker is not None:
@@ -147,21 +129,29 @@ def diff(cfg: TeamConfig, worker: str | None = None, *, stat: bool = False) -> d
     if items and top is None:
         raise OmpError("not_a_git_repo", f"{cfg.paths.project.root} is not in a git work tree")
     out: list[dict[str, Any]] = []
-    hosts = hosts_of(cfg.raw)
-    fetched = _fetch(cfg, [w for w, _wt, _g in items if w in hosts], top) if hosts else {}
+    far = [w for w, wt, _g in items if wt.host]
+    fetched = _fetch(cfg, far, top) if far else {}
     for w, wt, gone in items:
         assert top is not None
-        row = branch_row(top, w, wt, target, removed=gone, host=hosts.get(w))
+        row = branch_row(top, w, wt, target, removed=gone)
         if fetched.get(w, {}).get("error"):
             got = fetched[w]
             row["fetchError"] = {"error": got["error"], "message": got.get("message")}
-        if row.get("head"):
-            text = review.diff_text(top, row["since"], row["head"], stat=stat)
-            if len(text) > MAX_DIFF:
-                text = text[:MAX_DIFF] + f"\n… (cut at {MAX_DIFF} characters)\n"
-            row["diff"] = text
-        out.append(row)
+        out.append(with_diff(top, row, stat=stat))
     return {"ok": True, "team": cfg.name, "target": target, "stat": stat, "workers": out}
+
+
+def with_diff(top: Path, row: dict[str, Any], *, stat: bool) -> dict[str, Any]:
+    """A branch row with its diff since its start (cut at `MAX_DIFF` characters), if it has a
+    head."""
+    from omp.workspace import review
+
+    if row.get("head"):
+        text = review.diff_text(top, row["since"], row["head"], stat=stat)
+        if len(text) > MAX_DIFF:
+            text = text[:MAX_DIFF] + f"\n… (cut at {MAX_DIFF} characters)\n"
+        row["diff"] = text
+    return row
 
 
 def _fetch(cfg: TeamConfig, workers: list[str], top: Path | None) -> dict[str, dict[str, Any]]:
