@@ -16,15 +16,11 @@ from typing import NamedTuple
 from omp.errors import OmpError
 from omp.record.config import TeamConfig
 from omp.record.placement import Placed, host_of, remote_workers, session_of
-from omp.tmux.args import SEP
+from omp.tmux.remote import RemotePane as Listed
 from omp.tmux.remote import RemoteTmux
 
 UNREACHABLE = "unreachable"  # a PaneView.state: the worker's host did not answer
 TIMEOUT = 10.0  # seconds one host is given to answer (ssh's own connect timeout is 5)
-
-_FMT = SEP.join(
-    ["#{pane_id}", "#{session_name}", "#{pane_dead}", "#{pane_dead_status}", "#{pane_pid}"]
-)
 
 
 class RemotePane(NamedTuple):
@@ -41,36 +37,9 @@ class RemotePane(NamedTuple):
 PaneView = RemotePane
 
 
-class _Row(NamedTuple):
-    session: str
-    dead: bool
-    dead_status: int | None
-    pid: int | None
-
-
-class _Reader(RemoteTmux):
-    def panes_with_sessions(self) -> dict[str, _Row]:
-        """Every pane of the host's server with its session's name: one `list-panes -a`
-        (empty when no server runs there)."""
-        out: dict[str, _Row] = {}
-        text = self._query("list-panes", "-a", "-F", _FMT)
-        for line in (text or "").splitlines():
-            f = line.split(SEP)
-            if len(f) == 5:
-                out[f[0]] = _Row(f[1], f[2] == "1", _int(f[3]), _int(f[4]))
-        return out
-
-
-def _int(text: str) -> int | None:
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
-def view_of(row: _Row | None, team: str, worker: str, host: str) -> PaneView:
+def view_of(row: Listed | None, team: str, worker: str, host: str) -> PaneView:
     """A worker's pane from its host's listing (None: not there)."""
-    if row is None or row.session != session_of(team, worker):
+    if row is None or row.session_name != session_of(team, worker):
         return PaneView("gone", host=host)
     if row.dead:
         return PaneView("dead", row.dead_status, host=host)
@@ -95,7 +64,7 @@ def remote_views(cfg: TeamConfig, names: list[str] | None = None) -> dict[str, P
             host = host_of(cfg.raw, cfg.worker(next(iter(members))))
             assert host is not None
             try:
-                rows = _Reader(host, socket, timeout=TIMEOUT).panes_with_sessions()
+                rows = RemoteTmux(host, socket, timeout=TIMEOUT).remote_panes() or {}
             except OmpError as exc:
                 if exc.code != "host_unreachable":
                     # tmux answered with an error of its own: nothing proven either way

@@ -32,95 +32,14 @@ from omp import clock as omp_clock
 from omp.errors import OmpError
 from omp.mail.typein import TypingTmux
 from omp.record.placement import Placed, hosts_of, remote_workers, session_of
-from omp.tmux.args import SEP
-from omp.tmux.identity import PaneIdentity
+from omp.tmux.remote import RemotePane as RemotePane  # (the monitor's reading of a pane)
 from omp.tmux.remote import RemoteTmux
+from omp.tmux.remote import parse_panes as parse_panes
 from omp.tmux.ssh import Host
 
 SCAN_TIMEOUT = 10.0  # one ssh call of a scan: a link that hangs costs at most this, then backs off
 HOST_GRACE = 60.0  # unreachable this long (and twice at least) before its workers count as gone
 HOST_BACKOFF = 30.0  # the longest wait between two tries of an unreachable host
-
-_FMT = SEP.join(
-    [
-        "#{pane_id}",
-        "#{pane_pid}",
-        "#{pane_dead}",
-        "#{pane_in_mode}",
-        "#{session_id}",
-        "#{window_id}",
-        "#{window_activity}",
-        "#{pid}",
-        "#{start_time}",
-        "#{session_name}",
-        "#{socket_path}",  # last: a path may hold anything
-    ]
-)
-
-
-def _int(text: str) -> int | None:
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
-@dataclass(frozen=True)
-class RemotePane:
-    """One pane of a host's tmux server as a scan sees it (the monitor's `PaneLike`)."""
-
-    pane_id: str
-    dead: bool
-    in_mode: bool
-    session_id: str
-    window_id: str
-    activity: float | None
-    session_name: str
-    socket_path: str  # on the host
-    server_pid: int
-    server_started_at: int
-    pid: int | None = None  # the host's process: never compared with a process here
-
-    def identity(self) -> PaneIdentity:
-        """What typing checks before every key (`type_line`'s `expected`)."""
-        return PaneIdentity(
-            self.socket_path,
-            self.server_pid,
-            self.server_started_at,
-            self.session_id,
-            self.window_id,
-            self.pane_id,
-        )
-
-    def ident_json(self) -> dict[str, Any]:
-        """As config.json's `tmuxIdentity` names a server and window (`policy.target_id`)."""
-        return {k: v for k, v in self.identity().to_json().items() if k != "paneId"}
-
-
-def parse_panes(out: str) -> dict[str, RemotePane]:
-    found: dict[str, RemotePane] = {}
-    for line in out.splitlines():
-        f = line.split(SEP, 10)
-        if len(f) != 11:
-            continue
-        pid, started = _int(f[7]), _int(f[8])
-        if pid is None or started is None:
-            continue
-        activity = _int(f[6])
-        found[f[0]] = RemotePane(
-            pane_id=f[0],
-            pid=_int(f[1]),
-            dead=f[2] == "1",
-            in_mode=f[3] == "1",
-            session_id=f[4],
-            window_id=f[5],
-            activity=float(activity) if activity is not None else None,
-            server_pid=pid,
-            server_started_at=started,
-            session_name=f[9],
-            socket_path=f[10],
-        )
-    return found
 
 
 class RemoteTyping(TypingTmux, RemoteTmux):
@@ -129,11 +48,6 @@ class RemoteTyping(TypingTmux, RemoteTmux):
 
     def __init__(self, host: Host, socket_name: str, *, timeout: float = SCAN_TIMEOUT) -> None:
         RemoteTmux.__init__(self, host, socket_name, timeout=timeout)
-
-    def remote_panes(self) -> dict[str, RemotePane] | None:
-        """Every pane of the server by id; None when no server runs there. One ssh call."""
-        out = self._query("list-panes", "-a", "-F", _FMT)
-        return None if out is None else parse_panes(out)
 
 
 class RemoteAdapter(Protocol):

@@ -12,11 +12,103 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from omp.errors import OmpError
 from omp.tmux import ssh
+from omp.tmux.args import SEP
 from omp.tmux.client import Tmux
+from omp.tmux.identity import PaneIdentity
+
+# One line per pane of a host's server: its state, its session's name and the server's
+# incarnation, in one `list-panes -a` (`RemoteTmux.remote_panes`)
+_PANES = SEP.join(
+    [
+        "#{pane_id}",
+        "#{pane_pid}",
+        "#{pane_dead}",
+        "#{pane_in_mode}",
+        "#{session_id}",
+        "#{window_id}",
+        "#{window_activity}",
+        "#{pid}",
+        "#{start_time}",
+        "#{session_name}",
+        "#{pane_dead_status}",
+        "#{socket_path}",  # last: a path may hold anything
+    ]
+)
+_FIELDS = 12
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class RemotePane:
+    """One pane of a host's tmux server as one listing saw it (the monitor's `PaneLike`; what
+    `status` and the board read of a remote worker's pane)."""
+
+    pane_id: str
+    dead: bool
+    in_mode: bool
+    session_id: str
+    window_id: str
+    activity: float | None
+    session_name: str
+    socket_path: str  # on the host
+    server_pid: int
+    server_started_at: int
+    pid: int | None = None  # the host's process: never compared with a process here
+    dead_status: int | None = None
+
+    def identity(self) -> PaneIdentity:
+        """What typing checks before every key (`type_line`'s `expected`)."""
+        return PaneIdentity(
+            self.socket_path,
+            self.server_pid,
+            self.server_started_at,
+            self.session_id,
+            self.window_id,
+            self.pane_id,
+        )
+
+    def ident_json(self) -> dict[str, Any]:
+        """As config.json's `tmuxIdentity` names a server and window (`policy.target_id`)."""
+        return {k: v for k, v in self.identity().to_json().items() if k != "paneId"}
+
+
+def parse_panes(out: str) -> dict[str, RemotePane]:
+    found: dict[str, RemotePane] = {}
+    for line in out.splitlines():
+        f = line.split(SEP, _FIELDS - 1)
+        if len(f) != _FIELDS:
+            continue
+        pid, started = _int(f[7]), _int(f[8])
+        if pid is None or started is None:
+            continue
+        activity = _int(f[6])
+        found[f[0]] = RemotePane(
+            pane_id=f[0],
+            pid=_int(f[1]),
+            dead=f[2] == "1",
+            in_mode=f[3] == "1",
+            session_id=f[4],
+            window_id=f[5],
+            activity=float(activity) if activity is not None else None,
+            server_pid=pid,
+            server_started_at=started,
+            session_name=f[9],
+            dead_status=_int(f[10]),
+            socket_path=f[11],
+        )
+    return found
 
 
 class RemoteTmux(Tmux):
@@ -40,6 +132,11 @@ class RemoteTmux(Tmux):
                 "tmux_not_found", f"{self.binary} is not installed on host {self.host.name}"
             )
         return result.code, result.out, result.err
+
+    def remote_panes(self) -> dict[str, RemotePane] | None:
+        """Every pane of the server by id; None when no server runs there. One ssh call."""
+        out = self._query("list-panes", "-a", "-F", _PANES)
+        return None if out is None else parse_panes(out)
 
     def is_available(self) -> bool:
         return self.version() is not None

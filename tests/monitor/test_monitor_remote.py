@@ -384,7 +384,7 @@ def test_remote_panes_parse_with_their_session_and_server() -> None:
     from omp.tmux.args import SEP
 
     line = SEP.join(
-        ["%3", "77", "0", "1", "$2", "@4", "1700000000", "999", "1234", "omp-t-w", "/s"]
+        ["%3", "77", "0", "1", "$2", "@4", "1700000000", "999", "1234", "omp-t-w", "", "/s"]
     )
     [pane] = rmt.parse_panes(line + "\nbroken\n").values()
     assert (pane.pane_id, pane.in_mode, pane.session_name, pane.server_pid) == (

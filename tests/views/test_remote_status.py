@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 
 from omp.errors import OmpError
-from omp.mail.remote_panes import _Row, view_of
+from omp.mail.remote_panes import view_of
 from omp.record import config as team_config
 from omp.record.placement import session_of
 from omp.store.paths import StatePaths
 from omp.team.merging import merge_team
 from omp.team.setup import create_team
 from omp.team.shutdown import shutdown
+from omp.tmux.remote import RemotePane
 from omp.views.status import status
 from tests.helpers import child_env, run_omp, snapshot_tree
 from tests.store.redis_server import free_port
@@ -122,11 +123,20 @@ def test_shutdown_completes_here_and_says_what_it_left_on_the_host(
     assert res.rc == 0, res
 
 
+def _row(session: str, dead: bool, dead_status: int | None, pid: int | None) -> RemotePane:
+    """One line of a host's pane listing (`RemoteTmux.remote_panes`)."""
+    return RemotePane(
+        pane_id="%0", dead=dead, in_mode=False, session_id="$0", window_id="@0",
+        activity=None, session_name=session, socket_path="/s", server_pid=1,
+        server_started_at=1, pid=pid, dead_status=dead_status,
+    )  # fmt: skip
+
+
 def test_a_host_listing_reads_as_the_workers_pane() -> None:
     mine = session_of("t", "worker-1")
-    assert view_of(_Row(mine, False, None, 42), "t", "worker-1", "b").state == "alive"
-    dead = view_of(_Row(mine, True, 3, None), "t", "worker-1", "b")
+    assert view_of(_row(mine, False, None, 42), "t", "worker-1", "b").state == "alive"
+    dead = view_of(_row(mine, True, 3, None), "t", "worker-1", "b")
     assert (dead.state, dead.dead_status, dead.host) == ("dead", 3, "b")
     # a pane id a restarted server gave to another session's pane is not the worker's
-    assert view_of(_Row("someone-else", False, None, 1), "t", "worker-1", "b").state == "gone"
+    assert view_of(_row("someone-else", False, None, 1), "t", "worker-1", "b").state == "gone"
     assert view_of(None, "t", "worker-1", "b").state == "gone"
