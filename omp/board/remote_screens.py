@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from omp.errors import OmpError
-from omp.record.placement import Placed, hosts_of, remote_workers, session_of
+from omp.record.placement import Placed, by_server, hosts_of, remote_workers, session_of
 from omp.tmux.ssh import Host
 
 EVERY = 1.5  # seconds between two reads of a host's screens
@@ -75,9 +75,7 @@ class RemoteScreens:
 
     def read_once(self, placed: dict[str, Placed], hosts: dict[str, Host]) -> None:
         """One round over every host's server (the thread's body; tests call it directly)."""
-        groups: dict[tuple[str, str], dict[str, Placed]] = {}
-        for w, p in placed.items():
-            groups.setdefault((p.host, p.socket), {})[w] = p
+        groups = by_server(placed)
         now = time.monotonic()
         for (name, socket), members in groups.items():
             if self._retry.get(name, 0.0) > now:

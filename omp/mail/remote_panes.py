@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from omp.errors import OmpError
 from omp.record.config import TeamConfig
-from omp.record.placement import Placed, host_of, remote_workers, session_of
+from omp.record.placement import by_server, host_of, remote_workers, session_of
 from omp.tmux.remote import RemotePane as Listed
 from omp.tmux.remote import RemoteTmux
 
@@ -52,9 +52,7 @@ def remote_views(cfg: TeamConfig, names: list[str] | None = None) -> dict[str, P
     placed = remote_workers(cfg.raw)
     if names is not None:
         placed = {w: p for w, p in placed.items() if w in names}
-    groups: dict[tuple[str, str], dict[str, Placed]] = {}
-    for w, p in placed.items():
-        groups.setdefault((p.host, p.socket), {})[w] = p
+    groups = by_server(placed)
     out: dict[str, PaneView] = {}
     down: dict[str, str] = {}  # host -> why: its other servers are not asked again
     for (host_name, socket), members in groups.items():

@@ -103,6 +103,14 @@ def remote_workers(raw: dict[str, Any]) -> dict[str, Placed]:
     return out
 
 
+def by_server(placed: dict[str, Placed]) -> dict[tuple[str, str], dict[str, Placed]]:
+    """Remote workers grouped by (host, tmux server): what one listing there reads at once."""
+    out: dict[tuple[str, str], dict[str, Placed]] = {}
+    for w, p in placed.items():
+        out.setdefault((p.host, p.socket), {})[w] = p
+    return out
+
+
 def hosts_json(hosts: dict[str, Host]) -> dict[str, dict[str, Any]]:
     """What a team's config records of the hosts it uses (their settings, all of them)."""
     return {name: h.settings._asdict() for name, h in hosts.items()}
