@@ -341,7 +341,7 @@ class AddWorkers(Launch):
         """The grown config on every host the team uses, and each remote newcomer's inbox on its
         host (`omp.team.grow_hosts`); a host of the newcomers that does not take it fails the add,
         another one is reported."""
-        from omp.team import grow_hosts
+        from omp.team import grow_hosts, hosts
 
         name = self.cfg.name
         mirrored: set[tuple[str, str]] = set()
@@ -353,7 +353,7 @@ class AddWorkers(Launch):
                 for i, w in enumerate(self.added, start=1)
             }
             check = self.plan.verify if self.plan is not None else None
-            self.remote_inboxes, mirrored = grow_hosts.publish(
+            self.remote_inboxes, mirrored = hosts.publish(
                 self.remote,
                 name,
                 raw,

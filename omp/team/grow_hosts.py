@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from omp.errors import OmpError
@@ -75,44 +74,6 @@ def record(rp: RemotePlan, raw: dict[str, Any], entries: list[dict[str, Any]], b
     for entry in entries:
         if entry["name"] in rp.placed:
             entry.update(rp.entry(entry["name"], base))
-
-
-def publish(
-    rp: RemotePlan,
-    team: str,
-    raw: dict[str, Any],
-    *,
-    descriptions: dict[str, str],
-    verify: str | None,
-) -> tuple[dict[str, Path], set[tuple[str, str]]]:
-    """The team's config mirrored on each newcomer's host, then its inbox there: (each
-    newcomer's inbox path on its host, the (host, root) pairs mirrored)."""
-    names = [w["name"] for w in raw["workers"]]
-    inboxes: dict[str, Path] = {}
-    mirrored: set[tuple[str, str]] = set()
-    for w in raw["workers"]:
-        name = w["name"]
-        placed = rp.placed.get(name)
-        if placed is None:
-            continue
-        host = rp.hosts[placed.host]
-        if (placed.host, placed.root) not in mirrored:
-            remote.mirror_config(host, placed.root, team, raw)
-            mirrored.add((placed.host, placed.root))
-        text = remote.worker_inbox(
-            host,
-            placed,
-            team=team,
-            worker=name,
-            task_id=w.get("taskId"),
-            description=descriptions.get(name, ""),
-            teammates=[x for x in names if x != name],
-            verify=verify,
-        )
-        path = remote.inbox_path(placed.root, team, name)
-        ssh.put_file(host, path, text)
-        inboxes[name] = Path(path)
-    return inboxes, mirrored
 
 
 def mirror_everywhere(

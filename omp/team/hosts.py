@@ -309,6 +309,47 @@ def on_each(rp: RemotePlan, workers: list[str], act: Callable[[str], None]) -> N
         raise errors[0]
 
 
+def publish(
+    rp: RemotePlan,
+    team: str,
+    raw: dict[str, Any],
+    *,
+    descriptions: dict[str, str],
+    verify: str | None,
+) -> tuple[dict[str, Path], set[tuple[str, str]]]:
+    """The team's config mirrored on each placed worker's host (once per host and root), then
+    its inbox there (launch and add-worker): (each worker's inbox path on its host, the
+    (host, root) pairs mirrored)."""
+    from omp.team import remote
+
+    names = [w["name"] for w in raw["workers"]]
+    inboxes: dict[str, Path] = {}
+    mirrored: set[tuple[str, str]] = set()
+    for w in raw["workers"]:
+        name = w["name"]
+        placed = rp.placed.get(name)
+        if placed is None:
+            continue
+        host = rp.hosts[placed.host]
+        if (placed.host, placed.root) not in mirrored:
+            remote.mirror_config(host, placed.root, team, raw)
+            mirrored.add((placed.host, placed.root))
+        text = remote.worker_inbox(
+            host,
+            placed,
+            team=team,
+            worker=name,
+            task_id=w.get("taskId"),
+            description=descriptions.get(name, ""),
+            teammates=[x for x in names if x != name],
+            verify=verify,
+        )
+        path = remote.inbox_path(placed.root, team, name)
+        ssh.put_file(host, path, text)
+        inboxes[name] = Path(path)
+    return inboxes, mirrored
+
+
 def knobs(profile: AgentProfile, env: Mapping[str, str]) -> dict[str, str]:
     """What of the leader's environment a remote agent is given: only omp's own variables among
     those its profile forwards (the demo agent's `OMP_DEMO_*`); an agent's credentials and

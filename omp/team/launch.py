@@ -630,36 +630,19 @@ class Launch:
 
     def publish_remote(self, team: TeamPaths, raw: dict[str, Any]) -> None:
         """The team's config and each remote worker's inbox, on its host."""
-        from omp.team import remote
-        from omp.tmux import ssh
+        from omp.team import hosts
 
-        rp = self.remote
-        assert rp is not None
+        assert self.remote is not None
         names = [w["name"] for w in raw["workers"]]
+        descriptions = {
+            w: setup.task_description(self.req.task, i, len(names)) if self.req.task else ""
+            for i, w in enumerate(names, start=1)
+        }
         check = self.plan.verify if self.plan is not None else None
-        n = len(names)
-        mirrored: set[str] = set()
-        for i, w in enumerate(raw["workers"], start=1):
-            placed = rp.placed.get(w["name"])
-            if placed is None:
-                continue
-            host = rp.hosts[placed.host]
-            inbox = remote.worker_inbox(
-                host,
-                placed,
-                team=team.name,
-                worker=w["name"],
-                task_id=w["taskId"],
-                description=setup.task_description(self.req.task, i, n) if self.req.task else "",
-                teammates=[x for x in names if x != w["name"]],
-                verify=check[0] if check else None,
-            )
-            if placed.root not in mirrored:
-                remote.mirror_config(host, placed.root, team.name, raw)
-                mirrored.add(placed.root)
-            where = remote.inbox_path(placed.root, team.name, w["name"])
-            ssh.put_file(host, where, inbox)
-            self.remote_inboxes[w["name"]] = Path(where)  # its trigger names the host's path
+        self.remote_inboxes, _ = hosts.publish(
+            self.remote, team.name, raw, descriptions=descriptions,
+            verify=check[0] if check else None,
+        )  # fmt: skip
 
     def trigger_remote(self, team: TeamPaths, profile: AgentProfile) -> None:
         """Wait for each remote agent to be ready and hand it its task: `hosts.PARALLEL` workers
