@@ -25,7 +25,6 @@ def events_loop(
     as_json: bool,
     poll: float = POLL_SECONDS,
 ) -> NoReturn:
-    from omp.invocation import team_command
     from omp.record import config as team_config
     from omp.record import history
     from omp.store import project_config
@@ -64,12 +63,7 @@ def events_loop(
     except OmpError as err:
         output.fail(err, as_json)
     if not follow:
-        if not as_json:
-            nxt = f"{team_command(cfg.raw)} team events {team} --since {cursor}"
-            output.write_text(
-                ("" if printed else "no new events\n") + f"cursor {cursor}; next: {nxt}\n"
-            )
-        raise SystemExit(0)
+        _done(cfg, cursor, printed, as_json)
     path = history.path(cfg.paths)
     log, _ = history.parse_cursor(cursor, cfg.name)
     last = None
@@ -101,7 +95,6 @@ def _stored_loop(
 ) -> NoReturn:
     """`events_loop` where the project keeps its history in its store
     (`omp.record.stored_history`): the same events, lines and cursor shape, read from there."""
-    from omp.invocation import team_command
     from omp.record import stored_history
 
     printed = 0
@@ -121,12 +114,7 @@ def _stored_loop(
     except OmpError as err:
         output.fail(err, as_json)
     if not follow:
-        if not as_json:
-            nxt = f"{team_command(cfg.raw)} team events {cfg.name} --since {cursor}"
-            output.write_text(
-                ("" if printed else "no new events\n") + f"cursor {cursor}; next: {nxt}\n"
-            )
-        raise SystemExit(0)
+        _done(cfg, cursor, printed, as_json)
     try:
         while True:
             try:
@@ -230,3 +218,15 @@ def describe(ev: dict[str, Any]) -> str:
         pairs = (f"{inline(str(k))}={inline(str(x))}" for k, x in ev.items() if k != "type")
         text = f"{v('type', 'None')}: " + ", ".join(pairs)
     return f"{at}  {text}"
+
+
+def _done(cfg: TeamConfig, cursor: str, printed: int, as_json: bool) -> NoReturn:
+    """A read without --follow ends here: the cursor to go on from, said (text only)."""
+    from omp.invocation import team_command
+
+    if not as_json:
+        nxt = f"{team_command(cfg.raw)} team events {cfg.name} --since {cursor}"
+        output.write_text(
+            ("" if printed else "no new events\n") + f"cursor {cursor}; next: {nxt}\n"
+        )
+    raise SystemExit(0)

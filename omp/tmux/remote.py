@@ -19,7 +19,7 @@ from typing import Any
 from omp.errors import OmpError
 from omp.tmux import ssh
 from omp.tmux.args import SEP
-from omp.tmux.client import Tmux
+from omp.tmux.client import Tmux, _int
 from omp.tmux.identity import PaneIdentity
 
 # One line per pane of a host's server: its state, its session's name and the server's
@@ -41,13 +41,6 @@ _PANES = SEP.join(
     ]
 )
 _FIELDS = 12
-
-
-def _int(text: str) -> int | None:
-    try:
-        return int(text)
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)
