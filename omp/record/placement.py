@@ -26,7 +26,10 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from omp.store.names import is_valid_name
-from omp.tmux.ssh import Host, HostSettings
+
+TYPE_CHECKING = False  # true for mypy: ssh (and subprocess, ~50 ms) loads only to reach a host
+if TYPE_CHECKING:
+    from omp.tmux.ssh import Host
 
 
 class Placed(NamedTuple):
@@ -66,6 +69,8 @@ def placed_of(entry: dict[str, Any] | None) -> Placed | None:
 def hosts_of(raw: dict[str, Any]) -> dict[str, Host]:
     """The hosts a team's config records (`hosts`), with their settings; a record that does not
     read as settings falls back to ssh's defaults for that name."""
+    from omp.tmux.ssh import Host, HostSettings
+
     found = raw.get("hosts")
     out: dict[str, Host] = {}
     if not isinstance(found, dict):
@@ -89,6 +94,8 @@ def host_of(raw: dict[str, Any], entry: dict[str, Any] | None) -> Host | None:
     placed = placed_of(entry)
     if placed is None:
         return None
+    from omp.tmux.ssh import Host
+
     return hosts_of(raw).get(placed.host) or Host(placed.host)
 
 
